@@ -1,0 +1,43 @@
+"""powertrip-env: choose which datacenters train each round when their spare power fluctuates.
+
+Importing the package registers the environments with Gymnasium (Gymnasium 1.x does not load
+plugins by itself): ``import powertrip_env`` then ``gymnasium.make("PowerTrip-v0")``, or use
+``gymnasium.make("powertrip_env:PowerTrip-v0")`` without the import.
+"""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+from powertrip_env.config import Scenario, load_scenario, scenario_names
+from powertrip_env.errors import ScenarioError, TraceError
+
+__version__ = "0.1.0"
+
+# Registered ID -> the named scenario it runs (powertrip_env/scenarios/<name>.toml).
+ENV_IDS: dict[str, str] = {
+    "PowerTrip-v0": "default",
+    "PowerTrip-KWS-v0": "kws",
+    "PowerTrip-EMNIST-v0": "emnist",
+    "PowerTrip-LLMFull-v0": "llm-full",
+    "PowerTrip-Large-v0": "large",
+}
+MAX_EPISODE_STEPS = 1000
+
+for _env_id, _scenario in ENV_IDS.items():
+    if _env_id not in registry:
+        register(
+            id=_env_id,
+            entry_point="powertrip_env.env:PowerTripEnv",
+            max_episode_steps=MAX_EPISODE_STEPS,
+            kwargs={"scenario": _scenario},
+        )
+
+__all__ = [
+    "ENV_IDS",
+    "Scenario",
+    "ScenarioError",
+    "TraceError",
+    "load_scenario",
+    "scenario_names",
+]

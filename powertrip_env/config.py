@@ -1,0 +1,664 @@
+"""Typed, validated scenario description: sites, GPU types, workload, network and episode.
+
+A scenario is a TOML file (see ``powertrip_env/scenarios/default.toml`` for a fully commented
+one). Sites and GPUs may come from CSV catalogues (``traces/sites_*.csv``, ``traces/gpus.csv``)
+or be written inline, so a user's scenario can be one self-contained file. Everything is checked
+here, at load time, so that the simulator never has to second-guess its inputs: a bad value is
+reported with the file, the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from powertrip_env.errors import ScenarioError
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+SCENARIO_DIR = _PACKAGE_DIR / "scenarios"
+
+
+def data_dir() -> Path:
+    """Where the shipped catalogues and traces live.
+
+    In an installed wheel they travel inside the package (``powertrip_env/_data``); in a source
+    checkout (and an editable install) they are the repository's ``traces/`` folder.
+    """
+    for candidate in (_PACKAGE_DIR / "_data", _PACKAGE_DIR.parent / "traces"):
+        if (candidate / "gpus.csv").is_file():
+            return candidate
+    raise ScenarioError(
+        f"the packaged data folder was not found (looked in {_PACKAGE_DIR / '_data'} and "
+        f"{_PACKAGE_DIR.parent / 'traces'}); reinstall powertrip-env"
+    )
+
+
+# --------------------------------------------------------------------------- dataclasses
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """One accelerator model from the GPU catalogue (REFERENCES.md, "GPUs")."""
+
+    name: str
+    tflops_bf16: float  # dense BF16/FP16 tensor TFLOPS
+    power_w: float  # board power
+    memory_gb: float
+
+
+@dataclass(frozen=True)
+class Site:
+    """A datacenter that may take part in a round."""
+
+    name: str
+    region: str
+    latitude: float
+    longitude: float
+    gpu: str
+    gpu_count: int
+    capacity_kw: float  # power domain available to this job's kind of load
+    pue: float
+    wan_gbps: float
+    data_share: float
+    trace_column: str
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is trained: cost per sample, update size, batch sizes and the learning surrogate."""
+
+    name: str
+    flops_per_sample: float
+    model_bytes: float  # size of the update exchanged with the aggregator each round
+    site_batch: int  # samples per local step at one site
+    local_steps: int  # local steps per round
+    mfu: float  # model FLOPs utilisation (REFERENCES.md: 30-50% for large models)
+    eta_local: float  # discount of a local-SGD step against a true large-batch step
+    noise_b0: float  # gradient noise scale B_noise at P = 0 (samples)
+    noise_p_b: float  # progress over which B_noise grows: B0 * (1 + P / P_B) ** gamma
+    noise_gamma: float
+    a0: float  # accuracy at P = 0
+    a_max: float  # asymptotic accuracy
+    a_target: float  # the episode's target a*
+    p0: float  # progress scale of the accuracy curve
+    alpha: float  # exponent of the accuracy curve
+    non_iid: float  # 0 = replicated/IID data; 1 = leaving sites out loses their share entirely
+    coverage_tau_rounds: float  # rounds after which an absent site's data is mostly forgotten
+    round_mode: str  # "fixed_quota" (default) or "fixed_time"
+    round_s: float  # compute seconds per round in "fixed_time" mode
+
+
+@dataclass(frozen=True)
+class Network:
+    """Latency and bandwidth model (DESIGN.md §3)."""
+
+    hub: str  # name of the aggregator site, or of an extra location
+    hub_latitude: float
+    hub_longitude: float
+    hub_gbps: float
+    base_ms: float
+    route_factor: float
+    fiber_km_per_ms: float
+    rtt_factor: float  # round trips a round costs (handshakes, gRPC exchanges, TCP windows)
+    aggregation_s: float
+    join_s: float  # cost for a site not in the previous round: allocate GPUs, load the model
+    rtt_to_hub_ms: tuple[float, ...] | None  # measured RTTs, overriding the distance model
+
+
+@dataclass(frozen=True)
+class Episode:
+    """Episode length, reference time and the simulator's nuisance parameters."""
+
+    time_budget_h: float
+    max_rounds: int
+    h_ref_h: float  # reference time-to-accuracy: the return is 1 - TTA / H_ref on success
+    idle_s: float  # clock advance of a round with no site (0 = one trace interval)
+    jitter_sigma: float  # log-normal sigma of compute and network times
+    server_overhead: float  # wall power of a server per watt of GPU board power
+    idle_fraction: float  # draw of a joined-but-waiting GPU, as a fraction of its busy draw
+    train_days: tuple[int, int]
+    test_days: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A complete, validated scenario."""
+
+    name: str
+    description: str
+    source: str  # the file it came from, for messages
+    sites: tuple[Site, ...]
+    gpus: dict[str, GpuType]
+    workload: Workload
+    network: Network
+    episode: Episode
+    trace_file: Path
+    hub_index: int = field(default=-1)  # index of the hub among sites, -1 if it is extra
+
+    @property
+    def n_sites(self) -> int:
+        return len(self.sites)
+
+    def __str__(self) -> str:
+        gpu_mix = sorted({s.gpu for s in self.sites})
+        regions = sorted({s.region for s in self.sites})
+        return (
+            f"Scenario {self.name!r}: {self.n_sites} sites in {len(regions)} regions "
+            f"({', '.join(regions)}), GPUs {', '.join(gpu_mix)}; workload "
+            f"{self.workload.name}; hub {self.network.hub}; trace {self.trace_file.name}"
+        )
+
+
+# --------------------------------------------------------------------------- field reading
+
+_REQUIRED = object()
+
+
+class _Table:
+    """Reads typed, range-checked fields out of one TOML table, naming the file in errors."""
+
+    def __init__(self, data: dict[str, Any], source: str, section: str) -> None:
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{source}: [{section}] must be a table, got {data!r}")
+        self.data = data
+        self.source = source
+        self.section = section
+        self.used: set[str] = set()
+
+    def _where(self, key: str) -> str:
+        return f"{self.source}: [{self.section}] field {key!r}"
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = _REQUIRED) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise ScenarioError(f"{self._where(key)} is missing; it is required")
+            return default
+        return self.data[key]
+
+    def number(
+        self,
+        key: str,
+        default: Any = _REQUIRED,
+        *,
+        lo: float | None = None,
+        hi: float | None = None,
+        lo_open: bool = False,
+    ) -> float:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ScenarioError(f"{self._where(key)} = {value!r}: must be a number")
+        value = float(value)
+        if not math.isfinite(value):
+            raise ScenarioError(f"{self._where(key)} = {value!r}: must be finite")
+        _check_range(self._where(key), value, lo, hi, lo_open)
+        return value
+
+    def integer(self, key: str, default: Any = _REQUIRED, *, lo: int = 0) -> int:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{self._where(key)} = {value!r}: must be an integer")
+        if value < lo:
+            raise ScenarioError(f"{self._where(key)} = {value!r}: must be >= {lo}")
+        return int(value)
+
+    def string(self, key: str, default: Any = _REQUIRED, *, choices: tuple[str, ...] = ()) -> str:
+        value = self.raw(key, default)
+        if not isinstance(value, str) or not value:
+            raise ScenarioError(f"{self._where(key)} = {value!r}: must be a non-empty string")
+        if choices and value not in choices:
+            raise ScenarioError(f"{self._where(key)} = {value!r}: must be one of {choices}")
+        return value
+
+    def day_range(self, key: str, default: tuple[int, int]) -> tuple[int, int]:
+        value = self.raw(key, list(default))
+        if (
+            not isinstance(value, list)
+            or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            or not 1 <= value[0] <= value[1]
+        ):
+            raise ScenarioError(
+                f"{self._where(key)} = {value!r}: must be [first_day, last_day], "
+                "1-based whole days with first <= last"
+            )
+        return int(value[0]), int(value[1])
+
+    def finish(self) -> None:
+        """Unknown keys are almost always typos; name them instead of ignoring them."""
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise ScenarioError(
+                f"{self.source}: [{self.section}] has unknown field(s) {unknown}; "
+                f"allowed: {sorted(self.used)}"
+            )
+
+
+def _check_range(
+    where: str, value: float, lo: float | None, hi: float | None, lo_open: bool = False
+) -> None:
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        bound = f"> {lo:g}" if lo_open else f">= {lo:g}"
+        raise ScenarioError(f"{where} = {value!r}: must be {bound}")
+    if hi is not None and value > hi:
+        raise ScenarioError(f"{where} = {value!r}: must be <= {hi:g}")
+
+
+# --------------------------------------------------------------------------- catalogues
+
+
+def _read_csv_rows(path: Path, required: tuple[str, ...], what: str) -> list[dict[str, str]]:
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+            header = rows[0].keys() if rows else []
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ScenarioError(f"{path}: {what} is not a readable CSV file: {exc}") from None
+    if not rows:
+        raise ScenarioError(f"{path}: {what} is empty; expected a header and at least one row")
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ScenarioError(
+            f"{path}: {what} is missing column(s) {missing}; required: {list(required)}"
+        )
+    return rows
+
+
+def _csv_value(path: Path, row_no: int, column: str, text: str | None, kind: type) -> Any:
+    where = f"{path}: row {row_no}, column {column!r}"
+    if text is None or text.strip() == "":
+        raise ScenarioError(f"{where} is empty; a {kind.__name__} is required")
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ScenarioError(f"{where} = {text!r}: must be a {kind.__name__}") from None
+    if kind is float and not math.isfinite(value):
+        raise ScenarioError(f"{where} = {text!r}: must be finite")
+    return value
+
+
+_GPU_COLUMNS = ("name", "tflops_bf16", "power_w", "memory_gb")
+
+
+def load_gpu_catalogue(path: Path) -> dict[str, GpuType]:
+    """Read ``gpus.csv``: the accelerator models a site may name."""
+    rows = _read_csv_rows(path, _GPU_COLUMNS, "GPU catalogue")
+    gpus: dict[str, GpuType] = {}
+    for i, row in enumerate(rows, start=2):  # row 1 is the header
+        name = (row["name"] or "").strip()
+        if not name:
+            raise ScenarioError(f"{path}: row {i}, column 'name' is empty")
+        if name in gpus:
+            raise ScenarioError(f"{path}: row {i}, column 'name' = {name!r} appears twice")
+        values = {c: _csv_value(path, i, c, row[c], float) for c in _GPU_COLUMNS[1:]}
+        for column, value in values.items():
+            if value <= 0:
+                raise ScenarioError(
+                    f"{path}: row {i}, column {column!r} = {value!r}: must be > 0"
+                )
+        gpus[name] = GpuType(name=name, **values)
+    return gpus
+
+
+SITE_FIELDS = (
+    "name", "region", "latitude", "longitude", "gpu", "gpu_count", "capacity_kw", "pue",
+    "wan_gbps", "data_share", "trace_column",
+)  # fmt: skip
+_SITE_KINDS: dict[str, type] = {
+    "name": str, "region": str, "latitude": float, "longitude": float, "gpu": str,
+    "gpu_count": int, "capacity_kw": float, "pue": float, "wan_gbps": float,
+    "data_share": float, "trace_column": str,
+}  # fmt: skip
+_SITE_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
+    "latitude": (-90.0, 90.0, False),
+    "longitude": (-180.0, 180.0, False),
+    "gpu_count": (1, None, False),
+    "capacity_kw": (0.0, None, True),
+    "pue": (1.0, 3.0, False),
+    "wan_gbps": (0.0, None, True),
+    "data_share": (0.0, 1.0, False),
+}
+
+
+def _make_site(values: dict[str, Any], where: str) -> Site:
+    for key, (lo, hi, lo_open) in _SITE_RANGES.items():
+        _check_range(f"{where}, field {key!r}", float(values[key]), lo, hi, lo_open)
+    for key in ("name", "region", "gpu", "trace_column"):
+        if not values[key]:
+            raise ScenarioError(f"{where}, field {key!r} is empty")
+    return Site(**values)
+
+
+def _sites_from_csv(path: Path) -> list[Site]:
+    rows = _read_csv_rows(path, SITE_FIELDS, "site catalogue")
+    sites = []
+    for i, row in enumerate(rows, start=2):
+        values = {}
+        for column in SITE_FIELDS:
+            kind = _SITE_KINDS[column]
+            if kind is str:
+                values[column] = (row[column] or "").strip()
+            else:
+                values[column] = _csv_value(path, i, column, row[column], kind)
+        sites.append(_make_site(values, f"{path}: row {i}"))
+    return sites
+
+
+def _sites_from_toml(entries: Any, source: str) -> list[Site]:
+    if not isinstance(entries, list) or not entries:
+        raise ScenarioError(
+            f"{source}: [[sites.site]] must be a non-empty array of tables, got {entries!r}"
+        )
+    sites = []
+    for i, entry in enumerate(entries):
+        table = _Table(entry, source, f"sites.site #{i + 1}")
+        values: dict[str, Any] = {}
+        for key in SITE_FIELDS:
+            kind = _SITE_KINDS[key]
+            if kind is str:
+                values[key] = table.string(key)
+            elif kind is int:
+                values[key] = table.integer(key, lo=1)
+            else:
+                values[key] = table.number(key)
+        table.finish()
+        sites.append(_make_site(values, f"{source}: [sites.site #{i + 1}]"))
+    return sites
+
+
+# --------------------------------------------------------------------------- scenario loading
+
+
+def _resolve_file(name: str, scenario_path: Path, where: str) -> Path:
+    """A data file named in a scenario: next to the scenario first, then the shipped data."""
+    candidate = Path(os.path.expanduser(name))
+    if candidate.is_absolute():
+        options = [candidate]
+    else:
+        options = [scenario_path.parent / candidate, data_dir() / candidate]
+    for option in options:
+        if option.is_file():
+            return option.resolve()
+    raise ScenarioError(
+        f"{where} = {name!r}: file not found (looked in {', '.join(str(o) for o in options)})"
+    )
+
+
+def scenario_names() -> list[str]:
+    """The named scenarios that ship with the package."""
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def scenario_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """Map a scenario name (``"default"``) or a path to the TOML file it means."""
+    text = os.fspath(name_or_path)
+    if text in scenario_names():
+        return SCENARIO_DIR / f"{text}.toml"
+    path = Path(os.path.expanduser(text))
+    if path.suffix == ".toml" or os.sep in text or path.exists():
+        if not path.is_file():
+            raise ScenarioError(f"{path}: scenario file not found")
+        return path.resolve()
+    raise ScenarioError(
+        f"unknown scenario {text!r}: give one of {scenario_names()} or the path of a .toml file"
+    )
+
+
+def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
+    """Load and validate a named scenario or a user's TOML file."""
+    path = scenario_path(name_or_path)
+    source = str(path)
+    doc = _read_toml(path, source)
+    if not doc:
+        raise ScenarioError(f"{source}: the scenario file is empty")
+    doc, path = _apply_extends(doc, path, source, seen=(str(path),))
+
+    top = _Table(doc, source, "top level")
+    name = top.string("name", path.stem)
+    description = top.string("description", name)
+
+    gpus_table = _Table(top.raw("gpus", {}), source, "gpus")
+    gpu_file = _resolve_file(
+        gpus_table.string("catalogue", "gpus.csv"), path, f"{source}: [gpus] field 'catalogue'"
+    )
+    gpus_table.finish()
+    gpus = load_gpu_catalogue(gpu_file)
+
+    sites_table = _Table(top.raw("sites"), source, "sites")
+    if sites_table.has("catalogue") == sites_table.has("site"):
+        raise ScenarioError(
+            f"{source}: [sites] must have exactly one of 'catalogue' (a CSV file) or "
+            "[[sites.site]] tables"
+        )
+    if sites_table.has("catalogue"):
+        site_file = _resolve_file(
+            sites_table.string("catalogue"), path, f"{source}: [sites] field 'catalogue'"
+        )
+        sites = _sites_from_csv(site_file)
+    else:
+        site_file = path
+        sites = _sites_from_toml(sites_table.raw("site"), source)
+    shares = sites_table.raw("data_shares", None)
+    if shares is not None:
+        if (
+            not isinstance(shares, list)
+            or len(shares) != len(sites)
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in shares)
+        ):
+            raise ScenarioError(
+                f"{source}: [sites] field 'data_shares' = {shares!r}: must be a list of "
+                f"{len(sites)} numbers (one per site, in site order) summing to 1"
+            )
+        sites = [
+            _make_site({**vars(s), "data_share": float(v)}, f"{source}: [sites] data_shares")
+            for s, v in zip(sites, shares, strict=True)
+        ]
+        site_file = path
+    _check_sites(sites, gpus, str(site_file), source)
+
+    trace_table = _Table(top.raw("trace"), source, "trace")
+    trace_file = _resolve_file(trace_table.string("file"), path, f"{source}: [trace] field 'file'")
+
+    workload = _load_workload(_Table(top.raw("workload"), source, "workload"))
+    network, hub_index = _load_network(
+        _Table(top.raw("network"), source, "network"), sites, sites_table
+    )
+    sites_table.finish()
+    episode = _load_episode(_Table(top.raw("episode", {}), source, "episode"), trace_table)
+    trace_table.finish()
+    top.finish()
+    return Scenario(
+        name=name,
+        description=description,
+        source=source,
+        sites=tuple(sites),
+        gpus=gpus,
+        workload=workload,
+        network=network,
+        episode=episode,
+        trace_file=trace_file,
+        hub_index=hub_index,
+    )
+
+
+def _read_toml(path: Path, source: str) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ScenarioError(f"{source}: cannot read scenario: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{source}: not valid TOML: {exc}") from None
+
+
+def _apply_extends(
+    doc: dict[str, Any], path: Path, source: str, seen: tuple[str, ...]
+) -> tuple[dict[str, Any], Path]:
+    """``extends = "default"`` starts from another scenario and overrides it table by table.
+
+    Fields of a table in this file replace the same fields of the base; relative data files
+    keep resolving against the file that names them. Returns the merged document and the path
+    that relative names in it resolve against.
+    """
+    base_name = doc.pop("extends", None)
+    if base_name is None:
+        return doc, path
+    if not isinstance(base_name, str):
+        raise ScenarioError(f"{source}: field 'extends' = {base_name!r}: must be a scenario name")
+    if base_name not in scenario_names() and not Path(base_name).is_absolute():
+        base_name = str(path.parent / base_name)
+    base_path = scenario_path(base_name)
+    if str(base_path) in seen:
+        raise ScenarioError(f"{source}: 'extends' forms a cycle through {base_path}")
+    base_doc = _read_toml(base_path, str(base_path))
+    base_doc, base_root = _apply_extends(base_doc, base_path, str(base_path), (*seen, str(base_path)))
+    for table, value in base_doc.items():
+        if isinstance(value, dict):
+            value = dict(value)
+            for key in ("catalogue", "file"):  # keep the base's data files findable
+                if key in value and key not in doc.get(table, {}):
+                    value[key] = str(_resolve_file(value[key], base_root, f"{base_path}: [{table}]"))
+        if table in doc and isinstance(doc[table], dict) and isinstance(value, dict):
+            merged = {**value, **doc[table]}
+            if table == "sites" and "site" in doc[table]:
+                merged.pop("catalogue", None)
+            if table == "sites" and "catalogue" in doc[table]:
+                merged.pop("site", None)
+            doc[table] = merged
+        elif table not in doc and table not in ("name", "description"):
+            doc[table] = value
+    return doc, path
+
+
+def _check_sites(sites: list[Site], gpus: dict[str, GpuType], site_file: str, source: str) -> None:
+    names = [s.name for s in sites]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ScenarioError(f"{site_file}: site name(s) {duplicates} appear more than once")
+    for site in sites:
+        if site.gpu not in gpus:
+            raise ScenarioError(
+                f"{site_file}: site {site.name!r} field 'gpu' = {site.gpu!r}: unknown GPU type; "
+                f"allowed: {sorted(gpus)}"
+            )
+    total = sum(s.data_share for s in sites)
+    if abs(total - 1.0) > 1e-6:
+        raise ScenarioError(
+            f"{site_file}: field 'data_share' sums to {total:.6g} over the sites; it must sum to 1"
+        )
+    if len(sites) > 64:
+        raise ScenarioError(f"{source}: {len(sites)} sites; at most 64 are supported")
+
+
+def _load_workload(t: _Table) -> Workload:
+    a0 = t.number("a0", lo=0.0, hi=1.0)
+    a_max = t.number("a_max", lo=0.0, hi=1.0)
+    a_target = t.number("a_target", lo=0.0, hi=1.0)
+    if not a0 < a_target < a_max:
+        raise ScenarioError(
+            f"{t.source}: [workload] fields a0 = {a0}, a_target = {a_target}, a_max = {a_max}: "
+            "must satisfy a0 < a_target < a_max"
+        )
+    workload = Workload(
+        name=t.string("name"),
+        flops_per_sample=t.number("flops_per_sample", lo=0.0, lo_open=True),
+        model_bytes=t.number("model_bytes", lo=0.0, lo_open=True),
+        site_batch=t.integer("site_batch", lo=1),
+        local_steps=t.integer("local_steps", lo=1),
+        mfu=t.number("mfu", lo=0.0, hi=1.0, lo_open=True),
+        eta_local=t.number("eta_local", 1.0, lo=0.0, hi=1.0, lo_open=True),
+        noise_b0=t.number("noise_b0", lo=0.0),
+        noise_p_b=t.number("noise_p_b", lo=0.0, lo_open=True),
+        noise_gamma=t.number("noise_gamma", 0.0, lo=0.0, hi=4.0),
+        a0=a0,
+        a_max=a_max,
+        a_target=a_target,
+        p0=t.number("p0", lo=0.0, lo_open=True),
+        alpha=t.number("alpha", lo=0.0, lo_open=True),
+        non_iid=t.number("non_iid", 0.0, lo=0.0, hi=1.0),
+        coverage_tau_rounds=t.number("coverage_tau_rounds", 5.0, lo=0.0, lo_open=True),
+        round_mode=t.string("round_mode", "fixed_quota", choices=("fixed_quota", "fixed_time")),
+        round_s=t.number("round_s", 60.0, lo=0.0, lo_open=True),
+    )
+    t.finish()
+    return workload
+
+
+def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Network, int]:
+    hub_value = sites_table.raw("hub")
+    names = [s.name for s in sites]
+    if isinstance(hub_value, str):
+        if hub_value not in names:
+            raise ScenarioError(
+                f"{sites_table.source}: [sites] field 'hub' = {hub_value!r}: not a site of this "
+                f"scenario; allowed: {names} or a table {{name, latitude, longitude}}"
+            )
+        hub_index = names.index(hub_value)
+        hub_name, hub_lat, hub_lon = hub_value, sites[hub_index].latitude, sites[hub_index].longitude
+    else:
+        hub = _Table(hub_value, sites_table.source, "sites.hub")
+        hub_name = hub.string("name")
+        hub_lat = hub.number("latitude", lo=-90.0, hi=90.0)
+        hub_lon = hub.number("longitude", lo=-180.0, hi=180.0)
+        hub.finish()
+        hub_index = -1
+
+    rtt_to_hub = t.raw("rtt_to_hub_ms", None)
+    if rtt_to_hub is not None:
+        if (
+            not isinstance(rtt_to_hub, list)
+            or len(rtt_to_hub) != len(sites)
+            or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 10_000
+                for v in rtt_to_hub
+            )
+        ):
+            raise ScenarioError(
+                f"{t.source}: [network] field 'rtt_to_hub_ms' = {rtt_to_hub!r}: must be a list "
+                f"of {len(sites)} round-trip times in ms (one per site, in site order), each in "
+                "(0, 10000)"
+            )
+        rtt_to_hub = tuple(float(v) for v in rtt_to_hub)
+    network = Network(
+        hub=hub_name,
+        hub_latitude=hub_lat,
+        hub_longitude=hub_lon,
+        hub_gbps=t.number("hub_gbps", lo=0.0, lo_open=True),
+        base_ms=t.number("base_ms", 2.0, lo=0.0),
+        route_factor=t.number("route_factor", 1.5, lo=1.0, hi=5.0),
+        fiber_km_per_ms=t.number("fiber_km_per_ms", 204.0, lo=0.0, lo_open=True),
+        rtt_factor=t.number("rtt_factor", 1.0, lo=0.0),
+        aggregation_s=t.number("aggregation_s", 0.0, lo=0.0),
+        join_s=t.number("join_s", 0.0, lo=0.0),
+        rtt_to_hub_ms=rtt_to_hub,
+    )
+    t.finish()
+    return network, hub_index
+
+
+def _load_episode(t: _Table, trace: _Table) -> Episode:
+    train_days = trace.day_range("train_days", (1, 21))
+    test_days = trace.day_range("test_days", (22, 31))
+    episode = Episode(
+        time_budget_h=t.number("time_budget_h", lo=0.0, lo_open=True, hi=24.0 * 7),
+        max_rounds=t.integer("max_rounds", 1000, lo=1),
+        h_ref_h=t.number("h_ref_h", lo=0.0, lo_open=True),
+        idle_s=t.number("idle_s", 0.0, lo=0.0),
+        jitter_sigma=t.number("jitter_sigma", 0.05, lo=0.0, hi=1.0),
+        server_overhead=t.number("server_overhead", 1.8, lo=1.0, hi=5.0),
+        idle_fraction=t.number("idle_fraction", 0.3, lo=0.0, hi=1.0),
+        train_days=train_days,
+        test_days=test_days,
+    )
+    t.finish()
+    return episode

@@ -1,0 +1,274 @@
+"""``PowerTripEnv``: the Gymnasium adapter over ``core`` with a batch of one."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from powertrip_env import core
+from powertrip_env.config import Scenario
+from powertrip_env.simulation import (
+    NOISE_BLOCK,
+    OBS_MODES,
+    REWARD_MODES,
+    check_choice,
+    load_simulation,
+)
+
+
+class PowerTripEnv(gym.Env):
+    """
+    ## Description
+
+    Geo-distributed training under fluctuating power, after PowerTrip (Mehboob et al., SoCC '25).
+    One model is trained across N datacenters whose spare power follows a trace. Every step is
+    one synchronous training round: the agent chooses which sites take part. More sites bring
+    more powered GPUs and a larger global batch, but each extra site adds network time (latency
+    and contention at the aggregator), can be the straggler, and pays a join cost if it sat out
+    the previous round. The episode ends when the model reaches its target accuracy; the goal is
+    the shortest time-to-accuracy (TTA). The model is DESIGN.md §3; the shipped power traces are
+    synthetic, made from the published statistics of Google's 2019 PDU traces.
+
+    ## Action Space
+
+    `MultiBinary(N)` (default) or, with `action_mode="multidiscrete"`, `MultiDiscrete([2] * N)`:
+    1 means the site takes part in this round. Sites that have no powered GPU now are dropped
+    and counted in `info["invalid_selections"]`; an empty set is an idle round (the clock moves
+    one trace interval, nothing is learned, all sites are released). `action_masks()` returns
+    the `(2N,)` mask that MaskablePPO expects. A malformed action raises `ValueError`.
+
+    ## Observation Space
+
+    `obs_mode="flat"` (default): a `Box` of `N * 8 + 6` float32, the per-site features in site
+    order followed by the global ones. `obs_mode="dict"`: `{"sites": Box(N, 8), "global":
+    Box(6)}` for permutation-invariant encoders.
+
+    | Num        | Observation (per site i)                                    | Min | Max |
+    |------------|-------------------------------------------------------------|-----|-----|
+    | 8i + 0     | available power: headroom / capacity                        | 0   | 1   |
+    | 8i + 1     | powered GPUs / GPU count                                    | 0   | 1   |
+    | 8i + 2     | throughput / largest full-power site throughput             | 0   | 1   |
+    | 8i + 3     | estimated compute time / time scale (1 if unavailable)      | 0   | 1   |
+    | 8i + 4     | RTT to the aggregator / largest site RTT                    | 0   | 1   |
+    | 8i + 5     | change of available power over the last hour / capacity     | -1  | 1   |
+    | 8i + 6     | took part in the previous round                             | 0   | 1   |
+    | 8i + 7     | available (at least one GPU can be powered)                 | 0   | 1   |
+    | 8N + 0     | progress toward the target: (a − a0) / (a* − a0)            | 0   | 1   |
+    | 8N + 1     | elapsed time / time budget                                  | 0   | 1   |
+    | 8N + 2     | sin of the UTC time of day                                  | -1  | 1   |
+    | 8N + 3     | cos of the UTC time of day                                  | -1  | 1   |
+    | 8N + 4     | last round time / time scale                                | 0   | 1   |
+    | 8N + 5     | data coverage of the last round (1 for IID data)            | 0   | 1   |
+
+    The time scale is 20 times the fastest site's full-power compute time for one round.
+
+    ## Rewards
+
+    `reward_mode="excess_gain"` (default): `r = (Δa − ρ_ref · T_r) / (a* − a0)` with
+    `ρ_ref = (a* − a0) / H_ref`: the accuracy gained in the round minus what the reference rate
+    would have gained in the same wall-clock time. The return of a successful episode is
+    exactly `1 − TTA / H_ref`, so maximising return minimises TTA.
+    `reward_mode="gain_rate"`: the literal per-round efficiency `Δa / (a* − a0) · H_ref / T_r`.
+    It rewards many short rounds rather than a short TTA and is kept for comparison.
+
+    ## Starting State
+
+    Accuracy a0 at a start time drawn uniformly from the trace rows of the split (`"train"`:
+    days 1–21, `"test"`: days 22–31, `"all"`), leaving room for a whole time budget;
+    `options={"start_time": ...}` (seconds since the trace start, an ISO-8601 string or a
+    datetime) fixes it. No site took part in a previous round.
+
+    ## Episode End
+
+    1. Termination: the accuracy reaches the target a*.
+    2. Truncation: the elapsed time reaches the scenario's time budget, or the number of rounds
+       reaches `max_rounds` (registered as `max_episode_steps`).
+
+    ## Arguments
+
+    ```python
+    >>> import gymnasium as gym
+    >>> import powertrip_env
+    >>> env = gym.make("PowerTrip-v0")
+    >>> env
+    <TimeLimit<OrderEnforcing<PassiveEnvChecker<PowerTripEnv<PowerTrip-v0>>>>>
+    >>> obs, info = env.reset(seed=0)
+    >>> obs.shape
+    (70,)
+    >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+
+    ```
+
+    | Parameter     | Type          | Default         | Description                                  |
+    |---------------|---------------|-----------------|----------------------------------------------|
+    | `scenario`    | str, path     | `"default"`     | a named scenario or a user's TOML file       |
+    | `reward_mode` | str           | `"excess_gain"` | `"excess_gain"` or `"gain_rate"`             |
+    | `obs_mode`    | str           | `"flat"`        | `"flat"` (Box) or `"dict"` (sites + global)  |
+    | `action_mode` | str           | `"multibinary"` | `"multibinary"` or `"multidiscrete"`         |
+    | `split`       | str           | `"train"`       | days episodes start in: train, test, all     |
+    | `jitter`      | bool or float | `True`          | log-normal time noise: scenario's σ, none, σ |
+    | `render_mode` | str or None   | `None`          | `"ansi"` or `"rgb_array"`                    |
+
+    Registered IDs: `PowerTrip-v0` (default), `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`,
+    `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`.
+
+    ## Vectorized environment
+
+    `gym.make_vec("PowerTrip-v0", num_envs=B)` steps B episodes in one array call of the same
+    simulator (`PowerTripVectorEnv`).
+
+    ## Version History
+
+    * v0: Initial version.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        scenario: str | os.PathLike[str] | Scenario = "default",
+        *,
+        reward_mode: str = "excess_gain",
+        obs_mode: str = "flat",
+        action_mode: str = "multibinary",
+        split: str = "train",
+        jitter: bool | float = True,
+        render_mode: str | None = None,
+    ) -> None:
+        self.sim = load_simulation(scenario).with_jitter(jitter)
+        self.params = self.sim.params
+        self.scenario = self.sim.scenario
+        self.reward_mode = check_choice("reward_mode", reward_mode, REWARD_MODES)
+        self.obs_mode = check_choice("obs_mode", obs_mode, OBS_MODES)
+        self.split = split
+        self.sim.split_start_rows(split)  # validates split against the scenario now
+        if render_mode is not None:
+            check_choice("render_mode", render_mode, tuple(self.metadata["render_modes"]))
+        self.render_mode = render_mode
+        self.action_space = self.sim.action_space(action_mode)
+        self.observation_space = self.sim.observation_space(obs_mode)
+        self.site_names = tuple(s.name for s in self.scenario.sites)
+        self.state: core.SimState | None = None
+        self._noise = np.zeros((0, self.params.n_sites + 1))
+        self._history: list[tuple[float, float]] = []
+        self._last: core.RoundResult | None = None
+
+    # ------------------------------------------------------------------ gym API
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        start = self.sim.start_time_s(self.np_random, self.split, options)
+        self.state = core.initial_state(self.params, np.array([start]))
+        self._refill_noise()
+        self._history = [(0.0, float(self.state.accuracy[0]))]
+        self._last = None
+        info = {
+            "start_time_s": start,
+            "trace_time": self.params.trace_t0_s + start,
+            "available": core.available_now(self.params, self.state)[0],
+        }
+        return self._observation(), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        mask = self.sim.as_masks(action, self.action_space, 1)
+        r = int(self.state.rounds[0]) % NOISE_BLOCK
+        if r == 0 and self.state.rounds[0] > 0:
+            self._refill_noise()
+        result = core.step_round(self.params, self.state, mask, self._noise[r : r + 1])
+        self.state = state = result.state
+        self._last = result
+        reward = float(self.sim.rewards(result, self.reward_mode)[0])
+        terminated, truncated = self.sim.outcome(state)
+        terminated, truncated = bool(terminated[0]), bool(truncated[0])
+        elapsed = float(state.time_s[0] - state.start_s[0])
+        self._history.append((elapsed, float(state.accuracy[0])))
+        straggler = int(result.straggler[0])
+        info = {
+            "round_time_s": float(result.round_time_s[0]),
+            "compute_s": float(result.compute_s[0]),
+            "comm_s": float(result.comm_s[0]),
+            "elapsed_s": elapsed,
+            "accuracy": float(state.accuracy[0]),
+            "selected": result.selected[0],
+            "n_selected": int(result.selected[0].sum()),
+            "invalid_selections": int(result.invalid[0]),
+            "idle": bool(result.idle[0]),
+            "powered_gpus": result.powered[0].astype(np.int64),
+            "straggler": straggler,
+            "straggler_site": self.site_names[straggler] if straggler >= 0 else "",
+            "trace_time": float(self.params.trace_t0_s + state.time_s[0]),
+            "round_energy_kwh": float(result.energy_j[0] / 3.6e6),
+            "energy_kwh": float(state.energy_j[0] / 3.6e6),
+            "rounds": int(state.rounds[0]),
+        }
+        if terminated or truncated:
+            info["tta_h"] = elapsed / 3600.0
+            info["success"] = terminated
+        return self._observation(), reward, terminated, truncated, info
+
+    def render(self) -> str | np.ndarray | None:
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode to make()")
+            return None
+        from powertrip_env import render
+
+        if self.render_mode == "ansi":
+            return render.ansi(self)
+        return render.rgb_array(self)
+
+    # ------------------------------------------------------------------ for policies
+
+    def action_masks(self) -> np.ndarray:
+        """(2N,) bool for MaskablePPO: per site [may choose 0, may choose 1]."""
+        avail = self.available()
+        out = np.ones((self.params.n_sites, 2), dtype=bool)
+        out[:, 1] = avail
+        return out.ravel()
+
+    def available(self) -> np.ndarray:
+        """(N,) bool: sites that have at least one powered GPU now."""
+        self._require_state()
+        return core.available_now(self.params, self.state)[0]
+
+    def predict_round(self, mask: Any) -> core.RoundPrediction:
+        """What-if round time and progress for one set (N,) or candidate sets (M, N).
+
+        Assumes each site's current power holds for the whole round and reads no future trace
+        values; the state does not change. Returns scalars for one set, (M,) arrays for many.
+        """
+        self._require_state()
+        m = np.asarray(mask, dtype=bool)
+        if m.ndim not in (1, 2) or m.shape[-1] != self.params.n_sites:
+            raise ValueError(
+                f"mask of shape {m.shape}: expected ({self.params.n_sites},) or "
+                f"(M, {self.params.n_sites})"
+            )
+        pred = core.predict_round(self.params, self.state, m.reshape(1, -1, m.shape[-1]))
+        if m.ndim == 1:
+            return core.RoundPrediction(*(float(a[0, 0]) for a in pred))
+        return core.RoundPrediction(*(a[0] for a in pred))
+
+    # ------------------------------------------------------------------ helpers
+
+    def _require_state(self) -> None:
+        if self.state is None:
+            raise RuntimeError("call reset() first")
+
+    def _refill_noise(self) -> None:
+        if self.params.jitter_sigma > 0:
+            self._noise = core.draw_noise(self.np_random, NOISE_BLOCK, self.params.n_sites)
+        else:
+            self._noise = np.zeros((NOISE_BLOCK, self.params.n_sites + 1))
+
+    def _observation(self) -> Any:
+        obs = self.sim.observe(self.state, self.obs_mode)
+        if self.obs_mode == "dict":
+            return {"sites": obs["sites"][0], "global": obs["global"][0]}
+        return obs[0]

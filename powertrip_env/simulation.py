@@ -1,0 +1,227 @@
+"""What the single and the vector environment share besides the dynamics.
+
+``Simulation`` holds a scenario, its trace and the simulator tables built from them, and knows
+the parts of the environment contract that are not physics: where episodes may start, how
+observations are laid out, how actions are checked, and what the reward is. Both adapters call
+it, so none of this is written twice. Instances are cached per scenario file, so every
+environment in a process shares one read-only copy of the trace and tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from powertrip_env import core
+from powertrip_env.config import Scenario, load_scenario, scenario_path
+from powertrip_env.traces import PowerTrace, load_trace
+
+REWARD_MODES = ("excess_gain", "gain_rate")
+OBS_MODES = ("flat", "dict")
+ACTION_MODES = ("multibinary", "multidiscrete")
+SPLITS = ("train", "test", "all")
+NOISE_BLOCK = 64  # jitter rows drawn from the generator at a time (see core.draw_noise)
+
+
+def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    """Validate a keyword argument against its allowed values, naming both."""
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not supported; allowed: {', '.join(allowed)}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Simulation:
+    """A scenario bound to its trace and simulator tables."""
+
+    scenario: Scenario
+    trace: PowerTrace
+    params: core.SimParams
+
+    # ------------------------------------------------------------------ episodes
+
+    def split_start_rows(self, split: str) -> tuple[int, int]:
+        """Half-open range of trace rows where an episode of ``split`` may start.
+
+        An episode must be able to run its whole time budget inside its days, so the range
+        ends one budget before the split does.
+        """
+        check_choice("split", split, SPLITS)
+        ep = self.scenario.episode
+        if split == "all":
+            lo, hi = 0, self.trace.n_rows
+        else:
+            first, last = ep.train_days if split == "train" else ep.test_days
+            lo, hi = self.trace.day_rows(first, last)
+        budget_rows = int(np.ceil(self.params.time_budget_s / self.params.interval_s))
+        if hi - budget_rows <= lo:
+            raise ValueError(
+                f"{self.scenario.source}: the {split} split (rows {lo}-{hi}) is shorter than the "
+                f"time budget of {ep.time_budget_h} h; shorten [episode] time_budget_h"
+            )
+        return lo, hi - budget_rows
+
+    def start_time_s(
+        self, rng: np.random.Generator, split: str, options: Mapping[str, Any] | None
+    ) -> float:
+        """Start of a new episode in seconds since trace row 0: drawn, or from options."""
+        if options and options.get("start_time") is not None:
+            return self.parse_start_time(options["start_time"])
+        lo, hi = self.split_start_rows(split)
+        return float(rng.integers(lo, hi)) * self.params.interval_s
+
+    def parse_start_time(self, value: Any) -> float:
+        """``options["start_time"]``: seconds since trace start, an ISO string or a datetime."""
+        t0 = self.params.trace_t0_s
+        if isinstance(value, str):
+            try:
+                value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(
+                    f"options['start_time']={value!r} is not an ISO-8601 time"
+                ) from None
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=dt.UTC)
+            seconds = value.timestamp() - t0
+        elif isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+            value, bool
+        ):
+            seconds = float(value)
+        else:
+            raise ValueError(
+                f"options['start_time']={value!r}: give seconds since the trace start, "
+                "an ISO-8601 string or a datetime"
+            )
+        length = self.trace.n_rows * self.params.interval_s
+        if not 0.0 <= seconds < length:
+            raise ValueError(
+                f"options['start_time']={value!r} is outside the trace: allowed 0 <= seconds < "
+                f"{length:.0f} (from {_iso(t0)} to {_iso(t0 + length)})"
+            )
+        return seconds
+
+    # ------------------------------------------------------------------ spaces
+
+    def action_space(self, action_mode: str) -> spaces.Space:
+        n = self.params.n_sites
+        if check_choice("action_mode", action_mode, ACTION_MODES) == "multibinary":
+            return spaces.MultiBinary(n)
+        return spaces.MultiDiscrete(np.full(n, 2, dtype=np.int64))
+
+    def observation_space(self, obs_mode: str) -> spaces.Space:
+        n = self.params.n_sites
+        site_low = np.tile(core.SITE_LOW, (n, 1))
+        site_high = np.tile(core.SITE_HIGH, (n, 1))
+        if check_choice("obs_mode", obs_mode, OBS_MODES) == "dict":
+            return spaces.Dict(
+                {
+                    "sites": spaces.Box(site_low, site_high, dtype=np.float32),
+                    "global": spaces.Box(core.GLOBAL_LOW, core.GLOBAL_HIGH, dtype=np.float32),
+                }
+            )
+        low = np.concatenate([site_low.ravel(), core.GLOBAL_LOW])
+        high = np.concatenate([site_high.ravel(), core.GLOBAL_HIGH])
+        return spaces.Box(low, high, dtype=np.float32)
+
+    def observe(self, state: core.SimState, obs_mode: str) -> Any:
+        """Batched observation: (B, N·F + G) float32, or a dict of (B, N, F) and (B, G)."""
+        sites = core.site_observation(self.params, state)
+        glob = core.global_observation(self.params, state)
+        if obs_mode == "dict":
+            return {"sites": sites, "global": glob}
+        return np.concatenate([sites.reshape(state.batch, -1), glob], axis=1)
+
+    # ------------------------------------------------------------------ actions and rewards
+
+    def as_masks(self, actions: Any, space: spaces.Space, batch: int) -> np.ndarray:
+        """Check a batch of actions and return them as a (B, N) bool mask.
+
+        Accepts 0/1 values of any integer, bool or float dtype (SB3 emits float32), and refuses
+        everything else with a message that names the expected space.
+        """
+        n = self.params.n_sites
+        arr = np.asarray(actions)
+        if arr.shape == (n,) and batch == 1:
+            arr = arr.reshape(1, n)
+        if (
+            arr.shape != (batch, n)
+            or arr.dtype.kind not in "biuf"
+            or not np.all((arr == 0) | (arr == 1))
+        ):
+            shape = f"({n},)" if batch == 1 else f"({batch}, {n})"
+            raise ValueError(
+                f"action {actions!r} is not in the action space {space}: expected an array of "
+                f"shape {shape} with values 0 or 1 (1 = the site takes part this round)"
+            )
+        return arr.astype(bool)
+
+    def rewards(self, result: core.RoundResult, reward_mode: str) -> np.ndarray:
+        """Per-episode reward of a round (DESIGN.md §4).
+
+        ``excess_gain``: ``(Δa − ρ_ref·T_r) / (a* − a0)``, whose sum over a successful episode
+        is exactly ``1 − TTA/H_ref``. ``gain_rate``: ``Δa / (a* − a0) · H_ref / T_r``, the
+        literal gain per unit time, which favours many short rounds.
+        """
+        p = self.params
+        gain = result.delta_accuracy / (p.a_target - p.a0)
+        if reward_mode == "excess_gain":
+            return gain - result.round_time_s / p.h_ref_s
+        return gain * (p.h_ref_s / result.round_time_s)
+
+    def outcome(self, state: core.SimState) -> tuple[np.ndarray, np.ndarray]:
+        """(terminated, truncated) per episode after a round."""
+        p = self.params
+        terminated = state.accuracy >= p.a_target
+        truncated = ~terminated & (
+            (state.time_s - state.start_s >= p.time_budget_s) | (state.rounds >= p.max_rounds)
+        )
+        return terminated, truncated
+
+    def with_jitter(self, jitter: bool | float) -> Simulation:
+        """This simulation with the scenario's jitter (True), none (False) or a given sigma."""
+        if jitter is True:
+            return self
+        if isinstance(jitter, bool) or jitter is None:
+            sigma = 0.0
+        elif isinstance(jitter, int | float) and 0.0 <= jitter <= 1.0:
+            sigma = float(jitter)
+        else:
+            raise ValueError(f"jitter={jitter!r}: give True, False or a sigma in [0, 1]")
+        return dataclasses.replace(self, params=dataclasses.replace(self.params, jitter_sigma=sigma))
+
+
+def _iso(unix_s: float) -> str:
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_simulation(scenario: str | os.PathLike[str] | Scenario) -> Simulation:
+    """The simulation for a scenario name, TOML path or ``Scenario`` (cached per file)."""
+    if isinstance(scenario, Scenario):
+        return _build(scenario)
+    path = scenario_path(scenario)
+    stat = path.stat()
+    return _load_cached(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_cached(path: str, mtime_ns: int, size: int) -> Simulation:
+    return _build(load_scenario(path))
+
+
+def _build(scenario: Scenario) -> Simulation:
+    trace = load_trace(scenario.trace_file)
+    cols = trace.column_indices(
+        [s.trace_column for s in scenario.sites], source=f"{scenario.source} (site trace_column)"
+    )
+    params = core.build_params(
+        scenario, trace.util[:, cols], trace.interval_s, float(trace.timestamps_s[0])
+    )
+    return Simulation(scenario=scenario, trace=trace, params=params)
