@@ -1,0 +1,1 @@
+"""Stable-Baselines3 pieces: the site encoder, callbacks and hyperparameter files."""

@@ -1,0 +1,1 @@
+"""Hand-coded policies (PowerTrip and others) and the evaluation harness."""
