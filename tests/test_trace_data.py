@@ -233,7 +233,7 @@ def test_default_sites_are_in_large_and_diverse(default, large) -> None:
         "europe-west-belgium": ("MI250X", 48),
         "europe-north-finland": ("A100", 48),
         "asia-east-tokyo": ("H100", 48),
-        "asia-southeast-singapore": ("V100", 96),
+        "asia-southeast-singapore": ("V100", 64),
         "australia-sydney": ("A100", 32),
     }
 
