@@ -521,13 +521,16 @@ def _apply_extends(
     if str(base_path) in seen:
         raise ScenarioError(f"{source}: 'extends' forms a cycle through {base_path}")
     base_doc = _read_toml(base_path, str(base_path))
-    base_doc, base_root = _apply_extends(base_doc, base_path, str(base_path), (*seen, str(base_path)))
+    base_doc, base_root = _apply_extends(
+        base_doc, base_path, str(base_path), (*seen, str(base_path))
+    )
     for table, value in base_doc.items():
         if isinstance(value, dict):
             value = dict(value)
             for key in ("catalogue", "file"):  # keep the base's data files findable
                 if key in value and key not in doc.get(table, {}):
-                    value[key] = str(_resolve_file(value[key], base_root, f"{base_path}: [{table}]"))
+                    where = f"{base_path}: [{table}] field {key!r}"
+                    value[key] = str(_resolve_file(value[key], base_root, where))
         if table in doc and isinstance(doc[table], dict) and isinstance(value, dict):
             merged = {**value, **doc[table]}
             if table == "sites" and "site" in doc[table]:
@@ -604,7 +607,8 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
                 f"scenario; allowed: {names} or a table {{name, latitude, longitude}}"
             )
         hub_index = names.index(hub_value)
-        hub_name, hub_lat, hub_lon = hub_value, sites[hub_index].latitude, sites[hub_index].longitude
+        hub_site = sites[hub_index]
+        hub_name, hub_lat, hub_lon = hub_value, hub_site.latitude, hub_site.longitude
     else:
         hub = _Table(hub_value, sites_table.source, "sites.hub")
         hub_name = hub.string("name")
