@@ -1,0 +1,215 @@
+"""Write small, hand-checkable scenarios (TOML + GPU catalogue + power trace) for the tests.
+
+The numbers are chosen so that the model of DESIGN.md §3 can be worked by hand:
+
+* GPU ``G100``: 100 TFLOPS, 100 W board power. With ``server_overhead = 2`` and ``pue = 1.25`` a
+  powered GPU costs ``p_g = 100 · 2 · 1.25 = 250 W`` at the wall.
+* GPU ``G200``: 200 TFLOPS, 200 W, so ``p_g = 500 W`` at the same PUE.
+* Workload: ``flops_per_sample = 5e12`` and ``mfu = 0.5`` give ``θ = 100e12 · 0.5 / 5e12 = 10``
+  samples/s per G100 (20 per G200). The quota is ``local_steps · site_batch = 100 · 600 =
+  60,000`` samples, so a G100 site with 10 powered GPUs computes a round in 600 s.
+* A site with ``capacity_kw = 5.25`` at utilisation ``u = 0.5`` has ``2,625 W`` of headroom:
+  10.5 G100s' worth, so 10 are powered.
+
+Every scenario is written into its own fresh folder, so the loaders' per-file caches never mix
+two variants up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+INTERVAL_S = 300
+ROWS_PER_DAY = 86_400 // INTERVAL_S
+T0_ISO = "2019-05-01T00:00:00Z"
+T0_UNIX = 1_556_668_800  # 2019-05-01T00:00:00Z
+
+GPU_CSV = "name,tflops_bf16,power_w,memory_gb\nG100,100,100,16\nG200,200,200,32\n"
+
+_counter = itertools.count()
+
+
+def site(name: str, column: str, **overrides: Any) -> dict[str, Any]:
+    """An inline ``[[sites.site]]`` table: a G100 site with 10.5 GPUs of headroom at u = 0.5."""
+    table = {
+        "name": name,
+        "region": "north-america",
+        "latitude": 40.0,
+        "longitude": -90.0,
+        "gpu": "G100",
+        "gpu_count": 16,
+        "capacity_kw": 5.25,
+        "pue": 1.25,
+        "wan_gbps": 10.0,
+        "data_share": 0.0,
+        "trace_column": column,
+    }
+    table.update(overrides)
+    return table
+
+
+WORKLOAD = {
+    "name": "toy",
+    "flops_per_sample": 5e12,
+    "model_bytes": 1e8,  # 8e8 bits: 0.08 s at 10 Gbps
+    "site_batch": 600,
+    "local_steps": 100,
+    "mfu": 0.5,
+    "eta_local": 0.8,
+    "noise_b0": 1200.0,
+    "noise_p_b": 50.0,
+    "noise_gamma": 1.0,
+    "a0": 0.1,
+    "a_max": 0.9,
+    "a_target": 0.8,
+    "p0": 100.0,
+    "alpha": 1.0,
+}
+
+NETWORK = {
+    "hub_gbps": 10.0,
+    "rtt_factor": 2.0,
+    "aggregation_s": 3.0,
+    "join_s": 0.0,
+}
+
+EPISODE = {
+    "time_budget_h": 1.0,
+    "max_rounds": 1000,
+    "h_ref_h": 0.5,
+    "jitter_sigma": 0.0,
+    "server_overhead": 2.0,
+    "idle_fraction": 0.3,
+}
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string for plain text
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def dump_toml(doc: Mapping[str, Any]) -> str:
+    """A minimal TOML writer: scalars, arrays, tables and arrays of tables."""
+    lines: list[str] = []
+
+    def table(prefix: str, data: Mapping[str, Any]) -> None:
+        if prefix:
+            lines.append(f"[{prefix}]")
+        subtables = []
+        for key, value in data.items():
+            if isinstance(value, Mapping):
+                subtables.append((key, value, False))
+            elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+                subtables.append((key, value, True))
+            else:
+                lines.append(f"{key} = {toml_value(value)}")
+        lines.append("")
+        for key, value, is_array in subtables:
+            name = f"{prefix}.{key}" if prefix else key
+            if is_array:
+                for entry in value:
+                    lines.append(f"[[{name}]]")
+                    for k, v in entry.items():
+                        lines.append(f"{k} = {toml_value(v)}")
+                    lines.append("")
+            else:
+                table(name, value)
+
+    table("", doc)
+    return "\n".join(lines) + "\n"
+
+
+def write_trace(
+    path: Path,
+    columns: Mapping[str, float | Sequence[float] | np.ndarray | Callable[[np.ndarray], Any]],
+    *,
+    days: int = 2,
+) -> Path:
+    """A trace CSV with ``days`` days of 5-minute rows starting at ``T0_ISO``.
+
+    Each column is a constant, an array of row values (padded with its last value), or a
+    function of the row index array.
+    """
+    n = days * ROWS_PER_DAY
+    rows = np.arange(n)
+    data = {}
+    for name, spec in columns.items():
+        if callable(spec):
+            values = np.broadcast_to(np.asarray(spec(rows), dtype=float), (n,))
+        else:
+            given = np.atleast_1d(np.asarray(spec, dtype=float))
+            values = np.concatenate([given, np.full(max(0, n - given.size), given[-1])])[:n]
+        data[name] = values
+    lines = ["timestamp," + ",".join(data)]
+    for r in range(n):
+        stamp = np.datetime64(T0_UNIX + r * INTERVAL_S, "s").astype(str) + "Z"
+        lines.append(stamp + "," + ",".join(f"{data[c][r]:.6f}" for c in data))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_scenario(
+    root: Path,
+    sites: Sequence[Mapping[str, Any]],
+    util: Mapping[str, Any],
+    *,
+    hub: str | Mapping[str, Any] | None = None,
+    workload: Mapping[str, Any] | None = None,
+    network: Mapping[str, Any] | None = None,
+    episode: Mapping[str, Any] | None = None,
+    trace: Mapping[str, Any] | None = None,
+    days: int = 2,
+) -> Path:
+    """Write a complete scenario into a fresh folder under ``root`` and return the TOML path.
+
+    ``sites`` with all-zero data shares get equal shares. ``util`` maps trace columns to
+    values (see ``write_trace``).
+    """
+    folder = root / f"scenario{next(_counter)}"
+    folder.mkdir(parents=True)
+    (folder / "gpus.csv").write_text(GPU_CSV, encoding="utf-8")
+    write_trace(folder / "trace.csv", util, days=days)
+    doc = scenario_doc(
+        sites, hub=hub, workload=workload, network=network, episode=episode, trace=trace
+    )
+    path = folder / "toy.toml"
+    path.write_text(dump_toml(doc), encoding="utf-8")
+    return path
+
+
+def scenario_doc(
+    sites: Sequence[Mapping[str, Any]],
+    *,
+    hub: str | Mapping[str, Any] | None = None,
+    workload: Mapping[str, Any] | None = None,
+    network: Mapping[str, Any] | None = None,
+    episode: Mapping[str, Any] | None = None,
+    trace: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The scenario document (a dict ready for ``dump_toml``) that ``write_scenario`` writes."""
+    site_tables = [dict(s) for s in sites]
+    if all(s["data_share"] == 0.0 for s in site_tables):
+        for s in site_tables:
+            s["data_share"] = 1.0 / len(site_tables)
+    return {
+        "name": "toy",
+        "gpus": {"catalogue": "gpus.csv"},
+        "trace": {"file": "trace.csv", "train_days": [1, 1], "test_days": [2, 2], **(trace or {})},
+        "workload": {**WORKLOAD, **(workload or {})},
+        "network": {**NETWORK, **(network or {})},
+        "episode": {**EPISODE, **(episode or {})},
+        "sites": {"hub": hub if hub is not None else site_tables[0]["name"], "site": site_tables},
+    }

@@ -1,0 +1,449 @@
+"""Scenario loading (powertrip_env/config.py) and the errors a malformed scenario gives.
+
+DESIGN.md §9: every malformed scenario raises ``ScenarioError`` (a ``ValueError``) whose message
+names the file, the field, the bad value and what is allowed. The tests below assert on those
+message parts, not only on the exception type.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scenario_files import GPU_CSV, dump_toml, scenario_doc, site, write_trace
+
+import powertrip_env
+from powertrip_env import ScenarioError, TraceError, load_scenario, scenario_names
+from powertrip_env.simulation import load_simulation
+
+NAMED_SITE_COUNTS = {"default": 8, "kws": 8, "emnist": 8, "llm-full": 8, "large": 32}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def two_site_doc() -> dict[str, Any]:
+    return scenario_doc(
+        [
+            site("site-a", "ca", data_share=0.6),
+            site("site-b", "cb", gpu="G200", gpu_count=4, data_share=0.4, latitude=50.0),
+        ]
+    )
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A folder holding the GPU catalogue and trace that ``two_site_doc`` names."""
+    (tmp_path / "gpus.csv").write_text(GPU_CSV, encoding="utf-8")
+    write_trace(tmp_path / "trace.csv", {"ca": 0.5, "cb": 0.25})
+    return tmp_path
+
+
+def write(folder: Path, doc: dict[str, Any] | str, name: str = "mine.toml") -> Path:
+    path = folder / name
+    path.write_text(doc if isinstance(doc, str) else dump_toml(doc), encoding="utf-8")
+    return path
+
+
+def load_error(path: Path, error: type[Exception] = ScenarioError) -> str:
+    with pytest.raises(error) as info:
+        load_scenario(path)
+    return str(info.value)
+
+
+def assert_mentions(message: str, *parts: str) -> None:
+    for part in parts:
+        assert part in message, f"{part!r} not in error message: {message}"
+
+
+# --------------------------------------------------------------------------- named scenarios
+
+
+def test_scenario_error_is_a_value_error_exported_by_the_package():
+    assert issubclass(powertrip_env.ScenarioError, ValueError)
+    assert issubclass(powertrip_env.TraceError, ValueError)
+
+
+def test_every_named_scenario_ships():
+    assert set(NAMED_SITE_COUNTS) <= set(scenario_names())
+
+
+@pytest.mark.parametrize(("name", "n_sites"), NAMED_SITE_COUNTS.items())
+def test_named_scenario_loads_with_its_sites(name, n_sites):
+    scenario = load_scenario(name)
+    assert scenario.n_sites == n_sites
+    assert len({s.name for s in scenario.sites}) == n_sites
+    assert sum(s.data_share for s in scenario.sites) == pytest.approx(1.0, abs=1e-6)
+    assert all(s.gpu in scenario.gpus for s in scenario.sites)
+    wl = scenario.workload
+    assert 0 <= wl.a0 < wl.a_target < wl.a_max <= 1
+    assert scenario.trace_file.is_file()
+
+
+@pytest.mark.parametrize(("name", "n_sites"), NAMED_SITE_COUNTS.items())
+def test_named_scenario_sites_find_their_trace_columns(name, n_sites):
+    params = load_simulation(name).params
+    assert params.n_sites == n_sites
+    assert params.trace_rows == 31 * 288  # DESIGN.md §7: 31 days of 5-minute rows
+
+
+def test_default_scenario_spans_four_continents_and_four_gpu_types():
+    scenario = load_scenario("default")
+    assert len({s.region for s in scenario.sites}) >= 4
+    assert len({s.gpu for s in scenario.sites}) >= 4
+    assert scenario.network.hub in {s.name for s in scenario.sites}
+    assert scenario.hub_index == [s.name for s in scenario.sites].index(scenario.network.hub)
+
+
+def test_large_scenario_extends_default_with_32_sites():
+    default, large = load_scenario("default"), load_scenario("large")
+    assert large.workload == default.workload
+    assert large.network.hub_gbps == 25.0
+    assert large.network.join_s == default.network.join_s
+    assert len({s.region for s in large.sites}) >= 6
+
+
+def test_llm_full_keeps_default_sites_and_replaces_the_workload():
+    default, full = load_scenario("default"), load_scenario("llm-full")
+    full_path = Path(full.source)
+    assert full.sites == default.sites
+    assert full.workload.model_bytes == 2.64e9  # REFERENCES.md: 1.32e9 params in bf16
+    with full_path.open("rb") as fh:
+        written = tomllib.load(fh)
+    assert full.episode.time_budget_h == written["episode"]["time_budget_h"]
+    assert full.workload.local_steps == written["workload"]["local_steps"]
+    assert full.episode.server_overhead == default.episode.server_overhead
+
+
+def test_emnist_has_uneven_data_shares_and_non_iid_data():
+    kws, emnist = load_scenario("kws"), load_scenario("emnist")
+    assert [s.data_share for s in emnist.sites] == [0.30, 0.05, 0.05, 0.25, 0.05, 0.15, 0.10, 0.05]
+    assert [s.name for s in emnist.sites] == [s.name for s in kws.sites]
+    assert emnist.workload.non_iid > 0
+
+
+# --------------------------------------------------------------------------- users' files
+
+
+def test_user_file_with_inline_sites_loads(folder):
+    path = write(folder, two_site_doc())
+    scenario = load_scenario(path)
+    a, b = scenario.sites
+    assert (a.name, a.gpu, a.gpu_count, a.capacity_kw, a.pue) == ("site-a", "G100", 16, 5.25, 1.25)
+    assert (b.name, b.gpu, b.gpu_count, b.data_share) == ("site-b", "G200", 4, 0.4)
+    assert b.latitude == 50.0
+    assert scenario.gpus["G200"].power_w == 200.0
+    assert scenario.trace_file == (folder / "trace.csv").resolve()
+    assert scenario.hub_index == 0
+    assert scenario.workload.mfu == 0.5
+    # fields left out take the documented defaults
+    assert scenario.network.base_ms == 2.0
+    assert scenario.network.route_factor == 1.5
+    assert scenario.network.fiber_km_per_ms == 204.0
+    assert scenario.episode.idle_s == 0.0
+    assert scenario.episode.train_days == (1, 1)
+    assert scenario.episode.test_days == (2, 2)
+    assert path.name in scenario.source
+
+
+def test_user_file_with_inline_sites_builds_a_simulation(folder):
+    params = load_simulation(write(folder, two_site_doc())).params
+    assert params.n_sites == 2
+    assert params.interval_s == 300.0
+
+
+def test_user_file_may_put_the_hub_at_an_extra_location(folder):
+    doc = two_site_doc()
+    doc["sites"]["hub"] = {"name": "exchange", "latitude": 10.0, "longitude": 20.0}
+    scenario = load_scenario(write(folder, doc))
+    assert scenario.hub_index == -1
+    assert (scenario.network.hub, scenario.network.hub_latitude) == ("exchange", 10.0)
+    assert scenario.network.hub_longitude == 20.0
+
+
+def test_user_file_can_extend_default(tmp_path):
+    text = (
+        'extends = "default"\nname = "mine"\n'
+        "[workload]\nmfu = 0.3\n[episode]\ntime_budget_h = 6.0\n"
+    )
+    scenario = load_scenario(write(tmp_path, text))
+    default = load_scenario("default")
+    assert scenario.name == "mine"
+    assert scenario.sites == default.sites
+    assert scenario.workload.mfu == 0.3
+    assert scenario.workload.flops_per_sample == default.workload.flops_per_sample
+    assert scenario.episode.time_budget_h == 6.0
+    assert scenario.episode.h_ref_h == default.episode.h_ref_h
+    assert scenario.network == default.network
+    assert scenario.trace_file == default.trace_file  # the base's data files stay findable
+    assert load_simulation(tmp_path / "mine.toml").params.n_sites == 8
+
+
+def test_data_shares_list_replaces_the_catalogue_shares(tmp_path):
+    shares = [0.3, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
+    text = f'extends = "default"\n[sites]\ndata_shares = {shares}\n'
+    scenario = load_scenario(write(tmp_path, text))
+    default = load_scenario("default")
+    assert [s.data_share for s in scenario.sites] == shares
+    assert [s.capacity_kw for s in scenario.sites] == [s.capacity_kw for s in default.sites]
+    assert scenario.network.hub == default.network.hub
+
+
+def test_data_shares_list_applies_to_inline_sites(folder):
+    doc = two_site_doc()
+    doc["sites"]["data_shares"] = [0.25, 0.75]
+    scenario = load_scenario(write(folder, doc))
+    assert [s.data_share for s in scenario.sites] == [0.25, 0.75]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_missing_scenario_file_names_the_path(tmp_path):
+    path = tmp_path / "nowhere.toml"
+    assert_mentions(load_error(path), "nowhere.toml", "not found")
+
+
+def test_unknown_scenario_name_lists_the_named_ones():
+    with pytest.raises(ScenarioError) as info:
+        load_scenario("no-such-scenario")
+    assert_mentions(str(info.value), "no-such-scenario", "default", "kws", ".toml")
+
+
+def test_invalid_toml_names_the_file(folder):
+    path = write(folder, 'name = "x"\n[workload\nmfu = 0.4\n')
+    assert_mentions(load_error(path), path.name, "not valid TOML")
+
+
+def test_empty_scenario_file_is_reported_as_empty(folder):
+    path = write(folder, "")
+    assert_mentions(load_error(path), path.name, "empty")
+
+
+def test_missing_required_field_names_table_and_field(folder):
+    doc = two_site_doc()
+    del doc["workload"]["mfu"]
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "[workload]", "'mfu'", "missing")
+
+
+def test_missing_required_site_field_names_the_site_table(folder):
+    doc = two_site_doc()
+    del doc["sites"]["site"][1]["capacity_kw"]
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "sites.site #2", "'capacity_kw'", "missing")
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "value", "shown", "allowed"),
+    [
+        ("workload", "mfu", "high", "'high'", "must be a number"),
+        ("workload", "mfu", True, "True", "must be a number"),
+        ("workload", "site_batch", 2.5, "2.5", "must be an integer"),
+        ("network", "join_s", [1, 2], "[1, 2]", "must be a number"),
+        ("workload", "name", 7, "7", "string"),
+    ],
+)
+def test_wrong_type_names_field_value_and_expected_type(folder, table, key, value, shown, allowed):
+    doc = two_site_doc()
+    doc[table][key] = value
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, f"[{table}]", f"'{key}'", shown, allowed)
+
+
+def test_string_where_a_site_number_is_expected_is_reported(folder):
+    doc = two_site_doc()
+    doc["sites"]["site"][0]["capacity_kw"] = "lots"
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "'capacity_kw'", "'lots'", "number")
+
+
+def test_non_finite_number_is_rejected(folder):
+    path = write(folder, dump_toml(two_site_doc()).replace("mfu = 0.5", "mfu = nan"))
+    assert_mentions(load_error(path), path.name, "'mfu'", "nan", "finite")
+
+
+def _set_workload(doc, key, value):
+    doc["workload"][key] = value
+
+
+def _set_site(doc, key, value):
+    doc["sites"]["site"][0][key] = value
+
+
+def _set_episode(doc, key, value):
+    doc["episode"][key] = value
+
+
+@pytest.mark.parametrize(
+    ("setter", "key", "value", "allowed"),
+    [
+        (_set_workload, "mfu", 1.7, "<= 1"),
+        (_set_workload, "mfu", 0.0, "> 0"),
+        (_set_site, "pue", 0.5, ">= 1"),
+        (_set_site, "gpu_count", -4, ">= 1"),
+        (_set_site, "latitude", 95.0, "<= 90"),
+        (_set_site, "capacity_kw", 0.0, "> 0"),
+        (_set_episode, "time_budget_h", -1.0, "> 0"),
+        (_set_episode, "jitter_sigma", 2.0, "<= 1"),
+    ],
+)
+def test_value_out_of_range_names_field_value_and_bound(folder, setter, key, value, allowed):
+    doc = two_site_doc()
+    setter(doc, key, value)
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, f"'{key}'", f"= {value!r}", allowed)
+
+
+def test_unknown_gpu_type_lists_the_catalogue(folder):
+    doc = two_site_doc()
+    doc["sites"]["site"][1]["gpu"] = "Z100"
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "site-b", "'gpu'", "'Z100'", "G100", "G200")
+
+
+def test_site_trace_column_missing_from_trace_is_a_trace_error_naming_the_column(folder):
+    doc = two_site_doc()
+    doc["sites"]["site"][1]["trace_column"] = "no_such_column"
+    path = write(folder, doc)
+    load_scenario(path)  # the scenario alone is well formed: the trace is read later
+    with pytest.raises(TraceError) as info:
+        load_simulation(path)
+    assert isinstance(info.value, ValueError)
+    assert_mentions(str(info.value), "'no_such_column'", "trace.csv", path.name, "ca")
+
+
+def test_data_shares_not_summing_to_one_are_rejected(folder):
+    doc = two_site_doc()
+    doc["sites"]["site"][1]["data_share"] = 0.3
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "data_share", "0.9", "sum to 1")
+
+
+def test_data_shares_list_not_summing_to_one_is_rejected(folder):
+    doc = two_site_doc()
+    doc["sites"]["data_shares"] = [0.7, 0.7]
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "data_share", "1.4", "sum to 1")
+
+
+def test_data_shares_list_of_wrong_length_is_rejected(folder):
+    doc = two_site_doc()
+    doc["sites"]["data_shares"] = [1.0]
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "'data_shares'", "[1.0]", "2 numbers")
+
+
+@pytest.mark.parametrize(
+    ("where", "typo", "intended"),
+    [("workload", "eta_locl", "eta_local"), ("network", "join_sec", "join_s")],
+)
+def test_unknown_field_is_named_with_the_allowed_ones(folder, where, typo, intended):
+    doc = two_site_doc()
+    doc[where][typo] = 1.0
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, f"[{where}]", typo, intended)
+
+
+def test_unknown_field_in_a_site_table_is_named(folder):
+    doc = two_site_doc()
+    doc["sites"]["site"][0]["colour"] = "red"
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "sites.site #1", "colour", "capacity_kw")
+
+
+SITE_HEADER = "name,region,latitude,longitude,gpu,gpu_count,capacity_kw,pue,wan_gbps,data_share,"
+
+
+def _catalogue_doc(folder: Path, csv_text: str) -> Path:
+    (folder / "my_sites.csv").write_text(csv_text, encoding="utf-8")
+    doc = copy.deepcopy(two_site_doc())
+    doc["sites"] = {"catalogue": "my_sites.csv", "hub": "site-a"}
+    return write(folder, doc)
+
+
+def test_site_catalogue_csv_loads(folder):
+    path = _catalogue_doc(
+        folder,
+        SITE_HEADER + "trace_column\n"
+        "site-a,europe,50,8,G100,16,5.25,1.25,10,0.5,ca\n"
+        "site-b,asia,35,139,G200,8,6.0,1.5,5,0.5,cb\n",
+    )
+    scenario = load_scenario(path)
+    assert [s.name for s in scenario.sites] == ["site-a", "site-b"]
+    assert scenario.sites[1].capacity_kw == 6.0
+    assert scenario.sites[1].gpu_count == 8
+
+
+def test_site_catalogue_missing_a_column_names_csv_and_column(folder):
+    header = SITE_HEADER.replace("pue,", "") + "trace_column\n"
+    path = _catalogue_doc(
+        folder,
+        header + "site-a,europe,50,8,G100,16,5.25,10,0.5,ca\n"
+        "site-b,asia,35,139,G200,8,6,5,0.5,cb\n",
+    )
+    assert_mentions(load_error(path), "my_sites.csv", "'pue'", "missing")
+
+
+def test_site_catalogue_non_numeric_value_names_csv_row_and_column(folder):
+    path = _catalogue_doc(
+        folder,
+        SITE_HEADER + "trace_column\n"
+        "site-a,europe,50,8,G100,16,5.25,1.25,10,0.5,ca\n"
+        "site-b,asia,35,139,G200,8,lots,1.5,5,0.5,cb\n",
+    )
+    assert_mentions(load_error(path), "my_sites.csv", "row 3", "'capacity_kw'", "'lots'", "float")
+
+
+def test_gpu_catalogue_with_non_positive_power_is_rejected(folder):
+    (folder / "bad_gpus.csv").write_text(
+        "name,tflops_bf16,power_w,memory_gb\nG100,100,100,16\nG200,200,-5,32\n", encoding="utf-8"
+    )
+    doc = two_site_doc()
+    doc["gpus"]["catalogue"] = "bad_gpus.csv"
+    path = write(folder, doc)
+    assert_mentions(load_error(path), "bad_gpus.csv", "row 3", "'power_w'", "-5", "> 0")
+
+
+def test_data_file_not_found_names_field_and_places_looked(folder):
+    doc = two_site_doc()
+    doc["trace"]["file"] = "missing_trace.csv"
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "[trace]", "'file'", "missing_trace.csv")
+
+
+def test_hub_that_is_not_a_site_lists_the_sites(folder):
+    doc = two_site_doc()
+    doc["sites"]["hub"] = "atlantis"
+    path = write(folder, doc)
+    assert_mentions(load_error(path), path.name, "'hub'", "'atlantis'", "site-a", "site-b")
+
+
+@pytest.mark.parametrize(
+    ("a0", "a_target", "a_max"), [(0.1, 0.95, 0.9), (0.5, 0.4, 0.9), (0.1, 0.9, 0.9)]
+)
+def test_accuracy_curve_must_satisfy_a0_below_target_below_max(folder, a0, a_target, a_max):
+    doc = two_site_doc()
+    doc["workload"].update(a0=a0, a_target=a_target, a_max=a_max)
+    path = write(folder, doc)
+    message = load_error(path)
+    assert_mentions(message, path.name, "a_target", str(a_target), "a0 < a_target < a_max")
+
+
+def test_extends_cycle_is_reported(tmp_path):
+    write(tmp_path, 'extends = "b.toml"\nname = "a"\n', "a.toml")
+    write(tmp_path, 'extends = "a.toml"\nname = "b"\n', "b.toml")
+    assert_mentions(load_error(tmp_path / "a.toml"), "a.toml", "cycle")
+
+
+def test_scenario_extending_itself_is_a_cycle(tmp_path):
+    path = write(tmp_path, 'extends = "self.toml"\n', "self.toml")
+    assert_mentions(load_error(path), "self.toml", "cycle")
+
+
+def test_extends_of_a_missing_base_names_it(tmp_path):
+    path = write(tmp_path, 'extends = "no_base.toml"\n')
+    assert_mentions(load_error(path), "no_base.toml", "not found")

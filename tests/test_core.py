@@ -1,0 +1,644 @@
+"""The simulator (powertrip_env/core.py) against DESIGN.md §3, worked by hand.
+
+Every scenario here is a tiny TOML file and trace written by ``scenario_files`` whose numbers
+make the model easy to evaluate on paper (see that module's docstring): a G100 costs 250 W at
+the wall and processes 10 samples/s, the quota is 60,000 samples, and a site with 5.25 kW at
+u = 0.5 powers 10 GPUs and computes a round in 600 s. Expected values below are written out
+from the formulas, never copied from a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scenario_files import INTERVAL_S, site, write_scenario
+
+from powertrip_env import core
+from powertrip_env.simulation import load_simulation
+
+QUOTA = 100 * 600  # local_steps · site_batch
+G100_RATE = 10.0  # samples/s per powered G100: 100e12 · 0.5 / 5e12
+G200_RATE = 20.0
+G100_WALL_W = 100 * 2.0 * 1.25  # tdp · server_overhead · PUE
+G200_WALL_W = 200 * 2.0 * 1.25
+MODEL_BITS = 1e8 * 8
+
+
+def params_for(tmp_path, sites, util, **kwargs) -> core.SimParams:
+    return load_simulation(write_scenario(tmp_path, sites, util, **kwargs)).params
+
+
+def start(params, t=0.0) -> core.SimState:
+    return core.initial_state(params, np.array([float(t)]))
+
+
+def mask_of(params, *selected) -> np.ndarray:
+    mask = np.zeros((1, params.n_sites), dtype=bool)
+    mask[0, list(selected)] = True
+    return mask
+
+
+def step(params, state, *selected) -> core.RoundResult:
+    noise = np.zeros((1, params.n_sites + 1))
+    return core.step_round(params, state, mask_of(params, *selected), noise)
+
+
+def state_arrays(state: core.SimState) -> dict[str, np.ndarray]:
+    return {f.name: np.array(getattr(state, f.name), copy=True) for f in dataclasses.fields(state)}
+
+
+def eight_site_params(tmp_path, **kwargs):
+    sites = [site(f"s{i}", f"c{i}") for i in range(8)]
+    return params_for(tmp_path, sites, {f"c{i}": 0.5 for i in range(8)}, **kwargs)
+
+
+# --------------------------------------------------------------------------- power and GPUs
+
+
+def test_site_whose_headroom_fits_10_point_5_gpus_powers_10(tmp_path):
+    # 5.25 kW · (1 − 0.5) = 2,625 W; p_g = 100 W · 2.0 · 1.25 = 250 W: 10.5 GPUs -> 10 powered
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5})
+    assert params.gpu_wall_w[0] == pytest.approx(250.0)
+    assert params.powered[0, 0] == 10
+    result = step(params, start(params), 0)
+    assert result.powered[0, 0] == 10
+    assert result.compute_s[0] == pytest.approx(QUOTA / (10 * G100_RATE))  # 600 s
+
+
+def test_headroom_of_exactly_ten_gpus_powers_ten(tmp_path):
+    # 5.0 kW · (1 − 0.5) = 2,500 W = 10 × 250 W: rounding must not lose the tenth GPU
+    params = params_for(tmp_path, [site("a", "ca", capacity_kw=5.0)], {"ca": 0.5})
+    assert params.powered[0, 0] == 10
+
+
+def test_powered_gpus_are_capped_by_the_gpu_count(tmp_path):
+    # 50 kW · 0.5 = 25 kW would power 100 GPUs; the site has 16
+    params = params_for(tmp_path, [site("a", "ca", capacity_kw=50.0)], {"ca": 0.5})
+    assert params.powered[0, 0] == 16
+    assert step(params, start(params), 0).compute_s[0] == pytest.approx(QUOTA / (16 * G100_RATE))
+
+
+def test_site_with_no_headroom_is_unavailable(tmp_path):
+    params = params_for(tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 1.0})
+    state = start(params)
+    assert core.available_now(params, state).tolist() == [[True, False]]
+    assert params.powered[0].tolist() == [10, 0]
+
+
+def test_selecting_only_an_unavailable_site_gives_an_idle_round(tmp_path):
+    params = params_for(
+        tmp_path,
+        [site("a", "ca"), site("b", "cb")],
+        {"ca": 0.5, "cb": 1.0},
+        episode={"idle_s": 120.0},
+    )
+    state = start(params, 600.0)
+    result = step(params, state, 1)
+    assert result.idle[0]
+    assert result.invalid[0] == 1
+    assert not result.selected.any()
+    assert result.round_time_s[0] == 120.0
+    assert result.state.time_s[0] == 720.0
+    assert result.state.progress[0] == 0.0
+    assert result.energy_j[0] == 0.0
+    assert result.straggler[0] == -1
+    assert result.delta_accuracy[0] == 0.0
+    assert result.state.accuracy[0] == state.accuracy[0] == 0.1  # still a0: nothing learned
+
+
+def test_idle_round_lasts_one_trace_interval_by_default(tmp_path):
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5})
+    result = step(params, start(params))
+    assert result.idle[0]
+    assert result.invalid[0] == 0
+    assert result.round_time_s[0] == INTERVAL_S
+    assert result.state.time_s[0] == INTERVAL_S
+
+
+def test_unavailable_site_is_dropped_from_a_mixed_selection(tmp_path):
+    params = params_for(tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 1.0})
+    result = step(params, start(params), 0, 1)
+    assert result.selected.tolist() == [[True, False]]
+    assert result.invalid[0] == 1
+    assert not result.idle[0]
+    assert result.compute_s[0] == pytest.approx(600.0)
+
+
+# --------------------------------------------------------------------------- round time
+
+
+@pytest.mark.parametrize(
+    ("hub_gbps", "transfer_s"),
+    [
+        (10.0, 0.8),  # slowest site link: 8e8 bit / 1 Gbps = 0.8 s > 2 · 8e8 / 10 Gbps = 0.16 s
+        (1.0, 1.6),  # the hub is the bottleneck: 2 sites · 8e8 bit / 1 Gbps = 1.6 s > 0.8 s
+    ],
+)
+def test_two_site_round_time_follows_the_barrier_formula(tmp_path, hub_gbps, transfer_s):
+    sites = [
+        site("a", "ca", wan_gbps=1.0),  # 10 G100s: 100 samples/s -> 600 s
+        site("b", "cb", gpu="G200", gpu_count=4, wan_gbps=4.0),  # 4 G200s: 80 samples/s -> 750 s
+    ]
+    params = params_for(
+        tmp_path,
+        sites,
+        {"ca": 0.5, "cb": 0.5},
+        network={"rtt_to_hub_ms": [40.0, 90.0], "hub_gbps": hub_gbps, "join_s": 30.0},
+    )
+    t0 = 900.0
+    result = step(params, start(params, t0), 0, 1)
+    compute = max(30.0 + QUOTA / (10 * G100_RATE), 30.0 + QUOTA / (4 * G200_RATE))  # 780 s
+    comm = 2.0 * 0.090 + 2.0 * transfer_s  # rtt_factor · max RTT + 2 · max(...)
+    expected = compute + comm + 3.0  # + aggregation_s
+    assert result.compute_s[0] == pytest.approx(compute, rel=1e-12)
+    assert result.comm_s[0] == pytest.approx(comm, rel=1e-12)
+    assert result.round_time_s[0] == pytest.approx(expected, rel=1e-12)
+    assert result.state.time_s[0] == pytest.approx(t0 + expected, rel=1e-12)
+    assert result.straggler[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("util_a", "expected_compute_s"),
+    [
+        # from t = 100 s: 200 s at 10 GPUs (20,000 samples), then 5 GPUs (u = 0.75:
+        # 1,312.5 W / 250 W = 5.25): 40,000 samples at 50/s = 800 s
+        ([0.5, 0.75], 200.0 + 40_000 / 50.0),
+        # ... then 300 s at 5 GPUs (15,000), then 8 GPUs (u = 0.6: 2,100 W -> 8.4): 25,000 at 80/s
+        ([0.5, 0.75, 0.6], 200.0 + 300.0 + 25_000 / 80.0),
+    ],
+)
+def test_site_whose_power_falls_mid_round_finishes_later(tmp_path, util_a, expected_compute_s):
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": util_a})
+    result = step(params, start(params, 100.0), 0)
+    assert result.compute_s[0] == pytest.approx(expected_compute_s, rel=1e-12)
+    assert result.compute_s[0] > QUOTA / (10 * G100_RATE)  # later than at the starting power
+
+
+def test_site_whose_power_rises_mid_round_finishes_sooner(tmp_path):
+    # from t = 100 s: 200 s at 5 GPUs (10,000 samples), then 10 GPUs: 50,000 at 100/s = 500 s
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": [0.75, 0.5]})
+    result = step(params, start(params, 100.0), 0)
+    assert result.compute_s[0] == pytest.approx(200.0 + 500.0, rel=1e-12)
+
+
+def test_join_cost_applies_only_to_sites_not_in_the_previous_round(tmp_path):
+    sites = [
+        site("a", "ca"),  # 10 G100s: 600 s
+        site("b", "cb", gpu="G200", capacity_kw=6.25),  # 3,125 W / 500 W -> 6 G200s: 500 s
+    ]
+    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5}, network={"join_s": 120.0})
+    state = start(params)
+
+    first = step(params, state, 0)
+    assert first.compute_s[0] == pytest.approx(120.0 + 600.0)  # a joins
+    second = step(params, first.state, 0)
+    assert second.compute_s[0] == pytest.approx(600.0)  # same set: no join
+    third = step(params, second.state, 0, 1)
+    # only b joins: max(600, 120 + 500) = 620 (a joining too would make it 720)
+    assert third.compute_s[0] == pytest.approx(620.0)
+    assert third.straggler[0] == 1
+    fourth = step(params, third.state, 1)
+    assert fourth.compute_s[0] == pytest.approx(500.0)
+    fifth = step(params, fourth.state, 0, 1)
+    assert fifth.compute_s[0] == pytest.approx(720.0)  # a sat out round four: it rejoins
+    assert fifth.straggler[0] == 0
+
+
+def test_idle_round_releases_every_site(tmp_path):
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5}, network={"join_s": 120.0})
+    first = step(params, start(params), 0)
+    idle = step(params, first.state)
+    assert idle.idle[0]
+    again = step(params, idle.state, 0)
+    assert again.compute_s[0] == pytest.approx(120.0 + 600.0)
+
+
+def test_jitter_scales_compute_and_network_time_log_normally(tmp_path):
+    params = params_for(
+        tmp_path,
+        [site("a", "ca")],
+        {"ca": 0.5},
+        network={"rtt_to_hub_ms": [40.0]},
+        episode={"jitter_sigma": 0.1},
+    )
+    noise = np.array([[0.5, -1.0]])  # site draw, network draw
+    result = core.step_round(params, start(params), mask_of(params, 0), noise)
+    comm = 2.0 * 0.040 + 2.0 * max(MODEL_BITS / 10e9, MODEL_BITS / 10e9)
+    assert result.compute_s[0] == pytest.approx(600.0 * math.exp(0.1 * 0.5), rel=1e-12)
+    assert result.comm_s[0] == pytest.approx(comm * math.exp(0.1 * -1.0), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- learning progress
+
+
+def hand_delta_p(k_sites: int, progress: float = 0.0) -> float:
+    """ΔP = local_steps · η / (1 + B_noise(P) / B_r), B_noise = 1200 · (1 + P / 50)."""
+    b_noise = 1200.0 * (1.0 + progress / 50.0)
+    return 100 * 0.8 / (1.0 + b_noise / (600.0 * k_sites))
+
+
+def hand_accuracy(progress: float) -> float:
+    """a(P) = a_max − (a_max − a0) · (1 + P / P0)^−α with 0.9, 0.1, 100, 1."""
+    return 0.9 - (0.9 - 0.1) * (1.0 + progress / 100.0) ** -1.0
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 8])
+def test_round_progress_matches_the_large_batch_model(tmp_path, k):
+    params = eight_site_params(tmp_path)
+    result = step(params, start(params), *range(k))
+    assert result.state.progress[0] == pytest.approx(hand_delta_p(k), rel=1e-12)
+    assert result.state.accuracy[0] == pytest.approx(hand_accuracy(hand_delta_p(k)), rel=1e-12)
+    expected_gain = hand_accuracy(hand_delta_p(k)) - 0.1
+    assert result.delta_accuracy[0] == pytest.approx(expected_gain, rel=1e-12)
+
+
+def test_adding_sites_gives_diminishing_progress_per_round(tmp_path):
+    params = eight_site_params(tmp_path)
+    state = start(params)
+    gains = {k: float(step(params, state, *range(k)).state.progress[0]) for k in range(1, 9)}
+    assert gains[1] < gains[2] < gains[4] < gains[8]
+    # per added site: from 1 to 2 sites, 2 to 4 and 4 to 8 each site adds less
+    per_site = [gains[2] - gains[1], (gains[4] - gains[2]) / 2, (gains[8] - gains[4]) / 4]
+    assert per_site[0] > per_site[1] > per_site[2] > 0
+    increments = [gains[k + 1] - gains[k] for k in range(1, 8)]
+    assert all(a > b for a, b in itertools.pairwise(increments))
+    for k in (1, 2, 4, 8):
+        assert gains[k] == pytest.approx(hand_delta_p(k), rel=1e-12)
+
+
+def test_noise_scale_grows_with_progress(tmp_path):
+    params = eight_site_params(tmp_path)
+    progress = np.array([0.0, 50.0, 150.0])
+    np.testing.assert_allclose(core.noise_scale(params, progress), [1200.0, 2400.0, 4800.0])
+    first = step(params, start(params), *range(8))
+    p1 = hand_delta_p(8)
+    second = step(params, first.state, *range(8))
+    delta2 = second.state.progress[0] - first.state.progress[0]
+    assert delta2 == pytest.approx(hand_delta_p(8, progress=p1), rel=1e-12)
+    assert delta2 < p1  # the same set makes less progress later in training
+
+
+def test_more_sites_pay_off_later_in_training(tmp_path):
+    params = eight_site_params(tmp_path)
+    early = start(params)
+    late = dataclasses.replace(early, progress=np.array([500.0]))
+    one, eight = mask_of(params, 0), mask_of(params, *range(8))
+    ratio_early = (
+        core.predict_round(params, early, eight).delta_progress[0]
+        / core.predict_round(params, early, one).delta_progress[0]
+    )
+    ratio_late = (
+        core.predict_round(params, late, eight).delta_progress[0]
+        / core.predict_round(params, late, one).delta_progress[0]
+    )
+    assert ratio_early == pytest.approx(hand_delta_p(8) / hand_delta_p(1), rel=1e-12)
+    assert ratio_late == pytest.approx(hand_delta_p(8, 500.0) / hand_delta_p(1, 500.0), rel=1e-12)
+    assert ratio_late > ratio_early
+
+
+def test_progress_needed_inverts_the_accuracy_curve(tmp_path):
+    params = eight_site_params(tmp_path)
+    # 0.8 = 0.9 − 0.8 / (1 + P / 100)  <=>  P = 700
+    assert core.progress_needed(params) == pytest.approx(700.0)
+    assert core.accuracy(params, np.array([700.0]))[0] == pytest.approx(0.8)
+
+
+def test_leaving_a_site_out_under_non_iid_data_shrinks_progress(tmp_path):
+    params = params_for(
+        tmp_path,
+        [site("a", "ca", data_share=0.75), site("b", "cb", data_share=0.25)],
+        {"ca": 0.5, "cb": 0.5},
+        workload={"non_iid": 0.5, "coverage_tau_rounds": 2.0},
+    )
+    first = step(params, start(params), 0)
+    cover1 = 1.0 - 0.5 * 0.25 * (1.0 - math.exp(-1.0 / 2.0))  # b absent for 1 round
+    assert first.state.progress[0] == pytest.approx(hand_delta_p(1) * cover1, rel=1e-12)
+    second = step(params, first.state, 0)
+    cover2 = 1.0 - 0.5 * 0.25 * (1.0 - math.exp(-2.0 / 2.0))  # ... for 2 rounds
+    p1 = first.state.progress[0]
+    delta2 = second.state.progress[0] - p1
+    assert delta2 == pytest.approx(hand_delta_p(1, p1) * cover2, rel=1e-12)
+    both = step(params, second.state, 0, 1)
+    delta3 = both.state.progress[0] - second.state.progress[0]
+    assert delta3 == pytest.approx(hand_delta_p(2, second.state.progress[0]), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- network latency
+
+
+CITIES = {
+    "us-east-1": (39.04, -77.49),  # N. Virginia (Ashburn)
+    "us-east-2": (39.96, -83.00),  # Ohio (Columbus)
+    "us-west-1": (37.77, -122.42),  # N. California (San Francisco)
+    "us-west-2": (45.84, -119.70),  # Oregon (Boardman)
+    "eu-west-1": (53.35, -6.26),  # Ireland (Dublin)
+    "eu-central-1": (50.11, 8.68),  # Frankfurt
+    "sa-east-1": (-23.55, -46.63),  # São Paulo
+    "ap-northeast-1": (35.68, 139.69),  # Tokyo
+    "ap-southeast-2": (-33.87, 151.21),  # Sydney
+    "ap-southeast-1": (1.35, 103.82),  # Singapore
+    "washington": (38.91, -77.04),
+    "dallas": (32.78, -96.80),
+    "london": (51.51, -0.13),
+    "frankfurt": (50.11, 8.68),
+    "tokyo": (35.68, 139.69),
+    "sydney": (-33.87, 151.21),
+}
+
+# REFERENCES.md "Wide-area network": AWS (cloudping) and IBM Cloud RTTs in ms. Frankfurt–Tokyo is
+# published as a range (233–264 ms); both ends are checked.
+PUBLISHED_RTT_MS = [
+    ("us-east-1", "us-east-2", 13),
+    ("us-east-1", "us-west-1", 62),
+    ("us-east-1", "us-west-2", 64),
+    ("us-east-1", "eu-west-1", 70),
+    ("us-east-1", "eu-central-1", 92),
+    ("us-east-1", "sa-east-1", 114),
+    ("us-east-1", "ap-northeast-1", 146),
+    ("us-east-1", "ap-southeast-2", 199),
+    ("us-east-1", "ap-southeast-1", 211),
+    ("us-west-2", "ap-northeast-1", 97),
+    ("us-west-2", "eu-central-1", 140),
+    ("eu-west-1", "eu-central-1", 26),
+    ("eu-central-1", "ap-southeast-1", 158),
+    ("washington", "dallas", 31),
+    ("washington", "london", 75),
+    ("london", "frankfurt", 12),
+    ("dallas", "tokyo", 144),
+    ("washington", "tokyo", 166),
+    ("frankfurt", "tokyo", 233),
+    ("frankfurt", "tokyo", 264),
+    ("dallas", "sydney", 185),
+]
+
+
+# Frankfurt–Tokyo traffic does not follow the great circle: its published 233–264 ms is 2.6–2.9
+# times the fibre time of the 9,333 km arc, while every other pair fits a route factor of about
+# 1.5. No single route factor fits both (1.85 would be needed here, which puts other pairs above
+# +35%), so the distance model keeps this known miss; scenarios that need the pair exactly give
+# measured RTTs in [network] rtt_to_hub_ms. strict: the mark fails if the model starts to fit.
+_DETOURED = pytest.mark.xfail(
+    strict=True, reason="Europe–East Asia routes detour far from the great circle"
+)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "published_ms"),
+    [
+        pytest.param(a, b, ms, marks=_DETOURED) if {a, b} == {"frankfurt", "tokyo"} else (a, b, ms)
+        for a, b, ms in PUBLISHED_RTT_MS
+    ],
+    ids=[f"{a}-{b}-{ms}" for a, b, ms in PUBLISHED_RTT_MS],
+)
+def test_rtt_model_is_within_35_percent_of_published_rtts(a, b, published_ms):
+    (lat1, lon1), (lat2, lon2) = CITIES[a], CITIES[b]
+    distance = core.great_circle_km(np.array([lat1]), np.array([lon1]), lat2, lon2)
+    model_ms = float(core.rtt_ms(distance, 2.0, 1.5, 204.0)[0])
+    assert 0.65 * published_ms <= model_ms <= 1.35 * published_ms, (
+        f"model {model_ms:.1f} ms vs published {published_ms} ms ({a}–{b})"
+    )
+
+
+def test_great_circle_distance_of_known_arcs():
+    quarter = math.pi / 2 * 6371.0
+    d = core.great_circle_km(np.array([0.0, 0.0, 45.0]), np.array([0.0, 0.0, 10.0]), 0.0, 90.0)
+    # (0,0)-(0,90): a quarter of the equator; (45,10)-(0,90) is not, and is shorter than half
+    assert d[0] == pytest.approx(quarter)
+    assert d[1] == pytest.approx(quarter)
+    assert 0 < d[2] < math.pi * 6371.0
+    pole = core.great_circle_km(np.array([90.0]), np.array([0.0]), -90.0, 0.0)
+    assert pole[0] == pytest.approx(math.pi * 6371.0)
+
+
+def test_rtt_formula_adds_base_to_routed_fibre_round_trip():
+    # 2 ms + 2 · 1.5 · 1,000 km / 204 km/ms
+    assert core.rtt_ms(np.array(1000.0), 2.0, 1.5, 204.0) == pytest.approx(2.0 + 3000.0 / 204.0)
+    # REFERENCES.md: 1,000 km of fibre is about 10 ms of round trip
+    assert core.rtt_ms(np.array(1000.0), 0.0, 1.0, 204.0) == pytest.approx(9.8, abs=0.1)
+
+
+def test_scenario_rtts_come_from_distance_to_the_hub(tmp_path):
+    sites = [site("hub", "ca", latitude=0.0, longitude=0.0),
+             site("far", "cb", latitude=0.0, longitude=9.0)]  # fmt: skip
+    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5})
+    d = 6371.0 * math.radians(9.0)  # along the equator
+    np.testing.assert_allclose(params.rtt_s * 1e3, [2.0, 2.0 + 3.0 * d / 204.0], rtol=1e-9)
+
+
+def test_measured_rtt_list_overrides_the_distance_model(tmp_path):
+    params = params_for(
+        tmp_path,
+        [site("a", "ca"), site("b", "cb", longitude=90.0)],
+        {"ca": 0.5, "cb": 0.5},
+        network={"rtt_to_hub_ms": [7.0, 11.0]},
+    )
+    np.testing.assert_allclose(params.rtt_s, [0.007, 0.011])
+
+
+# --------------------------------------------------------------------------- predict_round
+
+
+ALL_MASKS_3 = np.array([m for m in itertools.product([0, 1], repeat=3) if any(m)], dtype=bool)
+
+
+def three_site_sites():
+    return [
+        site("a", "ca"),
+        site("b", "cb", gpu="G200", capacity_kw=6.25, wan_gbps=2.0),
+        site("c", "cc", latitude=50.0, longitude=10.0, gpu_count=8),
+    ]
+
+
+def test_predict_round_never_reads_future_trace_values(tmp_path):
+    now_row = 3
+    past = {"ca": 0.5, "cb": 0.3, "cc": 0.6}
+    future = {"ca": 0.95, "cb": 1.0, "cc": 0.1}
+
+    def changed_after_now(col):
+        return lambda rows: np.where(rows <= now_row, past[col], future[col])
+
+    same = params_for(tmp_path, three_site_sites(), past, network={"join_s": 45.0})
+    changed = params_for(
+        tmp_path,
+        three_site_sites(),
+        {c: changed_after_now(c) for c in past},
+        network={"join_s": 45.0},
+    )
+    t = now_row * INTERVAL_S + 120.0
+    for params in (same, changed):
+        assert core.current_row(params, np.array([t]))[0] == now_row
+    masks = ALL_MASKS_3[None]  # (1, 7, 3)
+
+    def state_for(params):
+        return dataclasses.replace(
+            start(params, t),
+            progress=np.array([42.0]),
+            prev_selected=np.array([[True, False, False]]),
+            absent_rounds=np.array([[0.0, 1.0, 1.0]]),
+        )
+
+    a = core.predict_round(same, state_for(same), masks)
+    b = core.predict_round(changed, state_for(changed), masks)
+    for name, x, y in zip(core.RoundPrediction._fields, a, b, strict=True):
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    # ... while the true round does see the changed future
+    real_same = step(same, state_for(same), 0, 1, 2)
+    real_changed = step(changed, state_for(changed), 0, 1, 2)
+    assert real_same.round_time_s[0] != real_changed.round_time_s[0]
+
+
+def test_predict_round_does_not_change_the_state(tmp_path):
+    params = params_for(tmp_path, three_site_sites(), {"ca": 0.5, "cb": 0.3, "cc": 0.6})
+    state = step(params, start(params, 1000.0), 0, 2).state
+    before = state_arrays(state)
+    core.predict_round(params, state, ALL_MASKS_3[None])
+    core.predict_round(params, state, ALL_MASKS_3[:1])
+    after = state_arrays(state)
+    for name in before:
+        np.testing.assert_array_equal(before[name], after[name], err_msg=name)
+
+
+@pytest.mark.parametrize("round_mode", ["fixed_quota", "fixed_time"])
+def test_predict_round_equals_step_round_at_constant_power_without_jitter(tmp_path, round_mode):
+    sites = [*three_site_sites(), site("off", "cd")]
+    params = params_for(
+        tmp_path,
+        sites,
+        {"ca": 0.5, "cb": 0.3, "cc": 0.6, "cd": 1.0},  # site "off" is unavailable
+        network={"join_s": 45.0, "rtt_to_hub_ms": [5.0, 30.0, 80.0, 20.0], "hub_gbps": 2.0},
+        workload={"round_mode": round_mode, "round_s": 400.0},
+    )
+    state = step(params, start(params, 2000.0), 0, 1).state  # a and b took part last round
+    for bits in itertools.product([0, 1], repeat=4):
+        mask = np.array([bits], dtype=bool)
+        predicted = core.predict_round(params, state, mask)
+        real = core.step_round(params, state, mask, np.zeros((1, 5)))
+        label = f"mask {bits}"
+        np.testing.assert_allclose(predicted.round_time_s, real.round_time_s, rtol=1e-12,
+                                   err_msg=label)  # fmt: skip
+        np.testing.assert_allclose(predicted.compute_s, real.compute_s, rtol=1e-12, err_msg=label)
+        np.testing.assert_allclose(predicted.comm_s, real.comm_s, rtol=1e-12, err_msg=label)
+        np.testing.assert_allclose(
+            predicted.delta_progress, real.state.progress - state.progress, rtol=1e-12,
+            err_msg=label,
+        )  # fmt: skip
+        np.testing.assert_allclose(
+            predicted.delta_accuracy, real.delta_accuracy, rtol=1e-12, atol=1e-15, err_msg=label
+        )
+
+
+def test_predict_round_broadcasts_over_candidate_masks(tmp_path):
+    params = params_for(tmp_path, three_site_sites(), {"ca": 0.5, "cb": 0.3, "cc": 0.6},
+                        network={"join_s": 45.0})  # fmt: skip
+    starts = np.array([0.0, 5000.0])
+    batch = dataclasses.replace(
+        core.initial_state(params, starts),
+        progress=np.array([0.0, 300.0]),
+        prev_selected=np.array([[False, False, False], [True, True, False]]),
+    )
+    masks = np.stack([ALL_MASKS_3[:5], ALL_MASKS_3[2:]])  # (B=2, M=5, N=3)
+    pred = core.predict_round(params, batch, masks)
+    for array in pred:
+        assert array.shape == (2, 5)
+    for b in range(2):
+        single = dataclasses.replace(
+            start(params, starts[b]),
+            progress=batch.progress[b : b + 1],
+            prev_selected=batch.prev_selected[b : b + 1],
+        )
+        for m in range(5):
+            one = core.predict_round(params, single, masks[b, m][None])
+            for name, many, alone in zip(core.RoundPrediction._fields, pred, one, strict=True):
+                assert many[b, m] == alone[0], f"{name} episode {b} mask {m}"
+
+
+# --------------------------------------------------------------------------- energy
+
+
+def test_one_site_round_energy_is_busy_draw_plus_idle_draw_while_waiting(tmp_path):
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5},
+                        network={"rtt_to_hub_ms": [40.0]})  # fmt: skip
+    result = step(params, start(params), 0)
+    compute = 600.0
+    comm = 2.0 * 0.040 + 2.0 * 0.08  # rtt_factor · RTT + 2 · 8e8 bit / 10 Gbps
+    waiting = comm + 3.0  # + aggregation_s
+    expected_j = 10 * 250.0 * compute + 0.3 * 10 * 250.0 * waiting
+    assert result.round_time_s[0] == pytest.approx(compute + waiting, rel=1e-12)
+    assert result.energy_j[0] == pytest.approx(expected_j, rel=1e-12)
+    assert result.state.energy_j[0] == pytest.approx(expected_j, rel=1e-12)
+
+
+def test_faster_site_draws_idle_power_while_waiting_for_the_straggler(tmp_path):
+    sites = [site("a", "ca"), site("b", "cb", gpu="G200", gpu_count=4)]  # 600 s and 750 s
+    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5},
+                        network={"rtt_to_hub_ms": [40.0, 90.0]})  # fmt: skip
+    result = step(params, start(params), 0, 1)
+    comm = 2.0 * 0.090 + 2.0 * max(0.08, 2 * 0.08)
+    round_s = 750.0 + comm + 3.0
+    busy_j = 10 * G100_WALL_W * 600.0 + 4 * G200_WALL_W * 750.0
+    idle_j = 0.3 * 10 * G100_WALL_W * (round_s - 600.0) + 0.3 * 4 * G200_WALL_W * (round_s - 750.0)
+    assert result.round_time_s[0] == pytest.approx(round_s, rel=1e-12)
+    assert result.energy_j[0] == pytest.approx(busy_j + idle_j, rel=1e-12)
+
+
+def test_energy_follows_the_powered_gpus_when_power_falls_mid_round(tmp_path):
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": [0.5, 0.75]},
+                        network={"rtt_to_hub_ms": [40.0]})  # fmt: skip
+    result = step(params, start(params, 100.0), 0)
+    busy_j = 250.0 * (10 * 200.0 + 5 * 800.0)  # 200 s at 10 GPUs, 800 s at 5
+    idle_j = 0.3 * 10 * 250.0 * (2.0 * 0.040 + 2.0 * 0.08 + 3.0)
+    assert result.energy_j[0] == pytest.approx(busy_j + idle_j, rel=1e-12)
+
+
+def test_idle_round_uses_no_energy_and_sites_left_out_draw_nothing(tmp_path):
+    params = eight_site_params(tmp_path)
+    one = step(params, start(params), 0).energy_j[0]
+    # s0 alone: 10 GPUs · 250 W · 600 s busy + idle draw during comm and aggregation (< 1%)
+    assert 10 * 250.0 * 600.0 <= one < 1.01 * 10 * 250.0 * 600.0
+    assert step(params, start(params)).energy_j[0] == 0.0
+
+
+# --------------------------------------------------------------------------- batching
+
+
+def test_a_batch_of_episodes_steps_like_each_episode_alone(tmp_path):
+    rng = np.random.default_rng(7)
+    util = {}
+    for i in range(4):
+        values = rng.uniform(0.2, 0.95, size=2 * 288)
+        values[rng.random(values.size) < 0.1] = 1.0  # some intervals with no headroom
+        util[f"c{i}"] = values
+    sites = [
+        site("a", "c0"),
+        site("b", "c1", gpu="G200", capacity_kw=6.25),
+        site("c", "c2", latitude=10.0, longitude=100.0),
+        site("d", "c3", gpu_count=8, wan_gbps=1.0),
+    ]
+    params = params_for(tmp_path, sites, util, network={"join_s": 30.0},
+                        episode={"jitter_sigma": 0.1})  # fmt: skip
+    starts = np.array([0.0, 7000.0, 40_000.0])
+    batch = core.initial_state(params, starts)
+    alone = [core.initial_state(params, starts[b : b + 1]) for b in range(3)]
+    for _ in range(12):
+        masks = rng.random((3, 4)) < 0.5
+        noise = rng.standard_normal((3, 5))
+        result = core.step_round(params, batch, masks, noise)
+        for b in range(3):
+            single = core.step_round(params, alone[b], masks[b : b + 1], noise[b : b + 1])
+            for name in core.RoundResult._fields:
+                if name == "state":
+                    continue
+                np.testing.assert_array_equal(
+                    getattr(result, name)[b], getattr(single, name)[0], err_msg=name
+                )
+            for name, value in state_arrays(result.state).items():
+                np.testing.assert_array_equal(
+                    value[b], getattr(single.state, name)[0], err_msg=f"state.{name}"
+                )
+            alone[b] = single.state
+        batch = result.state
+    assert len({float(t) for t in batch.time_s}) == 3

@@ -1,0 +1,578 @@
+"""The Gymnasium environment (powertrip_env/env.py) against DESIGN.md §4."""
+
+from __future__ import annotations
+
+import datetime as dt
+import doctest
+import math
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from scenario_files import T0_UNIX, site, write_scenario
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import powertrip_env
+from powertrip_env import load_scenario
+from powertrip_env.env import PowerTripEnv
+
+ENV_IDS = list(powertrip_env.ENV_IDS)
+ROWS_PER_DAY = 288
+INTERVAL_S = 300.0
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def trace_facts(scenario_name: str) -> tuple[float, int]:
+    """Unix time of the first row and the number of rows of a scenario's trace, read directly."""
+    path = load_scenario(scenario_name).trace_file
+    with path.open(encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    first = lines[1].split(",", 1)[0]
+    t0 = dt.datetime.fromisoformat(first.replace("Z", "+00:00")).timestamp()
+    return t0, len([line for line in lines[1:] if line.strip()])
+
+
+def same(a: Any, b: Any) -> bool:
+    """Bit-for-bit equality of observations, infos and scalars (nested dicts and arrays)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def rollout(env: gym.Env, seed: int, steps: int, options: dict | None = None) -> list:
+    """Reset with ``seed`` and take ``steps`` random actions from the seeded action space."""
+    obs, info = env.reset(seed=seed, options=options)
+    env.action_space.seed(seed)
+    record: list = [(obs, info)]
+    for _ in range(steps):
+        out = env.step(env.action_space.sample())
+        record.append(out)
+        if out[2] or out[3]:
+            break
+    return record
+
+
+def same_rollout(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(same(u, v) for u, v in zip(x, y, strict=True))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@pytest.fixture
+def toy_path(tmp_path):
+    """Three sites; "dark" never has headroom. Sites: a (10 G100s), dark, c (6 G200s)."""
+    return write_scenario(
+        tmp_path,
+        [site("a", "ca"), site("dark", "cb"), site("c", "cc", gpu="G200", capacity_kw=6.25)],
+        {"ca": 0.5, "cb": 1.0, "cc": 0.5},
+        network={"rtt_to_hub_ms": [10.0, 20.0, 40.0]},
+    )
+
+
+def all_sites(env: gym.Env) -> np.ndarray:
+    return np.ones(env.unwrapped.params.n_sites, dtype=np.int8)
+
+
+# --------------------------------------------------------------------------- checkers and docs
+
+
+@pytest.mark.parametrize("action_mode", ["multibinary", "multidiscrete"])
+@pytest.mark.parametrize("obs_mode", ["flat", "dict"])
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_gymnasium_and_sb3_env_checkers_pass_without_warnings(env_id, obs_mode, action_mode):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = gym.make(env_id, obs_mode=obs_mode, action_mode=action_mode)
+        gym_check_env(env.unwrapped)
+        sb3_check_env(env.unwrapped, warn=True)
+        env.close()
+    ours = [w for w in caught if "powertrip_env" in w.filename]
+    assert not ours, [str(w.message) for w in ours]
+
+    # The one warning allowed is SB3's advice about the (N, F) "sites" block of the dict
+    # observation, which DESIGN.md §4 specifies on purpose for set encoders.
+    def expected(w: warnings.WarningMessage) -> bool:
+        return obs_mode == "dict" and "unconventional shape" in str(w.message)
+
+    others = [f"{w.filename}: {w.message}" for w in caught if not expected(w)]
+    assert not others
+
+
+@pytest.mark.parametrize("render_mode", ["ansi", "rgb_array"])
+def test_gymnasium_env_checker_passes_with_rendering(render_mode):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gym_check_env(gym.make("PowerTrip-v0", render_mode=render_mode).unwrapped)
+    assert not [f"{w.filename}: {w.message}" for w in caught]
+
+
+def test_class_docstring_gym_make_example_runs():
+    tests = doctest.DocTestFinder().find(PowerTripEnv, "PowerTripEnv", globs={})
+    class_test = next(t for t in tests if t.name == "PowerTripEnv")
+    assert any("gym.make" in example.source for example in class_test.examples)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for test in tests:
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted >= len(class_test.examples) > 0
+    assert result.failed == 0
+
+
+# --------------------------------------------------------------------------- making envs
+
+
+def test_make_by_module_path_registers_and_builds():
+    env = gym.make("powertrip_env:PowerTrip-v0")
+    obs, _ = env.reset(seed=0)
+    assert env.unwrapped.scenario.name == "default"
+    assert obs.shape == (8 * 8 + 6,)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "n_sites"), [("PowerTrip-KWS-v0", 8), ("PowerTrip-Large-v0", 32)]
+)
+def test_registered_ids_run_their_scenarios(env_id, n_sites):
+    env = gym.make(env_id)
+    obs, _ = env.reset(seed=0)
+    assert env.unwrapped.scenario.name == powertrip_env.ENV_IDS[env_id]
+    assert obs.shape == (n_sites * 8 + 6,)
+    assert env.action_space == gym.spaces.MultiBinary(n_sites)
+
+
+def test_make_loads_a_users_scenario_file(toy_path):
+    env = gym.make("PowerTrip-v0", scenario=str(toy_path))
+    obs, _ = env.reset(seed=0)
+    assert env.unwrapped.scenario.n_sites == 3
+    assert obs.shape == (3 * 8 + 6,)
+    assert env.action_space == gym.spaces.MultiBinary(3)
+    dict_env = gym.make("PowerTrip-v0", scenario=toy_path, obs_mode="dict")
+    assert dict_env.observation_space["sites"].shape == (3, 8)
+    assert dict_env.observation_space["global"].shape == (6,)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "allowed"),
+    [
+        ({"reward_mode": "x"}, ("excess_gain", "gain_rate")),
+        ({"obs_mode": "x"}, ("flat", "dict")),
+        ({"split": "x"}, ("train", "test")),
+        ({"action_mode": "x"}, ("multibinary", "multidiscrete")),
+    ],
+)
+def test_bad_keyword_arguments_name_the_allowed_values(kwargs, allowed):
+    with pytest.raises(ValueError) as info:
+        gym.make("PowerTrip-v0", **kwargs)
+    message = str(info.value)
+    for word in (*kwargs, "'x'", *allowed):
+        assert word in message, message
+
+
+def test_unknown_scenario_name_is_a_scenario_error():
+    with pytest.raises(powertrip_env.ScenarioError, match="no-such"):
+        gym.make("PowerTrip-v0", scenario="no-such")
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+@pytest.mark.parametrize("env_id", ["PowerTrip-v0", "PowerTrip-EMNIST-v0"])
+def test_same_seed_same_episode(env_id):
+    first = rollout(gym.make(env_id), seed=123, steps=40)
+    second = rollout(gym.make(env_id), seed=123, steps=40)
+    assert len(first) > 5
+    assert same_rollout(first, second)
+
+
+def test_reset_with_the_same_seed_replays_the_episode_on_one_env():
+    env = gym.make("PowerTrip-v0")
+    first = rollout(env, seed=7, steps=70)  # beyond one block of pre-drawn jitter
+    rollout(env, seed=8, steps=10)
+    again = rollout(env, seed=7, steps=70)
+    assert same_rollout(first, again)
+
+
+def test_different_seeds_give_different_episodes():
+    a = rollout(gym.make("PowerTrip-v0"), seed=1, steps=5)
+    b = rollout(gym.make("PowerTrip-v0"), seed=2, steps=5)
+    assert a[0][1]["start_time_s"] != b[0][1]["start_time_s"]
+    assert not same_rollout(a, b)
+
+
+def test_jitter_comes_from_the_episode_seed():
+    options = {"start_time": 3600.0}
+    action = np.ones(8, dtype=np.int8)
+    times = []
+    for seed in (1, 2):
+        env = gym.make("PowerTrip-v0")
+        env.reset(seed=seed, options=options)
+        times.append(env.step(action)[4]["round_time_s"])
+    assert times[0] != times[1]
+    quiet = []
+    for seed in (1, 2):
+        env = gym.make("PowerTrip-v0", jitter=False)
+        env.reset(seed=seed, options=options)
+        quiet.append(env.step(action)[4]["round_time_s"])
+    assert quiet[0] == quiet[1]
+
+
+# --------------------------------------------------------------------------- starting state
+
+
+@pytest.mark.parametrize("scenario", ["default", "kws"])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_split_starts_only_inside_its_days_leaving_room_for_the_budget(scenario, split):
+    env_id = next(k for k, v in powertrip_env.ENV_IDS.items() if v == scenario)
+    sc = load_scenario(scenario)
+    first_day, last_day = sc.episode.train_days if split == "train" else sc.episode.test_days
+    lo_s = (first_day - 1) * 86_400.0
+    hi_s = last_day * 86_400.0 - sc.episode.time_budget_h * 3600.0
+    env = gym.make(env_id, split=split)
+    starts = np.array([env.reset(seed=seed)[1]["start_time_s"] for seed in range(300)])
+    assert starts.min() >= lo_s
+    assert starts.max() <= hi_s
+    # drawn across the split, not from one corner of it
+    span = hi_s - lo_s
+    assert starts.min() < lo_s + 0.25 * span
+    assert starts.max() > lo_s + 0.75 * span
+
+
+def test_test_and_train_splits_do_not_overlap():
+    train = gym.make("PowerTrip-v0", split="train")
+    test = gym.make("PowerTrip-v0", split="test")
+    episode = load_scenario("default").episode
+    train_end = max(train.reset(seed=s)[1]["start_time_s"] for s in range(200))
+    test_start = min(test.reset(seed=s)[1]["start_time_s"] for s in range(200))
+    boundary_s = episode.train_days[1] * 86_400.0
+    assert episode.test_days[0] == episode.train_days[1] + 1
+    assert train_end + episode.time_budget_h * 3600.0 <= boundary_s <= test_start
+
+
+def test_start_time_option_accepts_seconds():
+    t0, _ = trace_facts("default")
+    env = gym.make("PowerTrip-v0")
+    _, info = env.reset(seed=0, options={"start_time": 3600.0})
+    assert info["start_time_s"] == 3600.0
+    assert info["trace_time"] == pytest.approx(t0 + 3600.0)
+    step_info = env.step(all_sites(env))[4]
+    assert step_info["trace_time"] == pytest.approx(t0 + 3600.0 + step_info["round_time_s"])
+
+
+@pytest.mark.parametrize(
+    "stamp", ["2019-05-03T07:00:00Z", "2019-05-03T09:00:00+02:00", "2019-05-03T07:00:00"]
+)
+def test_start_time_option_accepts_iso_strings(stamp):
+    t0, _ = trace_facts("default")
+    wanted = dt.datetime(2019, 5, 3, 7, 0, tzinfo=dt.UTC).timestamp() - t0
+    env = gym.make("PowerTrip-v0")
+    _, info = env.reset(seed=0, options={"start_time": stamp})
+    assert info["start_time_s"] == pytest.approx(wanted)
+
+
+def test_start_time_option_accepts_a_datetime():
+    t0, _ = trace_facts("default")
+    when = dt.datetime(2019, 5, 10, 12, 30, tzinfo=dt.UTC)
+    _, info = gym.make("PowerTrip-v0").reset(seed=0, options={"start_time": when})
+    assert info["start_time_s"] == pytest.approx(when.timestamp() - t0)
+
+
+@pytest.mark.parametrize(
+    "bad", [-1.0, "end", "2019-04-01T00:00:00Z", "2019-07-01T00:00:00Z", "yesterday", [1, 2], True]
+)
+def test_start_time_option_rejects_out_of_range_values(bad):
+    _, rows = trace_facts("default")
+    if bad == "end":
+        bad = rows * INTERVAL_S  # one past the last second of the trace
+    env = gym.make("PowerTrip-v0")
+    with pytest.raises(ValueError, match="start_time"):
+        env.reset(seed=0, options={"start_time": bad})
+
+
+def test_start_near_the_end_of_the_trace_still_runs():
+    _, rows = trace_facts("default")
+    env = gym.make("PowerTrip-v0")
+    obs, _ = env.reset(seed=0, options={"start_time": rows * INTERVAL_S - 1.0})
+    for _ in range(5):
+        obs, reward, *_ = env.step(all_sites(env))
+        assert env.observation_space.contains(obs)
+        assert math.isfinite(reward)
+
+
+# --------------------------------------------------------------------------- rewards
+
+
+@pytest.mark.parametrize(
+    ("env_id", "seeds"),
+    [
+        ("PowerTrip-v0", (0, 1, 2)),
+        ("PowerTrip-KWS-v0", (0, 3, 4)),
+        ("PowerTrip-EMNIST-v0", (0, 5)),
+        ("PowerTrip-LLMFull-v0", (0, 6)),
+    ],
+)
+def test_return_of_a_successful_episode_is_one_minus_tta_over_href(env_id, seeds):
+    env = gym.make(env_id)
+    h_ref_h = env.unwrapped.scenario.episode.h_ref_h
+    for seed in seeds:
+        env.reset(seed=seed)
+        total, elapsed_h, terminated, truncated = 0.0, 0.0, False, False
+        while not (terminated or truncated):
+            _, reward, terminated, truncated, info = env.step(all_sites(env))
+            total += reward
+            elapsed_h += info["round_time_s"] / 3600.0
+        assert terminated and info["success"], f"seed {seed} did not reach the target"
+        assert info["tta_h"] == pytest.approx(elapsed_h, rel=1e-12)
+        assert total == pytest.approx(1.0 - info["tta_h"] / h_ref_h, abs=1e-9)
+
+
+def test_return_of_a_truncated_episode_is_progress_fraction_minus_time(toy_path):
+    # Idle rounds only: nothing is learned and 12 rounds of 300 s use the 1 h budget
+    env = gym.make("PowerTrip-v0", scenario=toy_path)
+    env.reset(seed=0)
+    total, steps, truncated = 0.0, 0, False
+    while not truncated:
+        _, reward, terminated, truncated, info = env.step(np.zeros(3, dtype=np.int8))
+        assert not terminated
+        total += reward
+        steps += 1
+    assert steps == 12
+    assert info["tta_h"] == pytest.approx(1.0)
+    assert info["success"] is False
+    assert total == pytest.approx(0.0 - 1.0 / 0.5, abs=1e-9)  # H_ref = 0.5 h
+
+
+@pytest.mark.parametrize("env_id", ["PowerTrip-v0", "PowerTrip-EMNIST-v0"])
+def test_gain_rate_reward_is_normalised_accuracy_gain_per_round_time(env_id):
+    env = gym.make(env_id, reward_mode="gain_rate")
+    sc = env.unwrapped.scenario
+    a0, target, h_ref_s = sc.workload.a0, sc.workload.a_target, sc.episode.h_ref_h * 3600.0
+    env.reset(seed=11)
+    env.action_space.seed(11)
+    before = a0
+    for _ in range(40):
+        _, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        gain = min(info["accuracy"], target) - min(before, target)
+        expected = gain / (target - a0) * h_ref_s / info["round_time_s"]
+        assert reward == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        before = info["accuracy"]
+        if terminated or truncated:
+            break
+
+
+def test_step_returns_python_scalars_for_sb3():
+    env = gym.make("PowerTrip-v0")
+    env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step(all_sites(env))
+    assert type(reward) is float
+    assert type(terminated) is bool
+    assert type(truncated) is bool
+    for key in ("round_time_s", "compute_s", "comm_s", "elapsed_s", "accuracy", "energy_kwh"):
+        assert type(info[key]) is float, key
+
+
+def test_info_reports_the_round(toy_path):
+    env = gym.make("PowerTrip-v0", scenario=toy_path, jitter=False)
+    env.reset(seed=0, options={"start_time": 0.0})
+    _, _, _, _, info = env.step(np.array([1, 0, 1]))
+    for key in (
+        "round_time_s", "compute_s", "comm_s", "elapsed_s", "accuracy", "selected",
+        "powered_gpus", "energy_kwh", "straggler_site", "trace_time", "idle",
+    ):  # fmt: skip
+        assert key in info, key
+    assert info["selected"].tolist() == [True, False, True]
+    assert info["powered_gpus"].tolist() == [10, 0, 6]
+    assert info["straggler_site"] == "a"  # 600 s against c's 500 s
+    assert info["compute_s"] == pytest.approx(600.0)
+    assert info["round_time_s"] == pytest.approx(
+        info["compute_s"] + info["comm_s"] + 3.0  # aggregation_s
+    )
+    assert info["elapsed_s"] == pytest.approx(info["round_time_s"])
+    assert info["trace_time"] == pytest.approx(T0_UNIX + info["round_time_s"])
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def test_selected_unavailable_site_is_dropped_and_counted(toy_path):
+    env = gym.make("PowerTrip-v0", scenario=toy_path)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(np.array([1, 1, 0]))
+    assert info["invalid_selections"] == 1
+    assert info["selected"].tolist() == [True, False, False]
+    assert info["n_selected"] == 1
+    assert info["idle"] is False
+    _, _, _, _, info = env.step(np.array([1, 0, 1]))
+    assert info["invalid_selections"] == 0
+
+
+def test_selecting_only_unavailable_sites_is_an_idle_round_with_invalid_count(toy_path):
+    env = gym.make("PowerTrip-v0", scenario=toy_path)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.array([0, 1, 0]))
+    assert info["idle"] is True
+    assert info["invalid_selections"] == 1
+    assert info["elapsed_s"] == INTERVAL_S
+    assert reward < 0
+
+
+def test_empty_set_is_an_idle_round(toy_path):
+    env = gym.make("PowerTrip-v0", scenario=toy_path)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.zeros(3, dtype=np.int8))
+    assert info["idle"] is True
+    assert info["invalid_selections"] == 0
+    assert info["elapsed_s"] == INTERVAL_S  # idle_s = 0 means one trace interval
+    assert reward == pytest.approx(-INTERVAL_S / (0.5 * 3600.0))  # −T_r / H_ref
+    first_idle_accuracy = info["accuracy"]
+    _, _, _, _, worked = env.step(np.array([1, 0, 1]))
+    _, reward, _, _, idle = env.step(np.zeros(3, dtype=np.int8))
+    assert idle["idle"] is True
+    assert idle["accuracy"] == worked["accuracy"]
+    assert idle["elapsed_s"] == pytest.approx(worked["elapsed_s"] + INTERVAL_S)
+    assert reward < 0
+    assert first_idle_accuracy == 0.1  # still a0: nothing was learned
+
+
+def test_idle_round_on_the_default_scenario_advances_one_interval():
+    env = gym.make("PowerTrip-v0")
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.zeros(8, dtype=np.int8))
+    h_ref_s = load_scenario("default").episode.h_ref_h * 3600.0
+    assert info["idle"] is True
+    assert info["elapsed_s"] == INTERVAL_S
+    assert reward == pytest.approx(-INTERVAL_S / h_ref_s)
+
+
+@pytest.mark.parametrize("action_mode", ["multibinary", "multidiscrete"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.ones(9, dtype=np.int8),
+        np.ones((2, 8), dtype=np.int8),
+        np.ones(7, dtype=np.int8),
+        np.full(8, 2),
+        np.full(8, -1),
+        np.full(8, 0.5),
+        "11111111",
+        np.full(8, np.nan),
+        None,
+    ],
+    ids=["long", "2d", "short", "two", "minus-one", "half", "string", "nan", "none"],
+)
+def test_malformed_action_raises_value_error_naming_the_space(action_mode, bad):
+    env = gym.make("PowerTrip-v0", action_mode=action_mode)
+    env.reset(seed=0)
+    env.step(all_sites(env))
+    with pytest.raises(ValueError) as info:
+        env.step(bad)
+    assert str(env.action_space) in str(info.value)
+    _, _, _, _, after = env.step(all_sites(env))
+    assert after["rounds"] == 2  # the malformed action did not count as a round
+
+
+@pytest.mark.parametrize("action_mode", ["multibinary", "multidiscrete"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int8, np.bool_])
+def test_zero_one_actions_of_any_numeric_dtype_are_accepted(action_mode, dtype):
+    env = gym.make("PowerTrip-v0", action_mode=action_mode)
+    env.reset(seed=0)
+    action = np.array([1, 0, 1, 1, 0, 0, 1, 0], dtype=dtype)
+    _, _, _, _, info = env.step(action)
+    expected = action.astype(bool) & (info["powered_gpus"] > 0)
+    assert info["selected"].tolist() == expected.tolist()
+    assert expected.any()
+
+
+def test_action_masks_mark_unavailable_sites_choice_one_false(toy_path):
+    env = gym.make("PowerTrip-v0", scenario=toy_path)
+    env.reset(seed=0)
+    masks = env.unwrapped.action_masks()
+    assert masks.shape == (6,)
+    assert masks.dtype == bool
+    assert masks.tolist() == [True, True, True, False, True, True]
+
+
+def test_action_masks_follow_availability_on_the_default_scenario():
+    env = gym.make("PowerTrip-v0")
+    _, info = env.reset(seed=0)
+    masks = env.unwrapped.action_masks().reshape(8, 2)
+    assert masks[:, 0].all()
+    assert masks[:, 1].tolist() == info["available"].tolist()
+
+
+# --------------------------------------------------------------------------- observations
+
+
+def test_observation_reports_each_sites_power_and_selection(toy_path):
+    env = gym.make("PowerTrip-v0", scenario=toy_path, jitter=False)
+    # 06:00 UTC: a quarter of the day, so the time-of-day features are sin = 1, cos = 0
+    obs, _ = env.reset(seed=0, options={"start_time": 6 * 3600.0})
+    sites, glob = obs[:24].reshape(3, 8), obs[24:]
+    # a: u = 0.5 -> headroom 0.5, 10 of 16 GPUs, 100 samples/s of the largest full-power
+    # throughput (c: 16 G200s · 20 = 320/s), RTT 10 of 40 ms, steady power, available
+    time_scale = 20 * 60_000 / 320.0  # 20 × the fastest full-power compute time
+    np.testing.assert_allclose(
+        sites[0], [0.5, 10 / 16, 100 / 320, 600 / time_scale, 0.25, 0, 0, 1], rtol=1e-6
+    )
+    np.testing.assert_allclose(sites[1], [0, 0, 0, 1, 0.5, 0, 0, 0], atol=1e-7)  # dark
+    np.testing.assert_allclose(
+        sites[2], [0.5, 6 / 16, 120 / 320, 500 / time_scale, 1.0, 0, 0, 1], rtol=1e-6
+    )
+    np.testing.assert_allclose(glob, [0, 0, 1, 0, 0, 1], atol=1e-6)
+
+    obs, _, _, _, info = env.step(np.array([1, 0, 1]))
+    sites, glob = obs[:24].reshape(3, 8), obs[24:]
+    assert sites[:, 6].tolist() == [1, 0, 1]  # took part in the previous round
+    assert glob[1] == pytest.approx(info["round_time_s"] / 3600.0, rel=1e-6)  # of the budget
+    assert glob[4] == pytest.approx(info["round_time_s"] / time_scale, rel=1e-6)
+    progress = (info["accuracy"] - 0.1) / (0.8 - 0.1)
+    assert glob[0] == pytest.approx(progress, rel=1e-6)
+
+
+def test_dict_observation_holds_the_same_numbers_as_the_flat_one():
+    flat = gym.make("PowerTrip-v0")
+    nested = gym.make("PowerTrip-v0", obs_mode="dict")
+    f_obs, _ = flat.reset(seed=5)
+    d_obs, _ = nested.reset(seed=5)
+    for _ in range(3):
+        np.testing.assert_array_equal(d_obs["sites"].ravel(), f_obs[:64])
+        np.testing.assert_array_equal(d_obs["global"], f_obs[64:])
+        f_obs = flat.step(all_sites(flat))[0]
+        d_obs = nested.step(all_sites(nested))[0]
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def test_ansi_render_lists_every_site():
+    env = gym.make("PowerTrip-v0", render_mode="ansi")
+    env.reset(seed=0)
+    names = [s.name for s in env.unwrapped.scenario.sites]
+    for _ in range(3):
+        text = env.render()
+        assert isinstance(text, str)
+        for name in names:
+            assert name in text
+        env.step(all_sites(env))
+
+
+def test_rgb_array_render_is_an_image():
+    env = gym.make("PowerTrip-v0", render_mode="rgb_array")
+    env.reset(seed=0)
+    first = env.render()
+    for _ in range(2):
+        env.step(all_sites(env))
+    later = env.render()
+    for image in (first, later):
+        assert isinstance(image, np.ndarray)
+        assert image.ndim == 3
+        assert image.shape[2] == 3
+        assert image.dtype == np.uint8
+        assert image.std() > 0  # something is drawn
