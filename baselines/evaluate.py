@@ -1,0 +1,678 @@
+"""Evaluate site-selection policies and saved agents on identical episodes.
+
+Every policy (and every saved SB3 agent) runs the same episodes: episode ``e`` starts with
+``env.reset(seed=seed + e)``, which fixes both the start time in the trace and the jitter
+stream, because the environment draws both from its own generator and no policy touches it.
+Differences between policies are therefore paired, episode by episode, which is what makes a
+few dozen episodes enough to rank them.
+
+Command line::
+
+    python -m baselines.evaluate --env PowerTrip-v0 --policies all --episodes 30
+    python -m baselines.evaluate --policies PowerTrip,AllSites --model runs/ppo.zip --algo ppo
+
+writes ``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png`` to ``--out``
+(default ``results/<env>-<split>``) and prints the summary. Bad arguments (unknown policy or
+environment, a missing or incompatible model, an unwritable output folder) exit with code 2 and
+a message, before any episode runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+from gymnasium.envs.registration import registry
+
+import powertrip_env
+from baselines.policies import Policy, SB3Policy, default_policy_names, make_policy
+from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.simulation import SPLITS
+
+EPISODE_COLUMNS = (
+    "policy",
+    "episode",
+    "seed",
+    "start_time",
+    "tta_h",
+    "success",
+    "rounds",
+    "energy_kwh",
+    "mean_sites",
+)
+SUMMARY_COLUMNS = (
+    "policy",
+    "episodes",
+    "mean_tta_h",
+    "ci95_tta_h",
+    "median_tta_h",
+    "success_rate",
+    "mean_rounds",
+    "mean_energy_kwh",
+    "mean_sites",
+    "vs_powertrip_pct",
+)
+ALGOS: dict[str, tuple[str, str]] = {
+    "ppo": ("stable_baselines3", "PPO"),
+    "a2c": ("stable_baselines3", "A2C"),
+    "maskable_ppo": ("sb3_contrib", "MaskablePPO"),
+}
+REFERENCE = "PowerTrip"
+_ENTRY_POINT = "powertrip_env.env:PowerTripEnv"
+_CURVE_POINTS = 200
+
+# Two-sided 95% quantiles of Student's t (standard tables), by degrees of freedom. Between the
+# listed points above 30 the value is interpolated linearly in 1/df; beyond 120 it tends to the
+# normal 1.960. Exact to the three decimals shown for df <= 30, within 0.002 above.
+_T95 = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+    10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+    18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+    26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
+}  # fmt: skip
+_Z95 = 1.960
+
+
+class EvaluationError(ValueError):
+    """Bad input to an evaluation (names, files, folders); the CLI prints it and exits 2."""
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def t_quantile_95(df: int) -> float:
+    """Two-sided 95% Student-t quantile for ``df`` degrees of freedom (see ``_T95``)."""
+    if df < 1:
+        return math.nan
+    if df in _T95:
+        return _T95[df]
+    points = sorted(_T95)
+    if df > points[-1]:
+        lo_df, lo_t, hi_inv, hi_t = points[-1], _T95[points[-1]], 0.0, _Z95
+    else:
+        hi_df = next(p for p in points if p > df)
+        lo_df = max(p for p in points if p < df)
+        lo_t, hi_inv, hi_t = _T95[lo_df], 1.0 / hi_df, _T95[hi_df]
+    frac = (1.0 / df - hi_inv) / (1.0 / lo_df - hi_inv)
+    return hi_t + frac * (lo_t - hi_t)
+
+
+def ci95_half_width(values: Sequence[float] | np.ndarray) -> float:
+    """Half-width of the 95% t-interval of the mean; NaN for fewer than two values."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.shape[0] < 2:
+        return math.nan
+    return t_quantile_95(x.shape[0] - 1) * float(x.std(ddof=1)) / math.sqrt(x.shape[0])
+
+
+# --------------------------------------------------------------------------- the result
+
+
+@dataclass
+class Evaluation:
+    """Per-episode results, per-policy summary and accuracy curves of one evaluation."""
+
+    env_id: str
+    split: str
+    episodes: pd.DataFrame  # columns EPISODE_COLUMNS
+    summary: pd.DataFrame  # one row per policy, PowerTrip first if present; SUMMARY_COLUMNS
+    curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+
+    def to_markdown(self) -> str:
+        """The summary as a Markdown table with the notes a reader needs to interpret it."""
+        n_eps = int(self.episodes["episode"].nunique()) if len(self.episodes) else 0
+        head = (
+            "| policy | episodes | mean TTA (h) | 95% CI (h) | median TTA (h) | success | "
+            "rounds | energy (kWh) | sites/round | vs PowerTrip |"
+        )
+        lines = [
+            f"# {self.env_id}: {n_eps} paired episodes, {self.split} split",
+            "",
+            head,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in self.summary.itertuples(index=False):
+            lines.append(
+                f"| {row.policy} | {row.episodes} | {row.mean_tta_h:.3f} | "
+                f"±{_fmt(row.ci95_tta_h, '.3f')} | {row.median_tta_h:.3f} | "
+                f"{row.success_rate:.0%} | {row.mean_rounds:.1f} | "
+                f"{_energy(row.mean_energy_kwh)} | {row.mean_sites:.2f} | "
+                f"{_fmt(row.vs_powertrip_pct, '+.1f', '%')} |"
+            )
+        lines += [
+            "",
+            "- TTA is the wall-clock time to the target accuracy. An unsuccessful episode counts "
+            "at "
+            "its truncation time (time budget or round limit), so a mean over failures is a lower "
+            "bound on their true TTA.",
+            "- 95% CI: half-width of Student's t-interval of the mean (tabulated quantiles, "
+            "interpolated in 1/df above 30 degrees of freedom).",
+            "- Every policy ran the same start times and jitter streams (episode e uses seed "
+            "seed + e), so differences are paired.",
+            f"- vs PowerTrip: change of mean TTA relative to {REFERENCE} (negative is faster).",
+            "- sites/round: effective sites per non-idle round.",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _energy(kwh: float) -> str:
+    return f"{kwh:.1f}" if kwh >= 10 else f"{kwh:.3g}"
+
+
+def _fmt(value: float, spec: str, suffix: str = "") -> str:
+    return "–" if value is None or not np.isfinite(value) else f"{value:{spec}}{suffix}"
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def powertrip_env_ids() -> list[str]:
+    """Registered Gymnasium IDs whose environment is ``PowerTripEnv``."""
+    ids = [eid for eid, spec in registry.items() if spec.entry_point == _ENTRY_POINT]
+    return sorted(ids, key=lambda eid: (eid not in powertrip_env.ENV_IDS, eid))
+
+
+def _check_env_id(env_id: str) -> None:
+    if env_id not in powertrip_env_ids():
+        raise EvaluationError(
+            f"unknown environment {env_id!r}; registered PowerTrip IDs: "
+            f"{', '.join(powertrip_env_ids())}"
+        )
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """Create ``out_dir`` and prove a file can be written there, before any episode runs."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise EvaluationError(
+            f"output directory {str(out_dir)!r} is not writable: {exc.strerror or exc}; "
+            "choose another with --out"
+        ) from None
+
+
+def _saved_algo(path: Path) -> str:
+    """Which of ``ALGOS`` saved the SB3 zip at ``path``, from the fields it stores."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = json.loads(archive.read("data"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        raise EvaluationError(
+            f"model file {str(path)!r} is not a Stable-Baselines3 model (.zip saved by model.save)"
+        ) from None
+    policy_module = str(data.get("policy_class", {}).get("__module__", ""))
+    if policy_module.startswith("sb3_contrib.common.maskable"):
+        return "maskable_ppo"
+    if "clip_range" in data:  # PPO's clipping; A2C has none
+        return "ppo"
+    if "n_steps" in data and "gae_lambda" in data:
+        return "a2c"
+    return "unknown"
+
+
+def _resolve_model_path(path: str) -> Path:
+    candidates = [Path(path), Path(f"{path}.zip")]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise EvaluationError(f"model file {path!r} not found")
+
+
+def _load_model(path: str, algo: str) -> Any:
+    """Load a saved agent, refusing files saved by another algorithm than ``algo``."""
+    if algo not in ALGOS:
+        raise EvaluationError(
+            f"unknown algorithm {algo!r} for {path!r}; allowed: {', '.join(ALGOS)}"
+        )
+    file = _resolve_model_path(path)
+    saved = _saved_algo(file)
+    if saved != algo:
+        hint = f"it was saved by {saved}; pass --algo {saved}" if saved in ALGOS else (
+            f"it was not saved by any of {', '.join(ALGOS)}"
+        )  # fmt: skip
+        raise EvaluationError(f"model {str(file)!r} does not match --algo {algo}: {hint}")
+    module_name, class_name = ALGOS[algo]
+    module = __import__(module_name, fromlist=[class_name])
+    try:
+        return getattr(module, class_name).load(str(file), device="cpu")
+    except Exception as exc:  # SB3 raises many types for a broken file; report, don't trace
+        raise EvaluationError(f"cannot load model {str(file)!r} as {algo}: {exc}") from None
+
+
+def _model_env_kwargs(model: Any, label: str) -> dict[str, str]:
+    """Observation and action modes of the env a model was trained on, from its spaces."""
+    obs_mode = "dict" if isinstance(model.observation_space, spaces.Dict) else "flat"
+    if isinstance(model.action_space, spaces.MultiBinary):
+        action_mode = "multibinary"
+    elif isinstance(model.action_space, spaces.MultiDiscrete):
+        action_mode = "multidiscrete"
+    else:
+        raise EvaluationError(
+            f"model {label!r} acts in {model.action_space}; only MultiBinary(N) and "
+            "MultiDiscrete([2]*N) agents of PowerTripEnv can be evaluated here"
+        )
+    return {"obs_mode": obs_mode, "action_mode": action_mode}
+
+
+def _spaces_match(a: spaces.Space, b: spaces.Space) -> bool:
+    if isinstance(a, spaces.Dict) or isinstance(b, spaces.Dict):
+        return (
+            isinstance(a, spaces.Dict)
+            and isinstance(b, spaces.Dict)
+            and set(a.spaces) == set(b.spaces)
+            and all(_spaces_match(a[k], b[k]) for k in a.spaces)
+        )
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, spaces.MultiDiscrete):
+        return np.array_equal(a.nvec, b.nvec)
+    return a.shape == b.shape
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class _Entry:
+    """A policy ready to run, with the env keyword arguments it needs."""
+
+    label: str
+    policy: Policy
+    env_kwargs: dict[str, Any]
+
+
+def _iso(unix_s: float) -> str:
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_episode(
+    env: gym.Env, policy: Policy, seed: int
+) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray]]:
+    """One episode of ``policy``: its CSV row (without policy/episode) and accuracy curve."""
+    obs, info = env.reset(seed=seed)
+    policy.reset(env)
+    start = _iso(float(info["trace_time"]))
+    hours = [0.0]
+    acc = [float(env.unwrapped.state.accuracy[0])]
+    sites: list[int] = []
+    while True:
+        obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
+        hours.append(info["elapsed_s"] / 3600.0)
+        acc.append(info["accuracy"])
+        if not info["idle"]:
+            sites.append(info["n_selected"])
+        if terminated or truncated:
+            break
+    row = {
+        "seed": seed,
+        "start_time": start,
+        "tta_h": info["elapsed_s"] / 3600.0,
+        "success": bool(terminated),
+        "rounds": int(info["rounds"]),
+        "energy_kwh": float(info["energy_kwh"]),
+        "mean_sites": float(np.mean(sites)) if sites else 0.0,
+    }
+    return row, (np.asarray(hours), np.asarray(acc))
+
+
+def _summarise(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    rows = []
+    for label in order:
+        ep = episodes[episodes["policy"] == label]
+        tta = ep["tta_h"].to_numpy(dtype=np.float64)
+        rows.append(
+            {
+                "policy": label,
+                "episodes": len(ep),
+                "mean_tta_h": float(tta.mean()),
+                "ci95_tta_h": ci95_half_width(tta),
+                "median_tta_h": float(np.median(tta)),
+                "success_rate": float(ep["success"].mean()),
+                "mean_rounds": float(ep["rounds"].mean()),
+                "mean_energy_kwh": float(ep["energy_kwh"].mean()),
+                "mean_sites": float(ep["mean_sites"].mean()),
+            }
+        )
+    summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS[:-1])
+    ref = summary.loc[summary["policy"] == REFERENCE, "mean_tta_h"]
+    if len(ref):
+        summary["vs_powertrip_pct"] = 100.0 * (summary["mean_tta_h"] / float(ref.iloc[0]) - 1.0)
+    else:
+        summary["vs_powertrip_pct"] = math.nan
+    return summary
+
+
+def evaluate(
+    env_id: str,
+    policies: Sequence[str | Policy],
+    *,
+    episodes: int = 30,
+    split: str = "test",
+    seed: int = 0,
+    models: Sequence[tuple[str, str]] = (),
+    env_kwargs: Mapping[str, Any] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> Evaluation:
+    """Run policies and saved agents on the same episodes and summarise time-to-accuracy.
+
+    Args:
+        env_id: a registered PowerTrip ID, e.g. ``"PowerTrip-v0"``.
+        policies: policy names (see ``baselines.policies.make_policy``; ``"all"`` expands to
+            ``default_policy_names``) or ``Policy`` instances.
+        episodes: paired episodes per policy; episode e resets with ``seed + e``.
+        split: ``"test"`` (held-out days, default), ``"train"`` or ``"all"``.
+        seed: base seed of the episodes and of the randomised policies.
+        models: ``(path, algo)`` pairs of saved SB3 agents, algo in ``ppo``, ``a2c``,
+            ``maskable_ppo``; labelled by file stem. The env is made with the observation and
+            action modes the agent was trained with.
+        env_kwargs: extra ``gym.make`` arguments (e.g. ``scenario=...``, ``jitter=False``).
+        out_dir: if given, write ``episodes.csv``, ``summary.md``, ``tta.png`` and
+            ``accuracy_vs_time.png`` there (atomically).
+        progress: show a progress bar on stderr (only when stderr is a terminal).
+
+    Returns:
+        An ``Evaluation``. Raises ``EvaluationError`` (a ``ValueError``) for bad input, before
+        running anything.
+    """
+    _check_env_id(env_id)
+    if isinstance(episodes, bool) or not isinstance(episodes, int | np.integer) or episodes < 1:
+        raise EvaluationError(f"episodes={episodes!r}: must be an integer >= 1")
+    if split not in SPLITS:
+        raise EvaluationError(f"split={split!r}: allowed {', '.join(SPLITS)}")
+    base_kwargs = {**dict(env_kwargs or {}), "split": split}
+
+    try:
+        probe = gym.make(env_id, **base_kwargs)
+    except (ScenarioError, TraceError) as exc:
+        raise EvaluationError(str(exc)) from None
+    except (TypeError, ValueError) as exc:
+        raise EvaluationError(f"cannot make {env_id} with {base_kwargs}: {exc}") from None
+    n_sites = probe.unwrapped.params.n_sites
+    probe.close()
+
+    entries = _entries(policies, models, n_sites, seed, env_id, base_kwargs)
+    if not entries:
+        raise EvaluationError("nothing to evaluate: give at least one policy or model")
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        _check_out_dir(out)  # after the cheap checks, before the long run
+    rows: list[dict[str, Any]] = []
+    curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {e.label: [] for e in entries}
+    bar = _progress_bar(len(entries) * episodes, progress)
+    envs: dict[tuple[Any, Any], gym.Env] = {}  # one env per (obs_mode, action_mode)
+    try:
+        for entry in entries:
+            key = (entry.env_kwargs.get("obs_mode"), entry.env_kwargs.get("action_mode"))
+            if key not in envs:
+                envs[key] = gym.make(env_id, **entry.env_kwargs)
+            env = envs[key]
+            bar.set_postfix_str(entry.label)
+            for e in range(episodes):
+                row, curve = run_episode(env, entry.policy, seed + e)
+                rows.append({"policy": entry.label, "episode": e, **row})
+                curves[entry.label].append(curve)
+                bar.update(1)
+    finally:
+        bar.close()
+        for env in envs.values():
+            env.close()
+
+    frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
+    order = [e.label for e in entries]
+    result = Evaluation(env_id, split, frame, _summarise(frame, order), curves)
+    if out is not None:
+        write_outputs(result, out)
+    return result
+
+
+def _entries(
+    policies: Sequence[str | Policy],
+    models: Sequence[tuple[str, str]],
+    n_sites: int,
+    seed: int,
+    env_id: str,
+    base_kwargs: dict[str, Any],
+) -> list[_Entry]:
+    """Resolve names, instances and models to runnable entries, PowerTrip first."""
+    entries: list[_Entry] = []
+    if isinstance(policies, str):
+        policies = [policies]
+    for item in policies:
+        if isinstance(item, Policy):
+            entries.append(_Entry(item.name, item, base_kwargs))
+            continue
+        names = default_policy_names(n_sites) if item == "all" else [item]
+        for name in names:
+            try:
+                entries.append(_Entry(name, make_policy(name, n_sites, seed), base_kwargs))
+            except ValueError as exc:
+                raise EvaluationError(str(exc)) from None
+    labels = [e.label for e in entries]
+    for path, algo in models:
+        model = _load_model(path, algo)
+        label = Path(path).stem if Path(path).suffix == ".zip" else Path(path).name
+        if label in labels:
+            label = f"{label}-{algo}"
+        kwargs = {**base_kwargs, **_model_env_kwargs(model, label)}
+        env = gym.make(env_id, **kwargs)
+        try:
+            for what, model_space, env_space in (
+                ("observation", model.observation_space, env.observation_space),
+                ("action", model.action_space, env.action_space),
+            ):
+                if not _spaces_match(model_space, env_space):
+                    raise EvaluationError(
+                        f"model {path!r} is incompatible with {env_id}: its {what} space is "
+                        f"{model_space} but the environment's is {env_space} (was it trained on "
+                        "another scenario?)"
+                    )
+        finally:
+            env.close()
+        entries.append(_Entry(label, SB3Policy(model, label), kwargs))
+        labels.append(label)
+    seen: set[str] = set()
+    for label in labels:
+        if label in seen:
+            raise EvaluationError(f"policy {label!r} appears twice; give each policy once")
+        seen.add(label)
+    entries.sort(key=lambda e: e.label != REFERENCE)  # stable: PowerTrip first, rest in order
+    return entries
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+    def set_postfix_str(self, s: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    if not enabled or not sys.stderr.isatty():
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, file=sys.stderr, unit="episode", dynamic_ncols=True)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
+    """Write through a temporary file in the same folder, then rename it over ``path``.
+
+    A crash or Ctrl-C mid-write leaves the previous file (or none), never a truncated one.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_text(path: Path, text: str) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+
+    _atomic_write(path, write)
+
+
+def write_outputs(result: Evaluation, out_dir: Path) -> None:
+    """``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_text(out_dir / "episodes.csv", result.episodes.to_csv(index=False, lineterminator="\n"))
+    _write_text(out_dir / "summary.md", result.to_markdown())
+    _atomic_write(out_dir / "tta.png", lambda tmp: _plot_tta(result).savefig(tmp, format="png"))
+    _atomic_write(
+        out_dir / "accuracy_vs_time.png",
+        lambda tmp: _plot_accuracy(result).savefig(tmp, format="png"),
+    )
+
+
+def _figure(width: float, height: float) -> Any:
+    """A matplotlib figure on the Agg canvas, without touching pyplot's global backend."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=120, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _plot_tta(result: Evaluation) -> Any:
+    """Box plot of TTA per policy with the mean and its 95% CI drawn over it."""
+    labels = list(result.summary["policy"])
+    data = [result.episodes.loc[result.episodes["policy"] == p, "tta_h"].to_numpy() for p in labels]
+    fig = _figure(max(6.0, 0.7 * len(labels) + 2.0), 4.5)
+    ax = fig.add_subplot()
+    pos = np.arange(1, len(labels) + 1)
+    ax.boxplot(data, positions=pos, widths=0.6, showfliers=True)
+    means = result.summary["mean_tta_h"].to_numpy()
+    ci = np.nan_to_num(result.summary["ci95_tta_h"].to_numpy())
+    ax.errorbar(pos, means, yerr=ci, fmt="o", color="tab:red", capsize=4, label="mean ± 95% CI")
+    ax.set_xticks(pos, labels, rotation=40, ha="right")
+    ax.set_ylabel("time to accuracy (h)")
+    ax.set_title(f"{result.env_id}, {result.split} split: TTA per policy")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper left")
+    return fig
+
+
+def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]], grid: np.ndarray) -> np.ndarray:
+    """Mean accuracy over episodes on a common time grid.
+
+    Accuracy is a step function of time (it changes at round ends), and an episode that ended
+    keeps its final accuracy, so every episode has a value at every grid point.
+    """
+    values = []
+    for hours, acc in curves:
+        idx = np.searchsorted(hours, grid, side="right") - 1
+        values.append(acc[np.clip(idx, 0, acc.shape[0] - 1)])
+    return np.mean(values, axis=0)
+
+
+def _plot_accuracy(result: Evaluation) -> Any:
+    """Mean accuracy against wall-clock hours, one line per policy."""
+    end = max((h[-1] for eps in result.curves.values() for h, _ in eps), default=1.0)
+    grid = np.linspace(0.0, max(end, 1e-9), _CURVE_POINTS)
+    fig = _figure(8.0, 5.0)
+    ax = fig.add_subplot()
+    for label in result.summary["policy"]:
+        if result.curves.get(label):
+            ax.plot(grid, mean_curve(result.curves[label], grid), label=label, lw=1.5)
+    ax.set_xlabel("wall-clock time (h)")
+    ax.set_ylabel(f"mean accuracy over {int(result.episodes['episode'].nunique())} episodes")
+    ax.set_title(f"{result.env_id}, {result.split} split: accuracy against time")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", ncol=2)
+    return fig
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m baselines.evaluate",
+        description="Compare site-selection policies and saved agents on paired episodes.",
+    )
+    parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")
+    parser.add_argument(
+        "--policies",
+        default="all",
+        help="comma-separated policy names, or 'all' (default) for the standard set",
+    )
+    parser.add_argument("--episodes", type=int, default=30, help="paired episodes (30)")
+    parser.add_argument("--split", default="test", choices=SPLITS, help="trace days (test)")
+    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
+    parser.add_argument(
+        "--model", action="append", default=[], help="saved SB3 agent (.zip); may repeat"
+    )
+    parser.add_argument(
+        "--algo",
+        action="append",
+        default=[],
+        choices=sorted(ALGOS),
+        help="algorithm of each --model, or one for all (ppo)",
+    )
+    parser.add_argument("--out", default=None, help="output folder (results/<env>-<split>)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (2 for bad arguments)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    algos = args.algo or ["ppo"]
+    if args.model and len(algos) not in (1, len(args.model)):
+        parser.error(f"give one --algo for all models or one per --model ({len(args.model)})")
+    if not args.model and args.algo:
+        parser.error("--algo needs --model")
+    per_model = algos if len(algos) == len(args.model) else algos[:1] * len(args.model)
+    models = list(zip(args.model, per_model, strict=True))
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    out = Path(args.out) if args.out else Path("results") / f"{args.env}-{args.split}"
+    try:
+        result = evaluate(
+            args.env,
+            policies,
+            episodes=args.episodes,
+            split=args.split,
+            seed=args.seed,
+            models=models,
+            out_dir=out,
+            progress=not args.no_progress,
+        )
+    except EvaluationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; no results written", file=sys.stderr)
+        return 130
+    print(result.to_markdown())
+    print(f"results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Tests for baselines.evaluate: paired runs, the files it writes, saved agents, and the
+command line's refusals (exit code 2 with a message, before anything runs)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_policies import write_scenario
+
+from baselines.evaluate import (
+    EPISODE_COLUMNS,
+    Evaluation,
+    EvaluationError,
+    ci95_half_width,
+    evaluate,
+    main,
+    mean_curve,
+    t_quantile_95,
+)
+from baselines.policies import Policy
+
+OUTPUT_FILES = {"episodes.csv", "summary.md", "tta.png", "accuracy_vs_time.png"}
+
+
+@pytest.fixture(scope="module")
+def small_scenario(tmp_path_factory) -> Path:
+    """Four sites with power that changes every interval; episodes of a few dozen rounds."""
+    rng = np.random.default_rng(3)
+    powered = rng.integers(0, 13, size=(288 * 3, 4))
+    return write_scenario(
+        tmp_path_factory.mktemp("small"),
+        powered,
+        gpus=["G100", "G200", "G100", "G100"],
+        rtt_ms=[1, 30, 60, 120],
+        network={"join_s": 2.0, "rtt_factor": 10.0},
+        episode={"jitter_sigma": 0.05},
+    )
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_t_quantiles_match_the_table_and_approach_the_normal():
+    assert t_quantile_95(1) == pytest.approx(12.706)
+    assert t_quantile_95(29) == pytest.approx(2.045)
+    assert t_quantile_95(50) == pytest.approx(2.0086, abs=1e-3)  # interpolated in 1/df
+    assert t_quantile_95(1000) == pytest.approx(1.9623, abs=1e-3)
+    assert t_quantile_95(10**9) == pytest.approx(1.960, abs=1e-6)
+    assert np.isnan(t_quantile_95(0))
+
+
+def test_ci_half_width_is_the_t_interval_of_the_mean():
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert ci95_half_width(x) == pytest.approx(2.776 * np.std(x, ddof=1) / np.sqrt(5))
+    assert np.isnan(ci95_half_width([1.0]))
+
+
+def test_mean_curve_holds_each_episode_at_its_last_accuracy():
+    a = (np.array([0.0, 1.0, 2.0]), np.array([0.1, 0.5, 0.9]))
+    b = (np.array([0.0, 3.0]), np.array([0.1, 0.7]))
+    grid = np.array([0.0, 0.5, 1.0, 2.5, 4.0])
+    assert mean_curve([a, b], grid) == pytest.approx([0.1, 0.1, 0.3, 0.5, 0.8])
+
+
+# --------------------------------------------------------------------------- the Python API
+
+
+def test_evaluate_runs_paired_episodes_and_writes_every_output(small_scenario, tmp_path):
+    out = tmp_path / "out"
+    result = evaluate(
+        "PowerTrip-v0",
+        ["AllSites", "TopPower-1", "PowerTrip"],
+        episodes=2,
+        seed=11,
+        env_kwargs={"scenario": str(small_scenario)},
+        out_dir=out,
+        progress=False,
+    )
+    assert isinstance(result, Evaluation)
+    assert {p.name for p in out.iterdir()} == OUTPUT_FILES  # no temporary files left behind
+
+    with (out / "episodes.csv").open() as fh:
+        assert tuple(next(csv.reader(fh))) == EPISODE_COLUMNS
+    frame = pd.read_csv(out / "episodes.csv")
+    assert len(frame) == 6
+    by_episode = frame.groupby("episode")
+    assert (by_episode["start_time"].nunique() == 1).all()  # paired start times
+    assert (by_episode["seed"].nunique() == 1).all()
+    assert sorted(frame["seed"].unique()) == [11, 12]
+    assert frame["start_time"].iloc[0].endswith("Z")
+    assert frame["success"].dtype == bool
+    assert (frame["mean_sites"] > 0).all()
+    assert (frame.loc[frame["policy"] == "TopPower-1", "mean_sites"] == 1).all()
+
+    assert list(result.summary["policy"]) == ["PowerTrip", "AllSites", "TopPower-1"]
+    assert result.summary.loc[0, "vs_powertrip_pct"] == pytest.approx(0.0)
+    summary = (out / "summary.md").read_text()
+    for name in ("PowerTrip", "AllSites", "TopPower-1", "truncation", "95% CI"):
+        assert name in summary
+    assert (out / "tta.png").read_bytes()[:4] == b"\x89PNG"
+    for label, curves in result.curves.items():
+        assert len(curves) == 2, label
+        hours, acc = curves[0]
+        assert hours[0] == 0.0 and np.all(np.diff(hours) > 0) and hours.shape == acc.shape
+
+
+def test_episodes_are_identical_whichever_policies_run_beside(small_scenario):
+    kw = {"episodes": 2, "env_kwargs": {"scenario": str(small_scenario)}, "progress": False}
+    alone = evaluate("PowerTrip-v0", ["PowerTrip"], **kw).episodes
+    mixed = evaluate("PowerTrip-v0", ["RandomK", "OortLike", "PowerTrip"], **kw).episodes
+    pd.testing.assert_frame_equal(
+        alone.reset_index(drop=True),
+        mixed[mixed["policy"] == "PowerTrip"].reset_index(drop=True),
+    )
+
+
+def test_evaluate_accepts_policy_instances(small_scenario):
+    class FirstSite(Policy):
+        name = "FirstSite"
+
+        def act(self, obs, info):
+            return (np.arange(self.env.params.n_sites) == 0).astype(np.int8)
+
+    result = evaluate(
+        "PowerTrip-v0",
+        [FirstSite(), "AllSites"],
+        episodes=1,
+        env_kwargs={"scenario": str(small_scenario)},
+        progress=False,
+    )
+    assert list(result.summary["policy"]) == ["FirstSite", "AllSites"]
+    assert np.isnan(result.summary["vs_powertrip_pct"]).all()  # no PowerTrip to compare with
+
+
+def test_evaluate_refuses_bad_input_before_running(small_scenario, tmp_path):
+    kw = {"env_kwargs": {"scenario": str(small_scenario)}, "progress": False}
+    with pytest.raises(EvaluationError, match="episodes=0"):
+        evaluate("PowerTrip-v0", ["PowerTrip"], episodes=0, **kw)
+    with pytest.raises(EvaluationError, match="split='dev'"):
+        evaluate("PowerTrip-v0", ["PowerTrip"], split="dev", **kw)
+    with pytest.raises(EvaluationError, match=r"TopPower-5.*1 <= k <= 4"):
+        evaluate("PowerTrip-v0", ["TopPower-5"], **kw)
+    with pytest.raises(EvaluationError, match="appears twice"):
+        evaluate("PowerTrip-v0", ["AllSites", "AllSites"], **kw)
+
+
+# --------------------------------------------------------------------------- saved agents
+
+
+@pytest.fixture(scope="module")
+def ppo_zip(tmp_path_factory) -> Path:
+    """A PPO agent for PowerTrip-v0, trained for 64 steps: enough to save and reload."""
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    env = gym.make("PowerTrip-v0")
+    model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=64)
+    path = tmp_path_factory.mktemp("agents") / "tiny_ppo.zip"
+    model.save(path)
+    return path
+
+
+def test_cli_evaluates_a_saved_agent_next_to_the_baselines(ppo_zip, tmp_path, capsys):
+    out = tmp_path / "res"
+    code = main(
+        [
+            "--env", "PowerTrip-v0", "--policies", "AllSites", "--model", str(ppo_zip),
+            "--algo", "ppo", "--episodes", "1", "--out", str(out), "--no-progress",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    frame = pd.read_csv(out / "episodes.csv")
+    assert list(frame["policy"]) == ["AllSites", "tiny_ppo"]  # labelled by the file stem
+    assert frame["start_time"].nunique() == 1
+    printed = capsys.readouterr().out
+    assert "tiny_ppo" in printed and "| AllSites |" in printed
+
+
+def test_a_dict_observation_agent_gets_a_dict_observation_env(small_scenario, tmp_path):
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    env = gym.make("PowerTrip-v0", scenario=str(small_scenario), obs_mode="dict")
+    model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=32, n_epochs=1, device="cpu")
+    model.save(tmp_path / "dict_agent")
+    result = evaluate(
+        "PowerTrip-v0",
+        [],
+        episodes=1,
+        models=[(str(tmp_path / "dict_agent.zip"), "ppo")],
+        env_kwargs={"scenario": str(small_scenario)},
+        progress=False,
+    )
+    assert list(result.summary["policy"]) == ["dict_agent"]
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _refused(argv: list[str], capsys) -> str:
+    assert main([*argv, "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+def test_unknown_policy_is_refused_with_the_valid_names(tmp_path, capsys):
+    err = _refused(["--policies", "PowerTrip,Greedy", "--out", str(tmp_path)], capsys)
+    assert "unknown policy 'Greedy'" in err and "MyopicOptimal" in err and "TopPower-k" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_unknown_env_is_refused_with_the_registered_ids(tmp_path, capsys):
+    err = _refused(["--env", "PowerTrip-v9", "--out", str(tmp_path)], capsys)
+    assert "PowerTrip-v9" in err and "PowerTrip-v0" in err and "PowerTrip-KWS-v0" in err
+
+
+def test_missing_model_is_refused(tmp_path, capsys):
+    err = _refused(["--model", str(tmp_path / "nope.zip"), "--out", str(tmp_path)], capsys)
+    assert "nope.zip" in err and "not found" in err
+
+
+def test_model_saved_by_another_algorithm_is_refused(ppo_zip, tmp_path, capsys):
+    err = _refused(
+        [
+            "--policies",
+            "AllSites",
+            "--model",
+            str(ppo_zip),
+            "--algo",
+            "a2c",
+            "--out",
+            str(tmp_path),
+        ],
+        capsys,
+    )
+    assert "does not match --algo a2c" in err and "ppo" in err
+
+
+def test_model_for_another_scenario_is_refused(small_scenario, tmp_path, capsys):
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    env = gym.make("PowerTrip-v0", scenario=str(small_scenario))  # 4 sites, not 8
+    PPO("MlpPolicy", env, n_steps=32, batch_size=32, device="cpu").save(tmp_path / "four")
+    err = _refused(
+        ["--policies", "AllSites", "--model", str(tmp_path / "four.zip"), "--out", str(tmp_path)],
+        capsys,
+    )
+    assert "incompatible" in err and "observation space" in err
+
+
+def test_unwritable_output_directory_is_refused(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    err = _refused(["--policies", "AllSites", "--out", str(blocker / "results")], capsys)
+    assert "not writable" in err and "--out" in err
+
+
+def test_zero_episodes_is_refused(tmp_path, capsys):
+    err = _refused(["--episodes", "0", "--out", str(tmp_path)], capsys)
+    assert "episodes=0" in err
