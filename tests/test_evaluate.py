@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from test_policies import write_scenario
 
+import powertrip_env
 from baselines.evaluate import (
     EPISODE_COLUMNS,
     Evaluation,
@@ -265,3 +266,25 @@ def test_unwritable_output_directory_is_refused(tmp_path, capsys):
 def test_zero_episodes_is_refused(tmp_path, capsys):
     err = _refused(["--episodes", "0", "--out", str(tmp_path)], capsys)
     assert "episodes=0" in err
+
+
+def test_readme_tables_splice_replaces_only_the_named_block() -> None:
+    from baselines.readme_tables import splice
+
+    text = (
+        "intro\n<!-- results:PowerTrip-v0 -->\nold table\n<!-- /results:PowerTrip-v0 -->\n"
+        "<!-- results:PowerTrip-KWS-v0 -->\nkws table\n<!-- /results:PowerTrip-KWS-v0 -->\n"
+    )
+    out = splice(text, "PowerTrip-v0", "| new | table |\n")
+    assert "| new | table |\n<!-- /results:PowerTrip-v0 -->" in out
+    assert "old table" not in out and "kws table" in out and out.startswith("intro\n")
+    with pytest.raises(ValueError, match="PowerTrip-Large-v0"):
+        splice(text, "PowerTrip-Large-v0", "x")
+
+
+def test_readme_has_a_results_block_for_every_registered_id() -> None:
+    from baselines.readme_tables import README, splice
+
+    text = README.read_text(encoding="utf-8")
+    for env_id in powertrip_env.ENV_IDS:
+        splice(text, env_id, "")  # raises if the block is missing

@@ -1,0 +1,71 @@
+"""Regenerate README.md's baseline tables with the evaluation harness.
+
+The tables in README.md are harness output, never typed by hand: each sits between
+``<!-- results:ID -->`` and ``<!-- /results:ID -->`` markers and this command replaces it with a
+fresh ``summary.md`` table. ``python -m baselines.readme_tables`` re-runs every registered ID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import powertrip_env
+from baselines.evaluate import evaluate
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def splice(text: str, env_id: str, table: str) -> str:
+    """Replace the block between the markers of ``env_id`` in ``text`` with ``table``."""
+    pattern = re.compile(
+        rf"(<!-- results:{re.escape(env_id)} -->\n).*?(<!-- /results:{re.escape(env_id)} -->)",
+        re.DOTALL,
+    )
+    if not pattern.search(text):
+        raise ValueError(
+            f"README has no '<!-- results:{env_id} -->' ... '<!-- /results:{env_id} -->' block"
+        )
+    return pattern.sub(lambda m: m.group(1) + table.rstrip("\n") + "\n" + m.group(2), text)
+
+
+def table_for(env_id: str, episodes: int, seed: int, progress: bool) -> str:
+    """The harness's summary for ``env_id``, with the heading dropped (README has its own)."""
+    result = evaluate(env_id, ["all"], episodes=episodes, seed=seed, progress=progress)
+    lines = result.to_markdown().splitlines()
+    return "\n".join(line for line in lines if not line.startswith("# ")).strip("\n") + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m baselines.readme_tables", description=__doc__)
+    parser.add_argument("--env", action="append", help="an ID to refresh (default: every ID)")
+    parser.add_argument("--episodes", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    env_ids = args.env or list(powertrip_env.ENV_IDS)
+    unknown = sorted(set(env_ids) - set(powertrip_env.ENV_IDS))
+    if unknown:
+        parser.error(f"--env {unknown}: unknown; allowed: {list(powertrip_env.ENV_IDS)}")
+    text = args.readme.read_text(encoding="utf-8")
+    for env_id in env_ids:
+        splice(text, env_id, "")  # fail before any long run if a marker is missing
+    for env_id in env_ids:
+        print(f"evaluating {env_id} ...", file=sys.stderr)
+        table = table_for(env_id, args.episodes, args.seed, not args.no_progress)
+        text = splice(text, env_id, table)
+    fd, tmp = tempfile.mkstemp(dir=args.readme.parent, prefix=".README.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, args.readme)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
