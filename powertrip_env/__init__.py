@@ -29,6 +29,7 @@ for _env_id, _scenario in ENV_IDS.items():
         register(
             id=_env_id,
             entry_point="powertrip_env.env:PowerTripEnv",
+            vector_entry_point="powertrip_env.vector_env:PowerTripVectorEnv",
             max_episode_steps=MAX_EPISODE_STEPS,
             kwargs={"scenario": _scenario},
         )

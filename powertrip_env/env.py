@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -102,15 +102,15 @@ class PowerTripEnv(gym.Env):
 
     ```
 
-    | Parameter     | Type          | Default         | Description                                  |
-    |---------------|---------------|-----------------|----------------------------------------------|
-    | `scenario`    | str, path     | `"default"`     | a named scenario or a user's TOML file       |
-    | `reward_mode` | str           | `"excess_gain"` | `"excess_gain"` or `"gain_rate"`             |
-    | `obs_mode`    | str           | `"flat"`        | `"flat"` (Box) or `"dict"` (sites + global)  |
-    | `action_mode` | str           | `"multibinary"` | `"multibinary"` or `"multidiscrete"`         |
-    | `split`       | str           | `"train"`       | days episodes start in: train, test, all     |
-    | `jitter`      | bool or float | `True`          | log-normal time noise: scenario's σ, none, σ |
-    | `render_mode` | str or None   | `None`          | `"ansi"` or `"rgb_array"`                    |
+    | Parameter     | Type          | Default         | Description                                |
+    |---------------|---------------|-----------------|--------------------------------------------|
+    | `scenario`    | str, path     | `"default"`     | a named scenario or a user's TOML file     |
+    | `reward_mode` | str           | `"excess_gain"` | `"excess_gain"` or `"gain_rate"`           |
+    | `obs_mode`    | str           | `"flat"`        | `"flat"` (Box) or `"dict"` (sites, global) |
+    | `action_mode` | str           | `"multibinary"` | `"multibinary"` or `"multidiscrete"`       |
+    | `split`       | str           | `"train"`       | days episodes start in: train, test, all   |
+    | `jitter`      | bool or float | `True`          | time noise: scenario's σ, none, or a σ     |
+    | `render_mode` | str or None   | `None`          | `"ansi"` or `"rgb_array"`                  |
 
     Registered IDs: `PowerTrip-v0` (default), `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`,
     `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`.
@@ -125,7 +125,7 @@ class PowerTripEnv(gym.Env):
     * v0: Initial version.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -151,10 +151,26 @@ class PowerTripEnv(gym.Env):
         self.action_space = self.sim.action_space(action_mode)
         self.observation_space = self.sim.observation_space(obs_mode)
         self.site_names = tuple(s.name for s in self.scenario.sites)
-        self.state: core.SimState | None = None
-        self._noise = np.zeros((0, self.params.n_sites + 1))
+        # The episode is kept unbatched (Python scalars; see core's docstring); `state` shows it
+        # as a batch of one.
+        self._episode: core.SimState | None = None
+        self._batched: core.SimState | None = None
+        self._jitter = np.ones((0, self.params.n_sites + 1))  # exp(σ·noise) of NOISE_BLOCK rounds
         self._history: list[tuple[float, float]] = []
         self._last: core.RoundResult | None = None
+
+    @property
+    def state(self) -> core.SimState | None:
+        """The simulator state as a batch of one, or None before the first reset."""
+        if self._batched is None and self._episode is not None:
+            self._batched = core.batch_state(self._episode)
+        return self._batched
+
+    @state.setter
+    def state(self, value: core.SimState | None) -> None:
+        if value is not None and value.batched:
+            value = core.episode_state(value)
+        self._episode, self._batched = value, None
 
     # ------------------------------------------------------------------ gym API
 
@@ -165,53 +181,55 @@ class PowerTripEnv(gym.Env):
         start = self.sim.start_time_s(self.np_random, self.split, options)
         self.state = core.initial_state(self.params, np.array([start]))
         self._refill_noise()
-        self._history = [(0.0, float(self.state.accuracy[0]))]
+        self._history = [(0.0, self._episode.accuracy)]
         self._last = None
         info = {
             "start_time_s": start,
             "trace_time": self.params.trace_t0_s + start,
-            "available": core.available_now(self.params, self.state)[0],
+            "available": self.available(),
         }
-        return self._observation(), info
+        return self.sim.observe(self._episode, self.obs_mode), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        if self.state is None:
+        # The hot path: one unbatched core round, then Python scalars straight into the info.
+        episode = self._episode
+        if episode is None:
             raise RuntimeError("call reset() before step()")
-        mask = self.sim.as_masks(action, self.action_space, 1)
-        r = int(self.state.rounds[0]) % NOISE_BLOCK
-        if r == 0 and self.state.rounds[0] > 0:
+        mask = self.sim.as_mask(action, self.action_space)
+        r = episode.rounds % NOISE_BLOCK
+        if r == 0 and episode.rounds > 0:
             self._refill_noise()
-        result = core.step_round(self.params, self.state, mask, self._noise[r : r + 1])
-        self.state = state = result.state
+        result = core.step_round(self.params, episode, mask, jitter=self._jitter[r])
+        self._episode = state = result.state
+        self._batched = None
         self._last = result
-        reward = float(self.sim.rewards(result, self.reward_mode)[0])
+        reward = self.sim.rewards(result, self.reward_mode)
         terminated, truncated = self.sim.outcome(state)
-        terminated, truncated = bool(terminated[0]), bool(truncated[0])
-        elapsed = float(state.time_s[0] - state.start_s[0])
-        self._history.append((elapsed, float(state.accuracy[0])))
-        straggler = int(result.straggler[0])
+        elapsed = state.time_s - state.start_s
+        self._history.append((elapsed, state.accuracy))
+        straggler = result.straggler
         info = {
-            "round_time_s": float(result.round_time_s[0]),
-            "compute_s": float(result.compute_s[0]),
-            "comm_s": float(result.comm_s[0]),
+            "round_time_s": result.round_time_s,
+            "compute_s": result.compute_s,
+            "comm_s": result.comm_s,
             "elapsed_s": elapsed,
-            "accuracy": float(state.accuracy[0]),
-            "selected": result.selected[0],
-            "n_selected": int(result.selected[0].sum()),
-            "invalid_selections": int(result.invalid[0]),
-            "idle": bool(result.idle[0]),
-            "powered_gpus": result.powered[0].astype(np.int64),
+            "accuracy": state.accuracy,
+            "selected": result.selected,
+            "n_selected": int(np.count_nonzero(result.selected)),
+            "invalid_selections": result.invalid,
+            "idle": result.idle,
+            "powered_gpus": result.powered.astype(np.int64),
             "straggler": straggler,
             "straggler_site": self.site_names[straggler] if straggler >= 0 else "",
-            "trace_time": float(self.params.trace_t0_s + state.time_s[0]),
-            "round_energy_kwh": float(result.energy_j[0] / 3.6e6),
-            "energy_kwh": float(state.energy_j[0] / 3.6e6),
-            "rounds": int(state.rounds[0]),
+            "trace_time": self.params.trace_t0_s + state.time_s,
+            "round_energy_kwh": result.energy_j / 3.6e6,
+            "energy_kwh": state.energy_j / 3.6e6,
+            "rounds": state.rounds,
         }
         if terminated or truncated:
             info["tta_h"] = elapsed / 3600.0
             info["success"] = terminated
-        return self._observation(), reward, terminated, truncated, info
+        return self.sim.observe(state, self.obs_mode), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
@@ -227,15 +245,15 @@ class PowerTripEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """(2N,) bool for MaskablePPO: per site [may choose 0, may choose 1]."""
-        avail = self.available()
+        self._require_state()
         out = np.ones((self.params.n_sites, 2), dtype=bool)
-        out[:, 1] = avail
+        out[:, 1] = core.available_now(self.params, self._episode)
         return out.ravel()
 
     def available(self) -> np.ndarray:
         """(N,) bool: sites that have at least one powered GPU now."""
         self._require_state()
-        return core.available_now(self.params, self.state)[0]
+        return core.available_now(self.params, self._episode).copy()  # the table is shared
 
     def predict_round(self, mask: Any) -> core.RoundPrediction:
         """What-if round time and progress for one set (N,) or candidate sets (M, N).
@@ -258,17 +276,14 @@ class PowerTripEnv(gym.Env):
     # ------------------------------------------------------------------ helpers
 
     def _require_state(self) -> None:
-        if self.state is None:
+        if self._episode is None:
             raise RuntimeError("call reset() first")
 
     def _refill_noise(self) -> None:
+        """Jitter of the next NOISE_BLOCK rounds, drawn from the episode's generator."""
+        n = self.params.n_sites
         if self.params.jitter_sigma > 0:
-            self._noise = core.draw_noise(self.np_random, NOISE_BLOCK, self.params.n_sites)
+            noise = core.draw_noise(self.np_random, NOISE_BLOCK, n)
         else:
-            self._noise = np.zeros((NOISE_BLOCK, self.params.n_sites + 1))
-
-    def _observation(self) -> Any:
-        obs = self.sim.observe(self.state, self.obs_mode)
-        if self.obs_mode == "dict":
-            return {"sites": obs["sites"][0], "global": obs["global"][0]}
-        return obs[0]
+            noise = np.zeros((NOISE_BLOCK, n + 1))  # no draw: jitter 0 leaves the generator
+        self._jitter = core.jitter_factors(self.params, noise)

@@ -44,6 +44,9 @@ class Simulation:
     scenario: Scenario
     trace: PowerTrace
     params: core.SimParams
+    _start_rows: dict[str, tuple[int, int]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False
+    )
 
     # ------------------------------------------------------------------ episodes
 
@@ -51,8 +54,14 @@ class Simulation:
         """Half-open range of trace rows where an episode of ``split`` may start.
 
         An episode must be able to run its whole time budget inside its days, so the range
-        ends one budget before the split does.
+        ends one budget before the split does. Remembered per split: every reset asks.
         """
+        known = self._start_rows.get(split)
+        if known is None:
+            known = self._start_rows[split] = self._split_start_rows(split)
+        return known
+
+    def _split_start_rows(self, split: str) -> tuple[int, int]:
         check_choice("split", split, SPLITS)
         ep = self.scenario.episode
         if split == "all":
@@ -132,7 +141,29 @@ class Simulation:
         return spaces.Box(low, high, dtype=np.float32)
 
     def observe(self, state: core.SimState, obs_mode: str) -> Any:
-        """Batched observation: (B, N·F + G) float32, or a dict of (B, N, F) and (B, G)."""
+        """Batched observation: (B, N·F + G) float32, or a dict of (B, N, F) and (B, G).
+
+        For an unbatched episode (the single env) the same without the batch axis; the flat
+        one is then filled in place rather than concatenated, which saves numpy calls.
+        """
+        p = self.params
+        if obs_mode == "flat":
+            # filled in place: cheaper than building the parts and concatenating them
+            f = len(core.SITE_FEATURES)
+            nf = p.n_sites * f
+            k = core.current_row(p, state.time_s)
+            if not state.batched:
+                out = np.empty(nf + len(core.GLOBAL_FEATURES), dtype=np.float32)
+                out[:nf] = p.site_obs[k].reshape(nf)
+                out[core.SELECTED_COL : nf : f] = state.prev_selected
+                out[nf:] = core.global_features(p, state)
+                return out
+            out = np.empty((state.batch, nf + len(core.GLOBAL_FEATURES)), dtype=np.float32)
+            np.take(p.site_obs.reshape(p.rows, nf), k, axis=0, out=out[:, :nf], mode="clip")
+            out[:, core.SELECTED_COL : nf : f] = state.prev_selected
+            for i, value in enumerate(core.global_features(p, state)):
+                out[:, nf + i] = value
+            return out
         sites = core.site_observation(self.params, state)
         glob = core.global_observation(self.params, state)
         if obs_mode == "dict":
@@ -148,6 +179,10 @@ class Simulation:
         everything else with a message that names the expected space.
         """
         n = self.params.n_sites
+        if type(actions) is np.ndarray and actions.shape == (batch, n):
+            mask = _fast_mask(actions)
+            if mask is not None:
+                return mask
         arr = np.asarray(actions)
         if arr.shape == (n,) and batch == 1:
             arr = arr.reshape(1, n)
@@ -162,6 +197,14 @@ class Simulation:
                 f"shape {shape} with values 0 or 1 (1 = the site takes part this round)"
             )
         return arr.astype(bool)
+
+    def as_mask(self, action: Any, space: spaces.Space) -> np.ndarray:
+        """`as_masks` for one episode: the (N,) bool mask of a single env's action."""
+        if type(action) is np.ndarray and action.shape == (self.params.n_sites,):
+            mask = _fast_mask(action)
+            if mask is not None:
+                return mask
+        return self.as_masks(action, space, 1)[0]
 
     def rewards(self, result: core.RoundResult, reward_mode: str) -> np.ndarray:
         """Per-episode reward of a round (DESIGN.md §4).
@@ -180,10 +223,10 @@ class Simulation:
         """(terminated, truncated) per episode after a round."""
         p = self.params
         terminated = state.accuracy >= p.a_target
-        truncated = ~terminated & (
-            (state.time_s - state.start_s >= p.time_budget_s) | (state.rounds >= p.max_rounds)
-        )
-        return terminated, truncated
+        over = (state.time_s - state.start_s >= p.time_budget_s) | (state.rounds >= p.max_rounds)
+        if state.batched:
+            return terminated, ~terminated & over
+        return terminated, over and not terminated
 
     def with_jitter(self, jitter: bool | float) -> Simulation:
         """This simulation with the scenario's jitter (True), none (False) or a given sigma."""
@@ -195,7 +238,26 @@ class Simulation:
             sigma = float(jitter)
         else:
             raise ValueError(f"jitter={jitter!r}: give True, False or a sigma in [0, 1]")
-        return dataclasses.replace(self, params=dataclasses.replace(self.params, jitter_sigma=sigma))
+        params = dataclasses.replace(self.params, jitter_sigma=sigma)
+        return dataclasses.replace(self, params=params)
+
+
+def _fast_mask(actions: np.ndarray) -> np.ndarray | None:
+    """The bool mask of a well-formed numeric action array, or None to take the slow path.
+
+    ``a != 0`` is the mask, and the values were all 0 or 1 exactly when ``a`` equals it
+    everywhere (NaN, inf, 2 and -1 all differ); two numpy calls instead of `as_masks`' five.
+    """
+    kind = actions.dtype.kind
+    if kind == "b":
+        return actions
+    if kind not in "iuf":
+        return None
+    if actions.itemsize == 1 and kind in "iu":  # (u)int8, as MultiBinary samples: check bytes
+        valid = not actions.tobytes().translate(None, b"\x00\x01")
+        return actions.view(np.bool_) if valid else None
+    mask = actions != 0
+    return mask if np.count_nonzero(actions == mask) == mask.size else None
 
 
 def _iso(unix_s: float) -> str:

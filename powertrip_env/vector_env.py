@@ -1,0 +1,332 @@
+"""``PowerTripVectorEnv``: the Gymnasium vector adapter over ``core`` with a batch of B episodes.
+
+The dynamics are the simulator's batched functions, the very ones the single env calls with an
+unbatched episode, so sub-environment i behaves exactly like ``gym.make(ID)`` reset with the same
+seed: same observations, rewards, flags and infos, bit for bit (``tests/test_vector_env.py``
+checks it against Gymnasium's ``SyncVectorEnv``). Randomness stays per sub-environment: each has
+its own generator, drawn from in the same order as a single env draws from its ``np_random``
+(start time at reset, then jitter in blocks of ``NOISE_BLOCK`` rounds). That per-sub-env Python
+work happens only at (auto)reset and block refill; a step is otherwise a fixed number of array
+operations over the whole batch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from powertrip_env import core
+from powertrip_env.config import Scenario
+from powertrip_env.simulation import (
+    NOISE_BLOCK,
+    OBS_MODES,
+    REWARD_MODES,
+    check_choice,
+    load_simulation,
+)
+
+_SECONDS_PER_KWH = 3.6e6
+
+
+class PowerTripVectorEnv(gym.vector.VectorEnv):
+    """B PowerTrip episodes advanced together by one array call of the simulator.
+
+    Created by ``gym.make_vec("PowerTrip-v0", num_envs=B)`` (the registered
+    ``vector_entry_point``), which passes the same keyword arguments as ``gym.make`` (see
+    `PowerTripEnv`) plus ``max_episode_steps`` from the registration.
+
+    * Spaces: ``single_observation_space`` and ``single_action_space`` are those of the single
+      env; ``observation_space`` and ``action_space`` are them batched: observations
+      ``(B, N·8 + 6)`` float32 (``obs_mode="dict"``: a dict of ``(B, N, 8)`` and ``(B, 6)``),
+      actions ``(B, N)`` of 0/1.
+    * ``step`` returns rewards float64 ``(B,)``, terminations and truncations bool ``(B,)``, and
+      the single env's info keys as arrays in Gymnasium's vector format, each with a ``_key``
+      bool mask of the sub-environments that reported it (entries outside the mask are 0, or
+      None for strings, as ``SyncVectorEnv`` leaves them).
+    * Autoreset follows ``AutoresetMode.NEXT_STEP``: the step after a sub-environment ends
+      returns its reset observation and reset info, reward 0, and both flags False, and ignores
+      its action.
+    * Seeding: ``reset(seed=s)`` seeds sub-environment i with ``s + i`` (a list gives one seed
+      each); later autoresets draw from that sub-environment's generator, as a single env's
+      ``reset()`` without a seed does.
+    * Truncation at ``max_episode_steps`` (from the registration, as ``TimeLimit`` does for
+      the single env) as well as at the scenario's time budget and round limit.
+    * ``action_masks()`` gives ``(B, 2N)``; ``render()`` with ``render_mode="ansi"`` gives the
+      first sub-environment's table.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["ansi"],
+        "render_fps": 4,
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        scenario: str | os.PathLike[str] | Scenario = "default",
+        *,
+        reward_mode: str = "excess_gain",
+        obs_mode: str = "flat",
+        action_mode: str = "multibinary",
+        split: str = "train",
+        jitter: bool | float = True,
+        render_mode: str | None = None,
+        max_episode_steps: int | None = None,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
+            raise ValueError(f"num_envs={num_envs!r}: give a whole number of at least 1")
+        if max_episode_steps is not None and (
+            isinstance(max_episode_steps, bool)
+            or not isinstance(max_episode_steps, int | np.integer)
+            or max_episode_steps < 1
+        ):
+            raise ValueError(
+                f"max_episode_steps={max_episode_steps!r}: give a whole number of at least 1, "
+                "or None"
+            )
+        self.sim = load_simulation(scenario).with_jitter(jitter)
+        self.params = self.sim.params
+        self.scenario = self.sim.scenario
+        self.num_envs = int(num_envs)
+        self.reward_mode = check_choice("reward_mode", reward_mode, REWARD_MODES)
+        self.obs_mode = check_choice("obs_mode", obs_mode, OBS_MODES)
+        self.split = split
+        self.sim.split_start_rows(split)  # validates split against the scenario now
+        if render_mode is not None:
+            check_choice("render_mode", render_mode, tuple(self.metadata["render_modes"]))
+        self.render_mode = render_mode
+        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        self.single_action_space = self.sim.action_space(action_mode)
+        self.single_observation_space = self.sim.observation_space(obs_mode)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.site_names = tuple(s.name for s in self.scenario.sites)
+        # straggler index -> name; index -1 (an idle round) picks the trailing ""
+        self._straggler_names = np.array([*self.site_names, ""], dtype=object)
+
+        b, n = self.num_envs, self.params.n_sites
+        self.state: core.SimState | None = None
+        self._rngs: list[np.random.Generator | None] = [None] * b
+        self._jitter = np.ones((b, NOISE_BLOCK, n + 1))  # exp(σ·noise) of each sub-env's block
+        self._autoreset = np.zeros(b, dtype=bool)
+        self._rows = np.arange(b)
+        self._ones = np.ones(n)  # counts selected sites by a product (exact for whole numbers)
+
+    # ------------------------------------------------------------------ gym API
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every sub-environment, or those in ``options["reset_mask"]``."""
+        b = self.num_envs
+        if seed is None:
+            seeds: list[int | None] = [None] * b
+        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(b)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != b:
+                raise ValueError(
+                    f"seed: a list of seeds needs one per sub-environment ({b}), got {len(seeds)}"
+                )
+        options = dict(options) if options else {}
+        reset_mask = options.pop("reset_mask", None)
+        if reset_mask is None:
+            rows = np.ones(b, dtype=bool)
+        else:
+            rows = self._check_reset_mask(reset_mask)
+            if self.state is None:
+                raise RuntimeError("call reset() without a reset_mask first")
+        for i in np.flatnonzero(rows):
+            if seeds[i] is not None or self._rngs[i] is None:
+                self._rngs[i], _ = seeding.np_random(seeds[i])
+        self._restart(rows, options or None)
+        self._autoreset[rows] = False
+        return self.sim.observe(self.state, self.obs_mode), self._reset_info(rows)
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        masks = self.sim.as_masks(actions, self.action_space, self.num_envs)
+        restart = self._autoreset
+        active = ~restart
+        state = self.state
+        block_row = state.rounds % NOISE_BLOCK
+        refill = active & (block_row == 0) & (state.rounds > 0)
+        if refill.any():
+            self._refill_noise(np.flatnonzero(refill))
+        jitter = self._jitter[self._rows, block_row]
+        # Every row steps (an array call is cheapest whole); rows that restart are then
+        # replaced by their reset, and their action is ignored.
+        result = core.step_round(self.params, state, masks, jitter=jitter)
+        stepped = result.state
+        rewards = self.sim.rewards(result, self.reward_mode)
+        terminated, truncated = self.sim.outcome(stepped)
+        ended = terminated | truncated  # by the episode itself: tta_h and success are reported
+        limit = self._step_limit()
+        if limit is not None:
+            truncated = truncated | (stepped.rounds >= limit)  # as TimeLimit does
+        info = self._step_info(result, terminated, ended & active, active)
+
+        self.state = stepped
+        if restart.any():
+            self._restart(restart, None)
+            rewards[restart] = 0.0
+            terminated[restart] = False
+            truncated[restart] = False
+            info.update(self._reset_info(restart))
+        # every row has a trace time: after the round, or at the start of its new episode
+        info["trace_time"] = self.params.trace_t0_s + self.state.time_s
+        info["_trace_time"] = np.ones(self.num_envs, dtype=bool)
+        self._autoreset = terminated | truncated
+        obs = self.sim.observe(self.state, self.obs_mode)
+        return obs, rewards, terminated, truncated, info
+
+    def render(self) -> str | None:
+        """The first sub-environment's site table (``render_mode="ansi"``)."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "render() called without a render_mode; pass render_mode='ansi' to make_vec()"
+            )
+            return None
+        from powertrip_env import render
+
+        first = None if self.state is None else core.batch_state(core.episode_state(self.state))
+        view = SimpleNamespace(state=first, scenario=self.scenario, params=self.params)
+        return render.ansi(view)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ for policies
+
+    def action_masks(self) -> np.ndarray:
+        """(B, 2N) bool for MaskablePPO: per site [may choose 0, may choose 1]."""
+        available = self.available()
+        out = np.ones((self.num_envs, self.params.n_sites, 2), dtype=bool)
+        out[:, :, 1] = available
+        return out.reshape(self.num_envs, -1)
+
+    def available(self) -> np.ndarray:
+        """(B, N) bool: sites that have at least one powered GPU now."""
+        if self.state is None:
+            raise RuntimeError("call reset() first")
+        return core.available_now(self.params, self.state)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _step_limit(self) -> int | None:
+        """``max_episode_steps``, from the constructor or else the registration."""
+        if self.max_episode_steps is not None:
+            return self.max_episode_steps
+        spec = self.spec
+        return None if spec is None else spec.max_episode_steps
+
+    def _check_reset_mask(self, reset_mask: Any) -> np.ndarray:
+        b = self.num_envs
+        if (
+            not isinstance(reset_mask, np.ndarray)
+            or reset_mask.shape != (b,)
+            or reset_mask.dtype != np.bool_
+            or not reset_mask.any()
+        ):
+            raise ValueError(
+                f"options['reset_mask']={reset_mask!r}: give a bool numpy array of shape ({b},) "
+                "with at least one True"
+            )
+        return reset_mask.copy()
+
+    def _restart(self, rows: np.ndarray, options: dict[str, Any] | None) -> None:
+        """New episodes in the sub-environments at bool ``rows``: start time, then jitter."""
+        index = np.flatnonzero(rows)
+        starts = np.array(
+            [self.sim.start_time_s(self._rngs[i], self.split, options) for i in index]
+        )
+        self._refill_noise(index)
+        fresh = core.initial_state(self.params, starts)
+        if self.state is None or index.size == self.num_envs:
+            self.state = fresh
+            return
+        fields = {}
+        old = self.state
+        for name in core.SimState.__dataclass_fields__:
+            value = getattr(old, name).copy()
+            value[index] = getattr(fresh, name)
+            fields[name] = value
+        self.state = core.SimState(**fields)
+
+    def _refill_noise(self, index: np.ndarray) -> None:
+        """Jitter for the next NOISE_BLOCK rounds of the sub-environments at ``index``."""
+        n = self.params.n_sites
+        if self.params.jitter_sigma <= 0:
+            self._jitter[index] = 1.0  # no draw: jitter 0 leaves the generators alone
+            return
+        noise = np.empty((index.size, NOISE_BLOCK, n + 1))
+        for j, i in enumerate(index):
+            noise[j] = core.draw_noise(self._rngs[i], NOISE_BLOCK, n)
+        self._jitter[index] = core.jitter_factors(self.params, noise)
+
+    def _reset_info(self, rows: np.ndarray) -> dict[str, Any]:
+        """What the single env's reset info says, for the sub-environments at bool ``rows``."""
+        state = self.state
+        available = core.available_now(self.params, state) & rows[:, None]
+        start = np.where(rows, state.start_s, 0.0)
+        return {
+            "start_time_s": start,
+            "_start_time_s": rows.copy(),
+            "trace_time": np.where(rows, self.params.trace_t0_s + start, 0.0),
+            "_trace_time": rows.copy(),
+            "available": available,
+            "_available": rows.copy(),
+        }
+
+    def _step_info(
+        self,
+        result: core.RoundResult,
+        terminated: np.ndarray,
+        ended: np.ndarray,
+        active: np.ndarray,
+    ) -> dict[str, Any]:
+        """The single env's step info for every row; rows not ``active`` are masked and zeroed."""
+        if not active.any():
+            return {}  # every sub-environment restarts: only reset infos this step
+        state = result.state
+        elapsed = state.time_s - state.start_s
+        info: dict[str, Any] = {
+            "round_time_s": result.round_time_s.copy(),  # the state holds it as last_round_s
+            "compute_s": result.compute_s,
+            "comm_s": result.comm_s,
+            "elapsed_s": elapsed,
+            "accuracy": state.accuracy.copy(),
+            "selected": result.selected.copy(),
+            "n_selected": np.dot(result.selected, self._ones).astype(np.int64),
+            "invalid_selections": result.invalid.astype(np.int64),
+            "idle": result.idle,
+            "powered_gpus": result.powered.astype(np.int64),
+            "straggler": result.straggler.astype(np.int64),
+            "straggler_site": self._straggler_names[result.straggler],
+            "round_energy_kwh": result.energy_j / _SECONDS_PER_KWH,
+            "energy_kwh": state.energy_j / _SECONDS_PER_KWH,
+            "rounds": state.rounds.copy(),
+        }
+        restarting = np.flatnonzero(~active)
+        if restarting.size:
+            for value in info.values():
+                value[restarting] = None if value.dtype == object else 0
+        for key in list(info):
+            info[f"_{key}"] = active.copy()
+        if ended.any():
+            info["tta_h"] = np.where(ended, elapsed / 3600.0, 0.0)
+            info["_tta_h"] = ended.copy()
+            info["success"] = terminated & ended
+            info["_success"] = ended.copy()
+        return info

@@ -1,0 +1,436 @@
+"""The native vector environment (powertrip_env/vector_env.py) against DESIGN.md §4.
+
+Its contract is simple to state: sub-environment i of ``gym.make_vec(ID, num_envs=B)`` reset
+with seed s *is* ``gym.make(ID)`` reset with seed s + i, autoreset by Gymnasium's NEXT_STEP
+rules. The tests step both with the same actions and compare every output bit for bit, across
+many episode ends, idle rounds and selections of unavailable sites.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+from scenario_files import site, write_scenario
+
+import powertrip_env
+from powertrip_env import core
+from powertrip_env.vector_env import PowerTripVectorEnv
+
+ENV_IDS = list(powertrip_env.ENV_IDS)
+STEP_KEYS = {
+    "round_time_s", "compute_s", "comm_s", "elapsed_s", "accuracy", "selected", "n_selected",
+    "invalid_selections", "idle", "powered_gpus", "straggler", "straggler_site", "trace_time",
+    "round_energy_kwh", "energy_kwh", "rounds",
+}  # fmt: skip
+RESET_KEYS = {"start_time_s", "trace_time", "available"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def same(a: Any, b: Any) -> bool:
+    """Bit-for-bit equality of observations, infos and scalars (nested dicts, tuples, arrays)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, tuple | list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        return a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()
+    return type(a) is type(b) and a == b
+
+
+def row(obs: Any, i: int) -> Any:
+    return {k: v[i] for k, v in obs.items()} if isinstance(obs, dict) else obs[i]
+
+
+def actions_for(rng: np.random.Generator, b: int, n: int) -> np.ndarray:
+    """Per-row densities from none (an idle round) to all sites (some may be unavailable)."""
+    density = rng.choice([0.0, 0.25, 0.6, 1.0], size=(b, 1))
+    return (rng.random((b, n)) < density).astype(np.int8)
+
+
+def short_scenario(tmp_path) -> str:
+    """The default scenario with a 2 h budget and at most 6 rounds: episodes end all the time."""
+    path = tmp_path / "short.toml"
+    path.write_text(
+        'extends = "default"\nname = "short"\ndescription = "short episodes"\n'
+        "[episode]\ntime_budget_h = 2.0\nmax_rounds = 6\nh_ref_h = 1.5\n"
+        "jitter_sigma = 0.05\nserver_overhead = 1.8\nidle_fraction = 0.3\n",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+@pytest.fixture
+def dark_site_path(tmp_path):
+    """Three toy sites, one of which ("dark") never has headroom: selecting it is invalid."""
+    return write_scenario(
+        tmp_path,
+        [site("a", "ca"), site("dark", "cb"), site("c", "cc", gpu="G200", capacity_kw=6.25)],
+        {"ca": 0.5, "cb": 1.0, "cc": 0.5},
+        network={"rtt_to_hub_ms": [10.0, 20.0, 40.0]},
+        episode={"max_rounds": 9, "jitter_sigma": 0.1},
+    )
+
+
+def compare_with_single_envs(
+    env_id: str, kwargs: dict[str, Any], b: int, steps: int, seed: int
+) -> dict[str, int]:
+    """Step the vector env and B single envs side by side; assert every output is identical.
+
+    The single envs are autoreset by hand as NEXT_STEP prescribes: after an end, the next step
+    calls ``reset()`` (no seed: the env's generator carries on) and ignores the action.
+    """
+    venv = gym.make_vec(env_id, num_envs=b, **kwargs)
+    singles = [gym.make(env_id, **kwargs) for _ in range(b)]
+    obs, info = venv.reset(seed=seed)
+    for i, env in enumerate(singles):
+        one_obs, one_info = env.reset(seed=seed + i)
+        assert same(row(obs, i), one_obs)
+        for key, value in one_info.items():
+            assert info[f"_{key}"][i] and same(info[key][i], np.asarray(value)), key
+    n = venv.single_action_space.shape[0]
+    rng = np.random.default_rng(seed)
+    pending = np.zeros(b, dtype=bool)
+    seen = {"ends": 0, "idle": 0, "invalid": 0, "autoresets": 0}
+    for _ in range(steps):
+        actions = actions_for(rng, b, n)
+        obs, rewards, terminated, truncated, info = venv.step(actions)
+        assert rewards.dtype == np.float64 and rewards.shape == (b,)
+        assert terminated.dtype == truncated.dtype == np.bool_
+        for i, env in enumerate(singles):
+            if pending[i]:
+                one_obs, one_info = env.reset()
+                one = (one_obs, 0.0, False, False, one_info)
+                seen["autoresets"] += 1
+            else:
+                one = env.step(actions[i])
+                seen["idle"] += one[4]["idle"]
+                seen["invalid"] += one[4]["invalid_selections"] > 0
+            one_obs, one_reward, one_term, one_trunc, one_info = one
+            assert same(row(obs, i), one_obs)
+            assert rewards[i] == one_reward and terminated[i] == one_term
+            assert truncated[i] == one_trunc
+            reported = {k for k in info if not k.startswith("_") and info[f"_{k}"][i]}
+            assert reported == set(one_info), reported ^ set(one_info)
+            for key, value in one_info.items():
+                if isinstance(value, str):  # an object array holds the string itself
+                    assert info[key][i] == value, key
+                else:
+                    assert same(info[key][i], np.asarray(value, dtype=info[key].dtype)), key
+        pending = terminated | truncated
+        seen["ends"] += int(pending.sum())
+    return seen
+
+
+# --------------------------------------------------------------------------- registration
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_make_vec_builds_the_native_vector_env(env_id):
+    venv = gym.make_vec(env_id, num_envs=3)
+    env = gym.make(env_id)
+    assert isinstance(venv, PowerTripVectorEnv)
+    assert venv.num_envs == 3
+    assert venv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    assert venv.spec.id == env_id
+    assert venv.single_observation_space == env.observation_space
+    assert venv.single_action_space == env.action_space
+    assert venv.observation_space == gym.vector.utils.batch_space(env.observation_space, 3)
+    assert venv.action_space == gym.vector.utils.batch_space(env.action_space, 3)
+
+
+def test_make_vec_passes_keyword_arguments_through(dark_site_path):
+    venv = gym.make_vec(
+        "PowerTrip-v0", num_envs=2, scenario=dark_site_path, reward_mode="gain_rate",
+        obs_mode="dict", action_mode="multidiscrete", split="all", jitter=False,
+        max_episode_steps=5,
+    )  # fmt: skip
+    unwrapped = venv.unwrapped
+    assert [s.name for s in unwrapped.scenario.sites] == ["a", "dark", "c"]
+    assert unwrapped.reward_mode == "gain_rate" and unwrapped.split == "all"
+    assert unwrapped.params.jitter_sigma == 0.0
+    assert unwrapped.max_episode_steps == 5
+    assert isinstance(venv.single_observation_space, gym.spaces.Dict)
+    assert venv.single_action_space == gym.spaces.MultiDiscrete([2, 2, 2])
+    assert venv.observation_space["sites"].shape == (2, 3, 8)
+
+
+def test_bad_keyword_arguments_are_refused_with_the_allowed_values():
+    with pytest.raises(ValueError, match=r"obs_mode='pixels'.*flat, dict"):
+        gym.make_vec("PowerTrip-v0", num_envs=2, obs_mode="pixels")
+    with pytest.raises(ValueError, match="num_envs=0"):
+        PowerTripVectorEnv(num_envs=0)
+    with pytest.raises(ValueError, match=r"render_mode='rgb_array'.*ansi"):
+        gym.make_vec("PowerTrip-v0", num_envs=2, render_mode="rgb_array")
+
+
+# --------------------------------------------------------------------------- equivalence
+
+
+@pytest.mark.parametrize(
+    ("obs_mode", "action_mode"),
+    [("flat", "multibinary"), ("dict", "multidiscrete"), ("dict", "multibinary")],
+)
+def test_each_sub_env_is_the_single_env_seeded_s_plus_i_across_many_autoresets(
+    tmp_path, obs_mode, action_mode
+):
+    kwargs = {"scenario": short_scenario(tmp_path), "obs_mode": obs_mode}
+    kwargs["action_mode"] = action_mode
+    seen = compare_with_single_envs("PowerTrip-v0", kwargs, b=4, steps=90, seed=11)
+    assert seen["autoresets"] >= 4 * 8  # many episode boundaries
+    assert seen["idle"] > 0
+
+
+def test_sub_envs_match_the_single_env_through_jitter_block_refills():
+    """Default-length episodes run past NOISE_BLOCK rounds, so jitter is redrawn mid-episode."""
+    kwargs = {"reward_mode": "gain_rate"}
+    seen = compare_with_single_envs("PowerTrip-v0", kwargs, b=3, steps=160, seed=5)
+    assert seen["idle"] > 0
+
+
+def test_unavailable_selections_and_idle_rounds_match(dark_site_path):
+    seen = compare_with_single_envs(
+        "PowerTrip-v0", {"scenario": dark_site_path}, b=3, steps=60, seed=2
+    )
+    assert seen["invalid"] > 0 and seen["idle"] > 0 and seen["autoresets"] > 0
+
+
+@pytest.mark.parametrize("env_id", ["PowerTrip-EMNIST-v0", "PowerTrip-Large-v0"])
+def test_other_scenarios_match_the_single_env(env_id):
+    """Non-IID coverage (EMNIST) and 32 sites (Large) go through the same batched round."""
+    compare_with_single_envs(env_id, {"split": "test"}, b=2, steps=40, seed=3)
+
+
+def test_fixed_time_rounds_match_the_single_env(tmp_path):
+    path = tmp_path / "fixed.toml"
+    path.write_text(
+        'extends = "default"\nname = "fixed"\ndescription = "fixed-time rounds"\n'
+        '[workload]\nround_mode = "fixed_time"\nround_s = 240.0\n',
+        encoding="utf-8",
+    )
+    compare_with_single_envs("PowerTrip-v0", {"scenario": str(path)}, b=2, steps=40, seed=4)
+
+
+def test_infos_equal_gymnasiums_sync_vector_env_of_single_envs(tmp_path):
+    """Whole info dicts, masks and unreported entries included, as SyncVectorEnv builds them."""
+    kwargs = {"scenario": short_scenario(tmp_path)}
+    native = gym.make_vec("PowerTrip-v0", num_envs=3, **kwargs)
+    sync = gym.make_vec("PowerTrip-v0", num_envs=3, vectorization_mode="sync", **kwargs)
+    assert same(native.reset(seed=7), sync.reset(seed=7))
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        actions = actions_for(rng, 3, native.single_action_space.shape[0])
+        assert all(
+            same(a, b) for a, b in zip(native.step(actions), sync.step(actions), strict=True)
+        )
+
+
+# --------------------------------------------------------------------------- autoreset
+
+
+def run_until_an_end(venv: gym.vector.VectorEnv, rng: np.random.Generator) -> tuple:
+    n = venv.single_action_space.shape[0]
+    for _ in range(100):
+        out = venv.step(actions_for(rng, venv.num_envs, n))
+        if (out[2] | out[3]).any():
+            return out
+    pytest.fail("no episode ended")
+
+
+def test_the_step_after_an_end_returns_the_reset_and_ignores_the_action(tmp_path):
+    kwargs = {"scenario": short_scenario(tmp_path)}
+    one, two = (gym.make_vec("PowerTrip-v0", num_envs=3, **kwargs) for _ in range(2))
+    one.reset(seed=3)
+    two.reset(seed=3)
+    rng = np.random.default_rng(0)
+    _, _, terminated, truncated, _ = run_until_an_end(one, np.random.default_rng(0))
+    run_until_an_end(two, rng)
+    ended = terminated | truncated
+    n = one.single_action_space.shape[0]
+    all_sites = np.ones((3, n), dtype=np.int8)
+    other = all_sites.copy()
+    other[ended] = 0  # a different action for the restarting sub-envs
+    obs, rewards, terminated, truncated, info = one.step(all_sites)
+    assert same((obs, rewards, terminated, truncated, info), two.step(other)[:5])
+    assert np.all(rewards[ended] == 0.0)
+    assert not terminated[ended].any() and not truncated[ended].any()
+    for key in RESET_KEYS:
+        assert info[f"_{key}"][ended].all()
+    for key in STEP_KEYS - RESET_KEYS:
+        if key in info:
+            assert not info[f"_{key}"][ended].any()
+    if "rounds" in info:  # some sub-env stepped: unreported entries are left at zero
+        assert np.all(info["rounds"][ended] == 0)
+    state = one.unwrapped.state
+    assert np.all(state.rounds[ended] == 0) and np.all(state.progress[ended] == 0.0)
+
+
+def test_registered_max_episode_steps_truncates_like_time_limit():
+    venv = gym.make_vec("PowerTrip-v0", num_envs=2, max_episode_steps=3)
+    env = gym.make("PowerTrip-v0", max_episode_steps=3)
+    venv.reset(seed=1)
+    env.reset(seed=1)
+    idle = np.zeros((2, env.action_space.n), dtype=np.int8)
+    for step in range(1, 4):
+        _, _, _, truncated, info = venv.step(idle)
+        one = env.step(idle[0])
+        assert truncated[0] == one[3] == (step == 3)
+        assert "tta_h" not in info  # the episode itself did not end: TimeLimit cut it
+    assert gym.make_vec("PowerTrip-v0", num_envs=2).unwrapped._step_limit() == (
+        powertrip_env.MAX_EPISODE_STEPS
+    )
+
+
+# --------------------------------------------------------------------------- spaces, seeding
+
+
+def test_outputs_lie_in_the_batched_spaces():
+    venv = gym.make_vec("PowerTrip-v0", num_envs=4)
+    obs, _ = venv.reset(seed=0)
+    venv.action_space.seed(0)
+    assert venv.observation_space.contains(obs)
+    for _ in range(30):
+        obs, rewards, terminated, truncated, _ = venv.step(venv.action_space.sample())
+        assert venv.observation_space.contains(obs)
+        assert all(venv.single_observation_space.contains(o) for o in obs)
+        assert np.isfinite(rewards).all()
+        assert rewards.shape == terminated.shape == truncated.shape == (4,)
+
+
+def test_dict_observations_lie_in_the_batched_dict_space():
+    venv = gym.make_vec("PowerTrip-v0", num_envs=3, obs_mode="dict")
+    obs, _ = venv.reset(seed=0)
+    assert venv.observation_space.contains(obs)
+    obs, *_ = venv.step(np.ones((3, 8), dtype=np.float32))  # SB3-style float actions
+    assert venv.observation_space.contains(obs)
+    assert obs["sites"].dtype == obs["global"].dtype == np.float32
+
+
+def test_same_seed_same_rollout_and_seed_lists_seed_each_sub_env():
+    def rollout(seed: Any) -> list:
+        venv = gym.make_vec("PowerTrip-v0", num_envs=3)
+        record = [venv.reset(seed=seed)]
+        rng = np.random.default_rng(0)
+        record += [venv.step(actions_for(rng, 3, 8)) for _ in range(20)]
+        return record
+
+    first = rollout(5)
+    assert all(same(a, b) for a, b in zip(first, rollout(5), strict=True))
+    assert all(same(a, b) for a, b in zip(first, rollout([5, 6, 7]), strict=True))
+    assert not same(first[0][0], rollout(6)[0][0])
+
+
+def test_reset_without_a_seed_continues_each_sub_envs_generator():
+    venv = gym.make_vec("PowerTrip-v0", num_envs=2)
+    singles = [gym.make("PowerTrip-v0") for _ in range(2)]
+    venv.reset(seed=9)
+    for i, env in enumerate(singles):
+        env.reset(seed=9 + i)
+    obs, _ = venv.reset()
+    for i, env in enumerate(singles):
+        assert same(obs[i], env.reset()[0])
+
+
+def test_reset_mask_resets_only_the_masked_sub_envs():
+    venv = gym.make_vec("PowerTrip-v0", num_envs=3)
+    venv.reset(seed=1)
+    for _ in range(3):
+        venv.step(np.ones((3, 8), dtype=np.int8))
+    before = venv.unwrapped.state
+    _, info = venv.reset(options={"reset_mask": np.array([False, True, False])})
+    after = venv.unwrapped.state
+    assert after.rounds.tolist() == [3, 0, 3]
+    assert after.time_s[0] == before.time_s[0] and after.time_s[2] == before.time_s[2]
+    assert info["_start_time_s"].tolist() == [False, True, False]
+    with pytest.raises(ValueError, match="reset_mask"):
+        venv.reset(options={"reset_mask": np.array([1, 0, 0])})
+
+
+# --------------------------------------------------------------------------- the rest of the API
+
+
+def test_action_masks_allow_zero_everywhere_and_one_where_available():
+    venv = gym.make_vec("PowerTrip-v0", num_envs=4)
+    venv.reset(seed=0)
+    masks = venv.unwrapped.action_masks().reshape(4, 8, 2)
+    assert masks[..., 0].all()
+    assert np.array_equal(masks[..., 1], venv.unwrapped.available())
+
+
+def test_malformed_actions_are_refused_naming_the_space():
+    venv = gym.make_vec("PowerTrip-v0", num_envs=2)
+    with pytest.raises(RuntimeError, match="reset"):
+        venv.step(np.zeros((2, 8), dtype=np.int8))
+    venv.reset(seed=0)
+    for bad in (np.zeros((2, 7)), np.full((2, 8), 2), np.full((2, 8), np.nan), np.zeros(8)):
+        with pytest.raises(ValueError, match=r"action space .*\(2, 8\).*0 or 1"):
+            venv.step(bad)
+
+
+def test_a_step_is_one_core_round_for_the_whole_batch(monkeypatch):
+    venv = gym.make_vec("PowerTrip-v0", num_envs=16)
+    venv.reset(seed=0)
+    calls = []
+    original = core.step_round
+
+    def counting(params, state, *args, **kwargs):
+        calls.append(state.batch)
+        return original(params, state, *args, **kwargs)
+
+    monkeypatch.setattr(core, "step_round", counting)
+    for _ in range(5):
+        venv.step(np.ones((16, 8), dtype=np.int8))
+    assert calls == [16] * 5
+
+
+def test_ansi_render_shows_the_first_sub_env():
+    venv = gym.make_vec("PowerTrip-v0", num_envs=3, render_mode="ansi")
+    env = gym.make("PowerTrip-v0", render_mode="ansi")
+    venv.reset(seed=4)
+    env.reset(seed=4)
+    action = np.ones((3, 8), dtype=np.int8)
+    venv.step(action)
+    env.step(action[0])
+    assert venv.render() == env.render()
+
+
+# --------------------------------------------------------------------------- batched fast paths
+
+
+def test_batched_floor_division_and_remainder_equal_numpys_operators():
+    """The batch replaces numpy's slow float ``//`` and ``%`` (an fmod each); exactly.
+
+    The shortcut needs a whole-number divisor (trace intervals, days); others take ``//``.
+    """
+    rng = np.random.default_rng(0)
+    whole = rng.integers(0, 40_000, 20_000) * 300.0
+    times = np.concatenate([
+        rng.uniform(0.0, 1.2e7, 50_000), whole, np.nextafter(whole, 0.0), np.nextafter(whole, 1e9),
+        rng.uniform(0.0, 3e9, 10_000),
+    ])  # fmt: skip
+    for divisor in (300.0, 86_400.0, 60.0, 0.7):
+        assert np.array_equal(core._floor_div(times, divisor), (times // divisor).astype(np.intp))
+        assert core._remainder(times, divisor).tobytes() == (times % divisor).tobytes()
+
+
+def test_a_batch_predicts_each_candidate_as_it_would_alone_under_non_iid_data():
+    """Coverage sums one dot product per row, so a (B, N) batch cannot reorder the sum."""
+    env = gym.make("PowerTrip-EMNIST-v0")
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    n = env.unwrapped.params.n_sites
+    subsets = ((np.arange(1, 2**n)[:, None] >> np.arange(n)) & 1).astype(bool)
+    for _ in range(30):
+        env.step((rng.random(n) < 0.4).astype(np.int8))
+        many = env.unwrapped.predict_round(subsets)
+        for i in range(0, len(subsets), 7):
+            alone = env.unwrapped.predict_round(subsets[i])
+            assert all(float(a[i]) == b for a, b in zip(many, alone, strict=True))
