@@ -1,0 +1,133 @@
+"""The site encoder: a feature extractor that treats the sites as a set.
+
+A flat MLP over ``N × F + G`` numbers has to learn the same rule ("a site with a lot of power
+and a short RTT is worth adding") once per site position, and it cannot be reused on a scenario
+with a different number of sites. ``SiteEncoder`` reads ``obs_mode="dict"`` observations and
+applies one small MLP to every site's features with shared weights, then pools the per-site
+embeddings with mean and max, which do not depend on the order of the sites or on N. The pooled
+summary and the global features go through a second MLP.
+
+Shapes (B = batch, N = sites, F = features per site, G = global features, H = site embedding):
+
+=====================  ==================================================================
+``obs["sites"]``       (B, N, F) float32
+``obs["global"]``      (B, G) float32
+per-site embedding     (B, N, H) = site_mlp(sites), the same weights for every site
+pooled                 (B, 2H) = [mean over N, max over N]
+context                (B, context_dim) = context_mlp([pooled, global])
+output                 (B, context_dim + N · site_out): the context, then (if ``site_out``
+                       > 0) a ``site_out``-wide projection of every site's embedding, in site
+                       order
+=====================  ==================================================================
+
+Why the per-site block: after the extractor, SB3's default policies put a dense linear layer
+with one output per site. Given only the pooled context (``site_out=0``), that layer would see
+nothing that tells site 3 from site 5 at this moment and could only learn fixed per-position
+preferences. With each site's own embedding appended, a policy can read the features of the
+site it decides for: ``agents.site_policy.SitePolicy`` does so with one head shared by all
+sites. The context part is permutation-invariant either way; the per-site block is
+permutation-equivariant (permuting the sites permutes its blocks). ``site_out=0`` gives the
+purely invariant encoder.
+
+Works with any SB3 policy that accepts ``features_extractor_class`` for a ``Dict`` observation
+(``MultiInputPolicy`` of PPO, A2C and sb3-contrib's MaskablePPO).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+
+
+def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """Linear layers between consecutive ``sizes``, each followed by ``activation``."""
+    layers: list[nn.Module] = []
+    for n_in, n_out in itertools.pairwise(sizes):
+        layers += [nn.Linear(n_in, n_out), activation()]
+    return nn.Sequential(*layers)
+
+
+class SiteEncoder(BaseFeaturesExtractor):
+    """Shared per-site MLP, mean+max pooling over sites, and a context MLP (see module doc).
+
+    :param observation_space: ``Dict`` with ``"sites"`` ``Box(N, F)`` and ``"global"`` ``Box(G)``.
+    :param site_hidden: widths of the per-site MLP; the last one is the embedding width H.
+    :param context_dim: width of the pooled-context output (the context MLP's last layer).
+    :param context_hidden: hidden widths of the context MLP before ``context_dim``.
+    :param site_out: width of each site's own block in the output; 0 for none.
+    :param activation: activation class, or its name (``"relu"``, ``"tanh"``, ...).
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        site_hidden: Sequence[int] = (64, 64),
+        context_dim: int = 64,
+        context_hidden: Sequence[int] = (),
+        site_out: int = 8,
+        activation: type[nn.Module] | str = nn.ReLU,
+    ) -> None:
+        if not isinstance(observation_space, spaces.Dict) or not {"sites", "global"} <= set(
+            observation_space.spaces
+        ):
+            raise ValueError(
+                f"SiteEncoder needs a Dict observation with 'sites' and 'global' "
+                f"(obs_mode='dict'); got {observation_space}"
+            )
+        sites_space = observation_space["sites"]
+        global_space = observation_space["global"]
+        if len(sites_space.shape) != 2 or len(global_space.shape) != 1:
+            raise ValueError(
+                f"SiteEncoder expects sites of shape (N, F) and global of shape (G,); got "
+                f"{sites_space.shape} and {global_space.shape}"
+            )
+        if not site_hidden or min(site_hidden) < 1 or context_dim < 1 or site_out < 0:
+            raise ValueError(
+                f"SiteEncoder: site_hidden={list(site_hidden)}, context_dim={context_dim} and "
+                f"site_out={site_out} must be positive widths (site_out may be 0)"
+            )
+        n_sites, n_site_features = sites_space.shape
+        n_global = global_space.shape[0]
+        act = activation_class(activation) if isinstance(activation, str) else activation
+        super().__init__(observation_space, features_dim=context_dim + n_sites * site_out)
+
+        width = int(site_hidden[-1])
+        self.n_sites, self.context_dim, self.site_out = int(n_sites), context_dim, site_out
+        self.site_mlp = mlp([n_site_features, *site_hidden], act)
+        self.context_mlp = mlp([2 * width + n_global, *context_hidden, context_dim], act)
+        self.site_head = nn.Linear(width, site_out) if site_out > 0 else None
+
+    def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
+        """(B, N, F) sites and (B, G) global → (B, features_dim), as laid out in the module doc."""
+        embedded = self.site_mlp(observations["sites"])  # (B, N, H)
+        pooled = th.cat([embedded.mean(dim=1), embedded.amax(dim=1)], dim=-1)  # (B, 2H)
+        context = self.context_mlp(th.cat([pooled, observations["global"]], dim=-1))
+        if self.site_head is None:
+            return context
+        per_site = self.site_head(embedded).flatten(start_dim=1)  # (B, N · site_out)
+        return th.cat([context, per_site], dim=-1)
+
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+    "leaky_relu": nn.LeakyReLU,
+}
+
+
+def activation_class(name: str) -> type[nn.Module]:
+    """The torch activation class for a name used in the YAML files (``"tanh"``, ``"relu"``)."""
+    try:
+        return ACTIVATIONS[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"activation {name!r} is not supported; allowed: {', '.join(ACTIVATIONS)}"
+        ) from None
