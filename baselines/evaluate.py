@@ -216,14 +216,37 @@ def _saved_algo(path: Path) -> str:
         raise EvaluationError(
             f"model file {str(path)!r} is not a Stable-Baselines3 model (.zip saved by model.save)"
         ) from None
-    policy_module = str(data.get("policy_class", {}).get("__module__", ""))
-    if policy_module.startswith("sb3_contrib.common.maskable"):
+    if _is_maskable_policy(data.get("policy_class", {})):
         return "maskable_ppo"
     if "clip_range" in data:  # PPO's clipping; A2C has none
         return "ppo"
     if "n_steps" in data and "gae_lambda" in data:
         return "a2c"
     return "unknown"
+
+
+def _is_maskable_policy(policy_class: dict[str, Any]) -> bool:
+    """Whether a saved policy class is a MaskablePPO policy, custom subclasses included.
+
+    SB3 stores the class pickled; unpickling it (its module must be importable, as it must be
+    to load the model at all) lets a user's ``MaskableActorCriticPolicy`` subclass count too.
+    """
+    module = str(policy_class.get("__module__", ""))
+    if module.startswith("sb3_contrib.common.maskable"):
+        return True
+    serialized = policy_class.get(":serialized:")
+    if not serialized:
+        return False
+    try:
+        import base64
+
+        import cloudpickle
+        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+        cls = cloudpickle.loads(base64.b64decode(serialized.encode()))
+    except Exception:  # an unimportable class: fall back to the module name above
+        return False
+    return isinstance(cls, type) and issubclass(cls, MaskableActorCriticPolicy)
 
 
 def _resolve_model_path(path: str) -> Path:

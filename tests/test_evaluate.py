@@ -288,3 +288,27 @@ def test_readme_has_a_results_block_for_every_registered_id() -> None:
     text = README.read_text(encoding="utf-8")
     for env_id in powertrip_env.ENV_IDS:
         splice(text, env_id, "")  # raises if the block is missing
+
+
+def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario, tmp_path):
+    """A MaskablePPO model whose policy subclasses MaskableActorCriticPolicy (the project's own
+    MaskableSitePolicy) is a maskable_ppo model, not 'saved by ppo'."""
+    import gymnasium as gym
+    from sb3_contrib import MaskablePPO
+
+    from agents.site_policy import MaskableSitePolicy
+    from baselines.evaluate import _saved_algo
+
+    env = gym.make("PowerTrip-v0", scenario=str(small_scenario), obs_mode="dict")
+    model = MaskablePPO(MaskableSitePolicy, env, n_steps=32, batch_size=32, n_epochs=1)
+    model.save(tmp_path / "masked")
+    assert _saved_algo(tmp_path / "masked.zip") == "maskable_ppo"
+    result = evaluate(
+        "PowerTrip-v0",
+        [],
+        episodes=1,
+        models=[(str(tmp_path / "masked.zip"), "maskable_ppo")],
+        env_kwargs={"scenario": str(small_scenario)},
+        progress=False,
+    )
+    assert list(result.summary["policy"]) == ["masked"]
