@@ -27,7 +27,7 @@ import os
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from gymnasium.envs.registration import registry
 
 import powertrip_env
 from baselines.policies import Policy, SB3Policy, default_policy_names, make_policy
+from powertrip_env.atomic import atomic_path, write_text
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.simulation import SPLITS
 
@@ -536,39 +537,14 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 # --------------------------------------------------------------------------- outputs
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """Write through a temporary file in the same folder, then rename it over ``path``.
-
-    A crash or Ctrl-C mid-write leaves the previous file (or none), never a truncated one.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _write_text(path: Path, text: str) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-
-    _atomic_write(path, write)
-
-
 def write_outputs(result: Evaluation, out_dir: Path) -> None:
     """``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write_text(out_dir / "episodes.csv", result.episodes.to_csv(index=False, lineterminator="\n"))
-    _write_text(out_dir / "summary.md", result.to_markdown())
-    _atomic_write(out_dir / "tta.png", lambda tmp: _plot_tta(result).savefig(tmp, format="png"))
-    _atomic_write(
-        out_dir / "accuracy_vs_time.png",
-        lambda tmp: _plot_accuracy(result).savefig(tmp, format="png"),
-    )
+    write_text(out_dir / "episodes.csv", result.episodes.to_csv(index=False, lineterminator="\n"))
+    write_text(out_dir / "summary.md", result.to_markdown())
+    for name, plot in (("tta.png", _plot_tta), ("accuracy_vs_time.png", _plot_accuracy)):
+        with atomic_path(out_dir / name) as tmp:
+            plot(result).savefig(tmp, format="png")
 
 
 def _figure(width: float, height: float) -> Any:

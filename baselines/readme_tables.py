@@ -8,15 +8,14 @@ fresh ``summary.md`` table. ``python -m baselines.readme_tables`` re-runs every 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import powertrip_env
 from baselines.evaluate import evaluate
+from powertrip_env.atomic import write_text
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -60,10 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evaluating {env_id} ...", file=sys.stderr)
         table = table_for(env_id, args.episodes, args.seed, not args.no_progress)
         text = splice(text, env_id, table)
-    fd, tmp = tempfile.mkstemp(dir=args.readme.parent, prefix=".README.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, args.readme)
+    write_text(args.readme, text)
     return 0
 
 
