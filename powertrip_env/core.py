@@ -60,7 +60,6 @@ SITE_HIGH = np.ones(len(SITE_FEATURES), dtype=np.float32)
 GLOBAL_LOW = np.array([0, 0, -1, -1, 0, 0], dtype=np.float32)
 GLOBAL_HIGH = np.ones(len(GLOBAL_FEATURES), dtype=np.float32)
 SELECTED_COL = SITE_FEATURES.index("selected_last_round")
-_SELECTED_COL = SELECTED_COL
 
 
 def great_circle_km(lat1: np.ndarray, lon1: np.ndarray, lat2: float, lon2: float) -> np.ndarray:
@@ -939,7 +938,7 @@ def site_observation(params: SimParams, state: SimState) -> np.ndarray:
     obs = params.site_obs[current_row(params, state.time_s)]
     if not state.batched:
         obs = obs.copy()  # basic indexing gives a view of the shared table
-    obs[..., _SELECTED_COL] = state.prev_selected
+    obs[..., SELECTED_COL] = state.prev_selected
     return obs
 
 

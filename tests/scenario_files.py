@@ -92,8 +92,10 @@ EPISODE = {
 def toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
+    if isinstance(value, float | np.floating):
+        return repr(float(value))  # plain digits, also for numpy scalars
+    if isinstance(value, int | np.integer):
+        return str(int(value))
     if isinstance(value, str):
         return json.dumps(value)  # a TOML basic string for plain text
     if isinstance(value, list | tuple):

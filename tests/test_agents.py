@@ -26,21 +26,7 @@ from agents.site_policy import MaskableSitePolicy, SiteActionHead, SitePolicy
 from baselines.policies import make_policy
 
 N_SITES, N_FEATURES, N_GLOBAL = 8, 8, 6
-SHORT_SCENARIO = 'extends = "default"\n\n[episode]\ntime_budget_h = 0.25\n'
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> None:
-    """Small networks; extra intra-op threads only contend with other tests for two cores."""
-    torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default scenario with quarter-hour episodes, so training runs finish many."""
-    path = tmp_path_factory.mktemp("scenario") / "short.toml"
-    path.write_text(SHORT_SCENARIO, encoding="utf-8")
-    return path
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def dict_space(n: int = N_SITES) -> spaces.Dict:

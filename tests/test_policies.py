@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scenario_files import toml_value
 
 from baselines.policies import (
     POLICIES,
@@ -73,18 +74,8 @@ WORKLOAD: dict[str, Any] = {
 }
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return repr(float(value)) if isinstance(value, float) else str(value)
-
-
 def _table(name: str, values: dict[str, Any]) -> str:
-    body = "".join(f"{k} = {_toml_value(v)}\n" for k, v in values.items())
+    body = "".join(f"{k} = {toml_value(v)}\n" for k, v in values.items())
     return f"[{name}]\n{body}\n"
 
 
@@ -149,7 +140,7 @@ def write_scenario(
             "data_share": shares[i],
             "trace_column": f"c{i}",
         }
-        text += "[[sites.site]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in site.items())
+        text += "[[sites.site]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in site.items())
         text += "\n"
     text += _table("workload", {**WORKLOAD, **(workload or {})})
     net = {

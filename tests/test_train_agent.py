@@ -21,7 +21,7 @@ from agents import callbacks
 from agents.site_policy import SitePolicy
 
 REPO = Path(__file__).resolve().parents[1]
-SHORT_SCENARIO = 'extends = "default"\n\n[episode]\ntime_budget_h = 0.25\n'
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 QUICK = [
     "--timesteps", "256",
     "--hp", "n_steps=64",
@@ -33,18 +33,6 @@ QUICK = [
     "--final-policies", "PowerTrip,AllSites",
     "--no-progress",
 ]  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> None:
-    torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def short_scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("scenario") / "short.toml"
-    path.write_text(SHORT_SCENARIO, encoding="utf-8")
-    return path
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
