@@ -28,6 +28,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.stem}.", suffix=final.suffix)
     os.close(fd)
+    os.chmod(tmp, _default_mode())  # mkstemp makes 0600; give the file the usual permissions
     try:
         yield Path(tmp)
         os.replace(tmp, final)
@@ -39,6 +40,20 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write a UTF-8 text file atomically, with the newlines given; returns its path."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write a file atomically and flush it to disk before it takes the final name."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
     return Path(path)
+
+
+def _default_mode() -> int:
+    """Permissions of a newly created file under the current umask (0644 under 022)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import csv
 import gzip
-import importlib.util
+import importlib
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -42,18 +40,8 @@ SITE_COLUMNS = [
 ]
 
 
-def _import(name: str) -> ModuleType:
-    """Import traces/<name>.py by path: traces/ is data plus tools, not a package."""
-    spec = importlib.util.spec_from_file_location(f"_traces_{name}", TRACES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-generate = _import("generate")
-convert_google = _import("convert_google")
+generate = importlib.import_module("traces.tools.generate")
+convert_google = importlib.import_module("traces.tools.convert_google")
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -314,14 +302,33 @@ def test_convert_google_max_gap_option(tmp_path: Path, google_files, capsys) -> 
 
 
 def test_convert_google_missing_column(tmp_path: Path, capsys) -> None:
-    bad = tmp_path / "no_flag.csv"
-    bad.write_text("time,cell,pdu,measured_power_util\n600000000,a,pdu1,0.5\n")
+    bad = tmp_path / "no_cell.csv"
+    bad.write_text("time,pdu,measured_power_util,bad_measurement_data\n600000000,pdu1,0.5,false\n")
     out = tmp_path / "never.csv"
     assert convert_google.main([str(bad), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "no_flag.csv" in err and "bad_measurement_data" in err
+    assert "no_cell.csv" in err and "'cell'" in err and "cella_pdu6.csv" in err
     assert "Traceback" not in err
     assert not out.exists()
+
+
+def test_convert_google_reduced_schema_takes_cell_and_pdu_from_the_file_name(
+    tmp_path: Path, capsys
+) -> None:
+    # The shape of the copies the project ships from: no cell, no flags, pdu sometimes missing.
+    (tmp_path / "cella_pdu6.csv").write_text(
+        "index,time,pdu,measured_power_util\n0,600000000,pdu6,0.659\n1,900000000,pdu6,0.657\n"
+    )
+    (tmp_path / "cella_pdu10.csv").write_text(
+        "index,time,measured_power_util\n0,600000000,0.699\n1,900000000,0.696\n"
+    )
+    out = tmp_path / "cella.csv"
+    assert convert_google.main([str(tmp_path / "cella_pdu6.csv"), str(tmp_path / "cella_pdu10.csv"),
+                                "--out", str(out)]) == 0  # fmt: skip
+    trace = load_trace(out)
+    assert trace.columns == ("cella_pdu6", "cella_pdu10")
+    np.testing.assert_array_equal(trace.util, [[0.659, 0.699], [0.657, 0.696]])
+    assert "no 'bad_measurement_data' column" in capsys.readouterr().err
 
 
 def test_convert_google_bad_value(tmp_path: Path, capsys) -> None:

@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import os
 import re
 import sys
-import tempfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from powertrip_env.atomic import write_text
 
 # Trace start 2019-05-01 00:00 PDT = 07:00 UTC; `time` counts from 600 s before it.
 TRACE_START_S = 1_556_694_000
@@ -115,6 +115,23 @@ def _bad(path: Path, row: int, column: str, value: object, allowed: str) -> Conv
     )
 
 
+_FILE_NAME = re.compile(r"^(?P<cell>cell[a-z])_(?P<pdu>pdu\d+)\.csv(\.gz)?$")
+
+
+def _fill_from_file_name(path: Path, frame: pd.DataFrame) -> None:
+    """Add a missing ``cell`` or ``pdu`` column from a file named like Google's files.
+
+    Google's bucket names every file ``<cell>_<pdu>.csv.gz``; copies of single PDUs that were
+    shared elsewhere often drop the columns the name already says.
+    """
+    match = _FILE_NAME.match(path.name)
+    if match is None:
+        return
+    for key in ("cell", "pdu"):
+        if key not in frame.columns:
+            frame[key] = match[key]
+
+
 def column_name(cell: str, pdu: str) -> str:
     """``<cell>_<pdu>``, e.g. ``a_pdu6``; a cell already spelled ``cella`` is kept as is."""
     return f"{cell}_{pdu}"
@@ -124,14 +141,20 @@ def read_file(path: Path, field: str) -> list[Series]:
     """Validate one Google CSV and return its good samples per power domain."""
     value_col, flag_col = FIELDS[field]
     frame = _read(path)
-    required = ["time", "cell", "pdu", value_col, flag_col]
+    _fill_from_file_name(path, frame)
+    required = ["time", "cell", "pdu", value_col]
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise ConvertError(
             f"{path}: missing column(s) {', '.join(repr(m) for m in missing)}; "
-            f"the powerdata_2019 schema needs {', '.join(required)} "
-            f"(found: {', '.join(frame.columns)})"
+            f"the powerdata_2019 schema needs {', '.join(required)} (found: "
+            f"{', '.join(frame.columns)}); 'cell' and 'pdu' may instead come from a file named "
+            "like cella_pdu6.csv"
         )
+    if flag_col not in frame.columns:
+        # Copies of the traces that were filtered before they were shared have no flag column.
+        print(f"note: {path}: no {flag_col!r} column; no row is dropped as bad", file=sys.stderr)
+        frame[flag_col] = "false"
 
     flags_raw = frame[flag_col].str.strip().str.lower()
     unknown = ~flags_raw.isin(_TRUE | _FALSE)
@@ -292,29 +315,11 @@ def convert(files: Sequence[Path], max_gap: int, field: str) -> tuple[list[str],
     return stamps, pd.DataFrame(table, columns=names)
 
 
-def _default_mode() -> int:
-    """Permissions of a newly created file under the current umask (0644 under 022)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_atomic(path: Path, stamps: Sequence[str], frame: pd.DataFrame) -> None:
-    """Write ``timestamp,<columns>`` (6 decimals) via a temp file and ``os.replace``."""
+    """Write ``timestamp,<columns>`` atomically, each value in its shortest exact form."""
     out = frame.copy()
     out.insert(0, "timestamp", list(stamps))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            out.to_csv(fh, index=False, float_format="%.6f", lineterminator="\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _default_mode())  # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, out.to_csv(index=False, lineterminator="\n"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

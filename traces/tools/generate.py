@@ -1,13 +1,14 @@
 """Generate the shipped SYNTHETIC power trace, ``traces/power_synthetic_2019.csv``.
 
-Why a generator rather than real data: Google's 2019 PDU traces (``powerdata_2019``) are public
-(CC-BY 4.0) but are not redistributed here, and they carry no location, so they cannot be tied to
-sites on four continents. Instead this script draws one utilisation column per site of
-``sites_large.csv`` from a fixed seed, shaped to match the published statistics of those traces
-(REFERENCES.md, "Google power traces"): 31 days of 5-minute windows starting 2019-05-01 00:00
-US Pacific (= 07:00 UTC), values mostly 0.4-0.9 with a mean near 0.7, hourly means that move by a
-few hundredths over a day (0.694-0.759 for one PDU). The data are NOT measurements; say so
-wherever they are used. ``convert_google.py`` turns the real files into the same format.
+Why a generator beside the real data: the project ships five real Google PDUs
+(``google_cella_2019.csv``), all from one cell in one time zone, with the narrow, slow swings of
+real spare capacity. Stress scenarios want more: one column per site on four continents, with a
+local diurnal shape, dips and surges that make a site unavailable. This script draws one utilisation
+column per site of ``sites_large.csv`` from a fixed seed, shaped to match the published statistics
+of Google's traces (docs/references.md, "Google power traces"): 31 days of 5-minute windows starting
+2019-05-01 00:00 US Pacific (= 07:00 UTC), values mostly 0.4-0.9 with a mean near 0.7, hourly means
+that move by a few hundredths over a day (0.694-0.759 for one PDU). The data are NOT measurements;
+say so wherever they are used.
 
 Each column is the sum of
 
@@ -28,7 +29,7 @@ Each column is the sum of
 
 The sum is clipped to [0, 1] and written with exactly 4 decimals. Only ``Generator.random`` and
 ``Generator.standard_normal`` are used (their streams have been stable across NumPy releases),
-and every value is quantised to 1e-4 before it is written, so ``python traces/generate.py``
+and every value is quantised to 1e-4 before it is written, so ``python -m traces.tools.generate``
 rewrites the shipped file byte for byte.
 """
 
@@ -38,14 +39,15 @@ import argparse
 import csv
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from powertrip_env.atomic import write_bytes
+
+HERE = Path(__file__).resolve().parents[1]  # traces/, where the data lives
 DEFAULT_OUT = HERE / "power_synthetic_2019.csv"
 DEFAULT_SITES = HERE / "sites_large.csv"
 
@@ -200,13 +202,6 @@ def generate(
     return timestamps(n), columns, quantised
 
 
-def _default_mode() -> int:
-    """Permissions of a newly created file under the current umask (0644 under 022)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_csv(
     path: str | os.PathLike[str],
     stamps: Sequence[str],
@@ -231,19 +226,7 @@ def write_csv(
     lines.extend(f"{ts},{','.join(row)}" for ts, row in zip(stamps, text.tolist(), strict=True))
     payload = ("\n".join(lines) + "\n").encode("ascii")
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _default_mode())  # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes(path, payload)
 
 
 def stats_rows(
