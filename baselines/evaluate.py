@@ -39,7 +39,7 @@ from gymnasium import spaces
 from gymnasium.envs.registration import registry
 
 import powertrip_env
-from baselines.policies import Policy, SB3Policy, default_policy_names, make_policy
+from baselines.policies import REFERENCES, Policy, SB3Policy, default_policy_names, make_policy
 from powertrip_env.atomic import atomic_path, write_text
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.simulation import SPLITS
@@ -157,9 +157,7 @@ class Evaluation:
         lines += [
             "",
             "- TTA is the wall-clock time to the target accuracy. An unsuccessful episode counts "
-            "at "
-            "its truncation time (time budget or round limit), so a mean over failures is a lower "
-            "bound on their true TTA.",
+            "at the time budget, so a mean over failures is a lower bound on their true TTA.",
             "- 95% CI: half-width of Student's t-interval of the mean (tabulated quantiles, "
             "interpolated in 1/df above 30 degrees of freedom).",
             "- Every policy ran the same start times and jitter streams (episode e uses seed "
@@ -346,7 +344,7 @@ def run_episode(
     row = {
         "seed": seed,
         "start_time": start,
-        "tta_h": info["elapsed_s"] / 3600.0,
+        "tta_h": info["tta_h"],
         "success": bool(terminated),
         "rounds": int(info["rounds"]),
         "energy_kwh": float(info["energy_kwh"]),
@@ -399,7 +397,8 @@ def evaluate(
     Args:
         env_id: a registered PowerTrip ID, e.g. ``"PowerTrip-v0"``.
         policies: policy names (see ``baselines.policies.make_policy``; ``"all"`` expands to
-            ``default_policy_names``) or ``Policy`` instances.
+            ``default_policy_names``, ``"references"`` to the clairvoyant references) or
+            ``Policy`` instances.
         episodes: paired episodes per policy; episode e resets with ``seed + e``.
         split: ``"test"`` (held-out days, default), ``"train"`` or ``"all"``.
         seed: base seed of the episodes and of the randomised policies.
@@ -482,7 +481,9 @@ def _entries(
         if isinstance(item, Policy):
             entries.append(_Entry(item.name, item, base_kwargs))
             continue
-        names = default_policy_names(n_sites) if item == "all" else [item]
+        names = {"all": default_policy_names(n_sites), "references": list(REFERENCES)}.get(
+            item, [item]
+        )
         for name in names:
             try:
                 entries.append(_Entry(name, make_policy(name, n_sites, seed), base_kwargs))

@@ -1,10 +1,10 @@
 """Hand-coded site-selection policies behind one small interface.
 
 A policy sees what an operator would know when a round starts: each site's power *now* (the
-current trace row only), the RTTs to the aggregator, the GPU speeds, and the simulator's what-if
-``env.predict_round(mask)``, which assumes current power holds for the round. Every policy here
-keeps to that, except ``Clairvoyant``, which is a reference that reads the future trace on
-purpose (its name says so) to show how much room the honest policies leave.
+current trace row only), the power forecast issued now, the RTTs to the aggregator, the GPU
+speeds, and the simulator's what-if ``env.predict_round(mask)``, which judges a round from that
+forecast. Every policy here keeps to that. The clairvoyant references, which read the future on
+purpose, are in ``baselines/references.py`` and say so in their names' documentation.
 
 Usage::
 
@@ -24,7 +24,6 @@ GPU's worth, cannot be turned into training, so it does not count.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import math
@@ -81,12 +80,14 @@ class Now:
     powered: np.ndarray  # (N,) powered GPUs
     rate: np.ndarray  # (N,) samples/s = powered × gpu_rate
     power_w: np.ndarray  # (N,) power the job can draw: powered × p_g
+    forecast_power_w: np.ndarray  # (H, N) the same, forecast now for this and the next rows
 
     @classmethod
     def of(cls, env: Any) -> Now:
         params, state = env.params, env.state
         row = int(core.current_row(params, state.time_s)[0])
         powered = np.asarray(params.powered[row], dtype=np.float64)
+        fc_gpus = params.forecast_rate[row] / params.gpu_rate
         return cls(
             params=params,
             state=state,
@@ -95,6 +96,7 @@ class Now:
             powered=powered,
             rate=np.asarray(params.rate[row], dtype=np.float64),
             power_w=powered * params.gpu_wall_w,
+            forecast_power_w=fc_gpus * params.gpu_wall_w,
         )
 
 
@@ -255,6 +257,10 @@ class PowerTrip(Policy):
        not improve it. That is the point where the next site's network cost and straggler risk
        cancel the power it brings.
 
+    The prefixes are compared at their steady-state efficiency (``steady_state=True``): the
+    round a set runs once its sites have joined, without the one-off join time. A rule that
+    charged the join to a single round would find every absent site unprofitable in that round
+    and, after one round without a site, never take it back, however much power it regains.
     The rule is greedy, not a search: a later prefix could be better still, and keeping that
     blind spot is what makes this the paper's heuristic rather than ``MyopicOptimal``.
     """
@@ -271,8 +277,29 @@ class PowerTrip(Policy):
         if n_avail == 0:
             return np.zeros(now.params.n_sites, dtype=np.int8)
         order = self.ranking(now)
-        eff = self.env.predict_round(prefix_masks(order)).efficiency
+        eff = self.env.predict_round(prefix_masks(order), steady_state=True).efficiency
         return _mask(now.params.n_sites, order[: first_peak(eff, n_avail) + 1])
+
+
+class FedZeroLike(PowerTrip):
+    """Forecast-aware selection in the spirit of FedZero (Wiesner et al., e-Energy '24).
+
+    FedZero picks the clients with the most forecast excess energy over the coming round. Here a
+    site's score is its forecast usable power (the GPUs the forecast can power, at their wall
+    power) averaged over the rows the coming round is expected to span: the longer of the last
+    round and one trace interval, from the forecast issued now. Sites about to lose their power
+    score low, sites about to gain it high. How many sites: PowerTrip's stopping rule on the
+    ranked prefixes. It reads forecasts, never future actuals.
+    """
+
+    name = "FedZeroLike"
+
+    def ranking(self, now: Now) -> np.ndarray:
+        p = now.params
+        expected_s = max(float(now.state.last_round_s[0]), p.interval_s)
+        rows = max(1, min(math.ceil(expected_s / p.interval_s), now.forecast_power_w.shape[0]))
+        score = now.forecast_power_w[:rows].mean(axis=0)
+        return rank_available(score, now.available)
 
 
 # --------------------------------------------------------------------------- Oort
@@ -390,150 +417,6 @@ class MyopicOptimal(Policy):
         return masks[best].astype(np.int8)
 
 
-# --------------------------------------------------------------------------- clairvoyant
-
-
-def _repeat_state(state: core.SimState, times: int) -> core.SimState:
-    """A batch of ``times`` copies of each episode in ``state`` (episode-major)."""
-    fields = {
-        name: np.repeat(getattr(state, name), times, axis=0)
-        for name in core.SimState.__dataclass_fields__
-    }
-    return core.SimState(**fields)
-
-
-class Clairvoyant(Policy):
-    """REFERENCE ONLY — READS THE FUTURE POWER TRACE. Not a deployable policy.
-
-    A receding-horizon planner that scores candidate sets with the true simulator
-    (``core.step_round`` on the real future trace, jitter set to zero) instead of the what-if
-    prediction:
-
-    1. Candidates: every non-empty subset of the available sites when N ≤ 12; otherwise the
-       prefixes of several rankings (power/RTT, throughput, power, single-site efficiency, and
-       throughput with the previous set first).
-    2. Screening, to keep the true simulation cheap: the ``screen`` best candidates by predicted
-       efficiency as things stand (joins paid now) and the ``screen`` best as if every site had
-       already joined (the steady state a set settles into), plus the previous set.
-    3. Each survivor is run through the true simulator for ``horizon`` rounds as a fixed set.
-       The horizon is what lets the planner pay a join (or skip a slow site) for the rounds
-       that follow, and see a site's power falling before the round that suffers it; a
-       one-round criterion sees neither.
-    4. It picks the plan with the shortest estimated time to the target: the time at which the
-       plan reaches it, or else the plan's time scaled by remaining over planned progress
-       (equivalently, the highest true progress per second over the horizon).
-
-    Receding horizon, re-planned when something changes: a new plan is made when the trace
-    moves to a new interval (power changed), when the set that actually ran differs from the
-    plan (a site dropped out), and at least every ``replan_every`` rounds; in between the
-    planner follows its plan, which is exactly what the plan assumed. This keeps it affordable
-    (a ``horizon``-round rollout per plan) without changing its decisions much.
-
-    It knows future power but not the jitter, so it is a strong reference rather than an exact
-    optimum; on the default scenario its mean TTA is below MyopicOptimal's.
-    """
-
-    name = "Clairvoyant"
-
-    def __init__(
-        self, horizon: int = 32, screen: int = 8, replan_every: int = 8, max_exhaustive: int = 12
-    ) -> None:
-        super().__init__()
-        if min(horizon, screen, replan_every) < 1:
-            raise ValueError(
-                f"Clairvoyant: horizon={horizon}, screen={screen} and replan_every={replan_every} "
-                "must all be >= 1"
-            )
-        self.horizon = horizon
-        self.screen = screen
-        self.replan_every = replan_every
-        self.max_exhaustive = max_exhaustive
-        self._plan: tuple[np.ndarray, int, int] | None = None  # (mask, trace row, rounds used)
-
-    def reset(self, env: Any) -> None:
-        super().reset(env)
-        self._plan = None
-
-    def candidates(self, now: Now) -> np.ndarray:
-        """(M, N) bool candidate sets, each a non-empty subset of the available sites."""
-        n = now.params.n_sites
-        idx = np.flatnonzero(now.available)
-        if idx.shape[0] <= self.max_exhaustive:
-            sub = subset_matrix(idx.shape[0])
-            masks = np.zeros((sub.shape[0], n), dtype=bool)
-            masks[:, idx] = sub
-            return masks
-        single = self.env.predict_round(np.eye(n, dtype=bool)).efficiency
-        prev = now.state.prev_selected[0] & now.available
-        scores = (
-            now.power_w / np.maximum(now.params.rtt_s, _RTT_FLOOR_S),
-            now.rate,
-            now.power_w,
-            single,
-            now.rate + prev * (now.rate.max() + 1.0),
-        )
-        rows = [prefix_masks(rank_available(s, now.available))[: idx.shape[0]] for s in scores]
-        return np.unique(np.concatenate(rows), axis=0)
-
-    def shortlist(self, now: Now, masks: np.ndarray) -> np.ndarray:
-        """The candidates worth simulating (step 2 of the class docstring)."""
-        prev = now.state.prev_selected[0] & now.available
-        if prev.any():
-            masks = np.concatenate([masks, prev[None, :]])
-        if masks.shape[0] <= 2 * self.screen + 1:
-            return masks
-        joined = dataclasses.replace(now.state, prev_selected=now.available[None, :])
-        as_is = _efficiency(self.env, masks)
-        settled = core.predict_round(now.params, joined, masks[None]).efficiency[0]
-        keep = np.concatenate(
-            [np.argsort(-as_is, kind="stable")[: self.screen],
-             np.argsort(-settled, kind="stable")[: self.screen]]
-        )  # fmt: skip
-        if prev.any():
-            keep = np.append(keep, masks.shape[0] - 1)
-        return masks[np.unique(keep)]
-
-    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        now = Now.of(self.env)
-        if self._plan is not None:
-            mask, row, used = self._plan
-            ran_as_planned = np.array_equal(now.state.prev_selected[0], mask.astype(bool))
-            if used < self.replan_every and row == now.row and ran_as_planned:
-                self._plan = (mask, row, used + 1)
-                return mask.copy()
-        mask = self.plan(now)
-        self._plan = (mask, now.row, 1)
-        return mask.copy()
-
-    def plan(self, now: Now) -> np.ndarray:
-        """The best set by true rollouts from the current state (steps 1-4 above)."""
-        p, n = now.params, now.params.n_sites
-        if not now.available.any():
-            return np.zeros(n, dtype=np.int8)
-        plans = self.shortlist(now, self.candidates(now))
-        m = plans.shape[0]
-        p0 = float(now.state.progress[0])
-        need = core.progress_needed(p) - p0
-        zeros = np.zeros((m, n + 1))
-        state = _repeat_state(now.state, m)
-        spent = np.zeros(m)
-        reached_at = np.full(m, np.inf)
-        for _ in range(self.horizon):
-            result = core.step_round(p, state, plans, zeros)
-            state = result.state
-            spent = spent + result.round_time_s
-            reached_at = np.where(
-                np.isinf(reached_at) & (state.progress - p0 >= need), spent, reached_at
-            )
-            if np.isfinite(reached_at).all():
-                break
-        gained = state.progress - p0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            extrapolated = np.where(gained > 0, spent * need / gained, np.inf)
-        time_to_go = np.where(np.isfinite(reached_at), reached_at, extrapolated)
-        return plans[int(np.argmin(time_to_go))].astype(np.int8)
-
-
 # --------------------------------------------------------------------------- trained agents
 
 
@@ -572,8 +455,10 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "AllSites": lambda n_sites, seed: AllSites(),
     "RandomK": lambda n_sites, seed: RandomK(max(1, n_sites // 2), seed),
     "OortLike": lambda n_sites, seed: OortLike(seed),
+    "FedZeroLike": lambda n_sites, seed: FedZeroLike(),
     "MyopicOptimal": _myopic,
-    "Clairvoyant": lambda n_sites, seed: Clairvoyant(),
+    "BestFixedSet": lambda n_sites, seed: _reference("BestFixedSet"),
+    "BeamPlanner": lambda n_sites, seed: _reference("BeamPlanner"),
 }
 """Fixed-name policies: ``factory(n_sites, seed) -> Policy``. ``RandomK`` takes N // 2 sites."""
 
@@ -586,6 +471,12 @@ SIZED: dict[str, Callable[[int, int], Policy]] = {
 """Policies named ``<family>-<k>`` for 1 ≤ k ≤ N, e.g. ``TopPower-3``."""
 
 _SIZED_NAME = re.compile(r"^(?P<family>[A-Za-z]+)-(?P<k>\d+)$")
+
+
+def _reference(name: str) -> Policy:
+    from baselines import references  # references import this module
+
+    return getattr(references, name)()
 
 
 def _named(policy: Policy, name: str) -> Policy:
@@ -627,14 +518,21 @@ def make_policy(name: str, n_sites: int, seed: int = 0) -> Policy:
     raise ValueError(f"unknown policy {name!r}; valid names: {_describe_valid(n_sites)}")
 
 
+REFERENCES = ("BestFixedSet", "BeamPlanner")
+"""The clairvoyant references (``baselines/references.py``): ``--policies references``."""
+
+
 def default_policy_names(n_sites: int) -> list[str]:
-    """What ``--policies all`` runs: PowerTrip, the baselines and the references."""
+    """What ``--policies all`` runs: PowerTrip and every deployable baseline.
+
+    The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
+    for ``references`` (``baselines.headroom`` runs them with the bound).
+    """
     names = ["PowerTrip", "AllSites", "RandomK"]
     names += [f"TopPower-{k}" for k in (1, 2, 4) if k <= n_sites]
     names += [f"Nearest-{k}" for k in (2, 4) if k <= n_sites]
     names += [f"FastestK-{k}" for k in (4,) if k <= n_sites]
-    names += ["OortLike"]
+    names += ["OortLike", "FedZeroLike"]
     if n_sites <= MAX_EXHAUSTIVE_SITES:
         names.append("MyopicOptimal")
-    names.append("Clairvoyant")
     return names

@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 # Registered ID -> the named scenario it runs (powertrip_env/scenarios/<name>.toml).
 ENV_IDS: dict[str, str] = {
     "PowerTrip-v0": "default",
+    "PowerTrip-LoRA-v0": "lora",
     "PowerTrip-KWS-v0": "kws",
     "PowerTrip-EMNIST-v0": "emnist",
     "PowerTrip-LLMFull-v0": "llm-full",

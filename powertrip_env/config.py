@@ -66,6 +66,13 @@ class Site:
     wan_gbps: float
     data_share: float
     trace_column: str
+    pv_kw: float = 0.0  # peak output of on-site solar; adds pv_kw · s(t) to the available power
+    pv_column: str = ""  # the PV trace's column for s(t) (fraction of peak), if pv_kw > 0
+    utc_offset_h: float | None = None  # civil time zone, for replaying a grid trace in local time
+
+    @property
+    def has_pv(self) -> bool:
+        return self.pv_kw > 0.0
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,7 @@ class Network:
     fiber_km_per_ms: float
     rtt_factor: float  # round trips a round costs (handshakes, gRPC exchanges, TCP windows)
     aggregation_s: float
-    join_s: float  # cost for a site not in the previous round: allocate GPUs, load the model
+    join_fixed_s: float  # a joining site's fixed cost (allocate GPUs, start); plus M / bw_i
     rtt_to_hub_ms: tuple[float, ...] | None  # measured RTTs, overriding the distance model
 
 
@@ -126,6 +133,29 @@ class Episode:
 
 
 @dataclass(frozen=True)
+class TraceFiles:
+    """The power data of a scenario and how it is laid on the episode's calendar."""
+
+    file: Path  # grid utilisation u(t) per power domain
+    pv_file: Path | None = None  # PV output s(t) as a fraction of peak
+    pv_forecast_file: Path | None = None  # forecasts of s(t), issued every interval
+    shift_days: int = 0  # the grid trace is replayed this many days later
+    utc_offset_h: float | None = None  # the grid trace's time zone; set: shift to local time
+
+    def site_shift_s(self, site: Site) -> int:
+        """Seconds by which ``site`` reads the grid trace ahead of the episode clock.
+
+        A site reads, at episode time t, the grid value recorded at ``t − shift_days +
+        (site's UTC offset − the trace's UTC offset)``: the recording's local time of day lands
+        on the site's local time of day (docs/model.md, "Power").
+        """
+        lead_h = 0.0
+        if self.utc_offset_h is not None and site.utc_offset_h is not None:
+            lead_h = site.utc_offset_h - self.utc_offset_h
+        return round(lead_h * 3600.0) - self.shift_days * 86_400
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A complete, validated scenario."""
 
@@ -137,8 +167,15 @@ class Scenario:
     workload: Workload
     network: Network
     episode: Episode
-    trace_file: Path
+    trace: TraceFiles
     hub_index: int = field(default=-1)  # index of the hub among sites, -1 if it is extra
+    inputs: tuple[Path, ...] = ()  # every file the scenario was read from (cache validation)
+    sites_source: str = ""  # where the sites are written: the catalogue CSV or the TOML
+
+    @property
+    def trace_file(self) -> Path:
+        """The grid trace (kept for callers that only need the one file)."""
+        return self.trace.file
 
     @property
     def n_sites(self) -> int:
@@ -150,7 +187,8 @@ class Scenario:
         return (
             f"Scenario {self.name!r}: {self.n_sites} sites in {len(regions)} regions "
             f"({', '.join(regions)}), GPUs {', '.join(gpu_mix)}; workload "
-            f"{self.workload.name}; hub {self.network.hub}; trace {self.trace_file.name}"
+            f"{self.workload.name}; hub {self.network.hub}; trace {self.trace.file.name}"
+            + (f", PV {self.trace.pv_file.name}" if self.trace.pv_file else "")
         )
 
 
@@ -327,15 +365,29 @@ _SITE_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "pue": (1.0, 3.0, False),
     "wan_gbps": (0.0, None, True),
     "data_share": (0.0, 1.0, False),
+    "pv_kw": (0.0, None, False),
+    "utc_offset_h": (-12.0, 14.0, False),
+}
+# Columns a catalogue may leave out, with their defaults (None: not given).
+OPTIONAL_SITE_FIELDS: dict[str, tuple[type, Any]] = {
+    "pv_kw": (float, 0.0),
+    "pv_column": (str, ""),
+    "utc_offset_h": (float, None),
 }
 
 
 def _make_site(values: dict[str, Any], where: str) -> Site:
     for key, (lo, hi, lo_open) in _SITE_RANGES.items():
-        _check_range(f"{where}, field {key!r}", float(values[key]), lo, hi, lo_open)
+        if values.get(key) is not None:
+            _check_range(f"{where}, field {key!r}", float(values[key]), lo, hi, lo_open)
     for key in ("name", "region", "gpu", "trace_column"):
         if not values[key]:
             raise ScenarioError(f"{where}, field {key!r} is empty")
+    if values.get("pv_kw", 0.0) > 0 and not values.get("pv_column"):
+        raise ScenarioError(
+            f"{where}, field 'pv_kw' = {values['pv_kw']!r}: a site with on-site solar needs "
+            "'pv_column', the column of the PV trace ([trace] pv_file) that drives it"
+        )
     return Site(**values)
 
 
@@ -350,6 +402,14 @@ def _sites_from_csv(path: Path) -> list[Site]:
                 values[column] = (row[column] or "").strip()
             else:
                 values[column] = _csv_value(path, i, column, row[column], kind)
+        for column, (kind, default) in OPTIONAL_SITE_FIELDS.items():
+            text = (row.get(column) or "").strip()
+            if not text:
+                values[column] = default
+            elif kind is str:
+                values[column] = text
+            else:
+                values[column] = _csv_value(path, i, column, text, kind)
         sites.append(_make_site(values, f"{path}: row {i}"))
     return sites
 
@@ -369,6 +429,13 @@ def _sites_from_toml(entries: Any, source: str) -> list[Site]:
                 values[key] = table.string(key)
             elif kind is int:
                 values[key] = table.integer(key, lo=1)
+            else:
+                values[key] = table.number(key)
+        for key, (kind, default) in OPTIONAL_SITE_FIELDS.items():
+            if not table.has(key):
+                values[key] = default
+            elif kind is str:
+                values[key] = table.string(key)
             else:
                 values[key] = table.number(key)
         table.finish()
@@ -421,7 +488,8 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     doc = _read_toml(path, source)
     if not doc:
         raise ScenarioError(f"{source}: the scenario file is empty")
-    doc, path = _apply_extends(doc, path, source, seen=(str(path),))
+    tomls: list[Path] = [path]
+    doc, path = _apply_extends(doc, path, source, seen=(str(path),), read=tomls)
 
     top = _Table(doc, source, "top level")
     name = top.string("name", path.stem)
@@ -448,6 +516,7 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     else:
         site_file = path
         sites = _sites_from_toml(sites_table.raw("site"), source)
+    sites_source = str(site_file)
     shares = sites_table.raw("data_shares", None)
     if shares is not None:
         if (
@@ -467,7 +536,7 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     _check_sites(sites, gpus, str(site_file), source)
 
     trace_table = _Table(top.raw("trace"), source, "trace")
-    trace_file = _resolve_file(trace_table.string("file"), path, f"{source}: [trace] field 'file'")
+    trace = _load_trace_files(trace_table, path, sites)
 
     workload = _load_workload(_Table(top.raw("workload"), source, "workload"))
     network, hub_index = _load_network(
@@ -477,6 +546,8 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     episode = _load_episode(_Table(top.raw("episode", {}), source, "episode"), trace_table)
     trace_table.finish()
     top.finish()
+    data_files = [gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file]
+    inputs = dict.fromkeys([*tomls, *(f for f in data_files if f is not None)])
     return Scenario(
         name=name,
         description=description,
@@ -486,9 +557,48 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
         workload=workload,
         network=network,
         episode=episode,
-        trace_file=trace_file,
+        trace=trace,
         hub_index=hub_index,
+        inputs=tuple(inputs),
+        sites_source=sites_source,
     )
+
+
+def _load_trace_files(t: _Table, path: Path, sites: list[Site]) -> TraceFiles:
+    """``[trace]``: the grid trace, the optional PV trace and forecasts, and their calendar."""
+
+    def optional_file(key: str) -> Path | None:
+        if not t.has(key):
+            return None
+        return _resolve_file(t.string(key), path, f"{t.source}: [trace] field {key!r}")
+
+    trace = TraceFiles(
+        file=_resolve_file(t.string("file"), path, f"{t.source}: [trace] field 'file'"),
+        pv_file=optional_file("pv_file"),
+        pv_forecast_file=optional_file("pv_forecast_file"),
+        shift_days=t.integer("shift_days", 0, lo=-100_000),
+        utc_offset_h=t.number("utc_offset_h", lo=-12.0, hi=14.0) if t.has("utc_offset_h") else None,
+    )
+    if trace.pv_forecast_file is not None and trace.pv_file is None:
+        raise ScenarioError(
+            f"{t.source}: [trace] field 'pv_forecast_file' needs 'pv_file' too: forecasts "
+            "complement the PV trace, they do not replace it"
+        )
+    solar = [s.name for s in sites if s.has_pv]
+    if solar and trace.pv_file is None:
+        raise ScenarioError(
+            f"{t.source}: site(s) {solar} have pv_kw > 0 but [trace] has no 'pv_file' to drive "
+            "their solar output; add one or set pv_kw = 0"
+        )
+    if trace.utc_offset_h is not None:
+        missing = [s.name for s in sites if s.utc_offset_h is None]
+        if missing:
+            raise ScenarioError(
+                f"{t.source}: [trace] field 'utc_offset_h' = {trace.utc_offset_h!r} replays the "
+                f"grid trace in each site's local time, so every site needs 'utc_offset_h'; "
+                f"missing for {missing}"
+            )
+    return trace
 
 
 def _read_toml(path: Path, source: str) -> dict[str, Any]:
@@ -501,8 +611,11 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
         raise ScenarioError(f"{source}: not valid TOML: {exc}") from None
 
 
+_FILE_KEYS = ("catalogue", "file", "pv_file", "pv_forecast_file")
+
+
 def _apply_extends(
-    doc: dict[str, Any], path: Path, source: str, seen: tuple[str, ...]
+    doc: dict[str, Any], path: Path, source: str, seen: tuple[str, ...], read: list[Path]
 ) -> tuple[dict[str, Any], Path]:
     """``extends = "default"`` starts from another scenario and overrides it table by table.
 
@@ -521,13 +634,14 @@ def _apply_extends(
     if str(base_path) in seen:
         raise ScenarioError(f"{source}: 'extends' forms a cycle through {base_path}")
     base_doc = _read_toml(base_path, str(base_path))
+    read.append(base_path)
     base_doc, base_root = _apply_extends(
-        base_doc, base_path, str(base_path), (*seen, str(base_path))
+        base_doc, base_path, str(base_path), (*seen, str(base_path)), read
     )
     for table, value in base_doc.items():
         if isinstance(value, dict):
             value = dict(value)
-            for key in ("catalogue", "file"):  # keep the base's data files findable
+            for key in _FILE_KEYS:  # keep the base's data files findable
                 if key in value and key not in doc.get(table, {}):
                     where = f"{base_path}: [{table}] field {key!r}"
                     value[key] = str(_resolve_file(value[key], base_root, where))
@@ -598,6 +712,11 @@ def _load_workload(t: _Table) -> Workload:
 
 
 def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Network, int]:
+    if t.has("join_s"):
+        raise ScenarioError(
+            f"{t.source}: [network] field 'join_s' was renamed 'join_fixed_s': a joining site "
+            "now pays join_fixed_s plus the time to fetch the model (model_bytes / wan_gbps)"
+        )
     hub_value = sites_table.raw("hub")
     names = [s.name for s in sites]
     if isinstance(hub_value, str):
@@ -643,7 +762,7 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
         fiber_km_per_ms=t.number("fiber_km_per_ms", 204.0, lo=0.0, lo_open=True),
         rtt_factor=t.number("rtt_factor", 1.0, lo=0.0),
         aggregation_s=t.number("aggregation_s", 0.0, lo=0.0),
-        join_s=t.number("join_s", 0.0, lo=0.0),
+        join_fixed_s=t.number("join_fixed_s", 0.0, lo=0.0),
         rtt_to_hub_ms=rtt_to_hub,
     )
     t.finish()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, ClassVar
 
@@ -151,26 +152,9 @@ class PowerTripEnv(gym.Env):
         self.action_space = self.sim.action_space(action_mode)
         self.observation_space = self.sim.observation_space(obs_mode)
         self.site_names = tuple(s.name for s in self.scenario.sites)
-        # The episode is kept unbatched (Python scalars; see core's docstring); `state` shows it
-        # as a batch of one.
-        self._episode: core.SimState | None = None
-        self._batched: core.SimState | None = None
+        self.state: core.SimState | None = None  # the episode, as a batch of one
         self._jitter = np.ones((0, self.params.n_sites + 1))  # exp(σ·noise) of NOISE_BLOCK rounds
         self._history: list[tuple[float, float]] = []
-        self._last: core.RoundResult | None = None
-
-    @property
-    def state(self) -> core.SimState | None:
-        """The simulator state as a batch of one, or None before the first reset."""
-        if self._batched is None and self._episode is not None:
-            self._batched = core.batch_state(self._episode)
-        return self._batched
-
-    @state.setter
-    def state(self, value: core.SimState | None) -> None:
-        if value is not None and value.batched:
-            value = core.episode_state(value)
-        self._episode, self._batched = value, None
 
     # ------------------------------------------------------------------ gym API
 
@@ -181,55 +165,32 @@ class PowerTripEnv(gym.Env):
         start = self.sim.start_time_s(self.np_random, self.split, options)
         self.state = core.initial_state(self.params, np.array([start]))
         self._refill_noise()
-        self._history = [(0.0, self._episode.accuracy)]
-        self._last = None
+        self._history = [(0.0, float(self.state.accuracy[0]))]
         info = {
             "start_time_s": start,
             "trace_time": self.params.trace_t0_s + start,
             "available": self.available(),
         }
-        return self.sim.observe(self._episode, self.obs_mode), info
+        return self._observe(), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        # The hot path: one unbatched core round, then Python scalars straight into the info.
-        episode = self._episode
-        if episode is None:
+        if self.state is None:
             raise RuntimeError("call reset() before step()")
-        mask = self.sim.as_mask(action, self.action_space)
-        r = episode.rounds % NOISE_BLOCK
-        if r == 0 and episode.rounds > 0:
+        mask = self.sim.as_masks(action, self.action_space, 1)
+        rounds = int(self.state.rounds[0])
+        r = rounds % NOISE_BLOCK
+        if r == 0 and rounds > 0:
             self._refill_noise()
-        result = core.step_round(self.params, episode, mask, jitter=self._jitter[r])
-        self._episode = state = result.state
-        self._batched = None
-        self._last = result
-        reward = self.sim.rewards(result, self.reward_mode)
-        terminated, truncated = self.sim.outcome(state)
-        elapsed = state.time_s - state.start_s
-        self._history.append((elapsed, state.accuracy))
-        straggler = result.straggler
-        info = {
-            "round_time_s": result.round_time_s,
-            "compute_s": result.compute_s,
-            "comm_s": result.comm_s,
-            "elapsed_s": elapsed,
-            "accuracy": state.accuracy,
-            "selected": result.selected,
-            "n_selected": int(np.count_nonzero(result.selected)),
-            "invalid_selections": result.invalid,
-            "idle": result.idle,
-            "powered_gpus": result.powered.astype(np.int64),
-            "straggler": straggler,
-            "straggler_site": self.site_names[straggler] if straggler >= 0 else "",
-            "trace_time": self.params.trace_t0_s + state.time_s,
-            "round_energy_kwh": result.energy_j / 3.6e6,
-            "energy_kwh": state.energy_j / 3.6e6,
-            "rounds": state.rounds,
-        }
+        result = core.step_round(self.params, self.state, mask, self._jitter[r : r + 1])
+        self.state = state = result.state
+        reward = float(self.sim.rewards(result, self.reward_mode)[0])
+        terminated, truncated = (bool(x[0]) for x in self.sim.outcome(state))
+        info = round_info(result, self.params.trace_t0_s, self.site_names, 0)
+        self._history.append((info["elapsed_s"], info["accuracy"]))
         if terminated or truncated:
-            info["tta_h"] = elapsed / 3600.0
+            info["tta_h"] = float(self.sim.tta_h(state, np.array([terminated]))[0])
             info["success"] = terminated
-        return self.sim.observe(state, self.obs_mode), reward, terminated, truncated, info
+        return self._observe(), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
@@ -245,21 +206,21 @@ class PowerTripEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """(2N,) bool for MaskablePPO: per site [may choose 0, may choose 1]."""
-        self._require_state()
         out = np.ones((self.params.n_sites, 2), dtype=bool)
-        out[:, 1] = core.available_now(self.params, self._episode)
+        out[:, 1] = self.available()
         return out.ravel()
 
     def available(self) -> np.ndarray:
         """(N,) bool: sites that have at least one powered GPU now."""
         self._require_state()
-        return core.available_now(self.params, self._episode).copy()  # the table is shared
+        return core.available_now(self.params, self.state)[0]
 
-    def predict_round(self, mask: Any) -> core.RoundPrediction:
+    def predict_round(self, mask: Any, *, steady_state: bool = False) -> core.RoundPrediction:
         """What-if round time and progress for one set (N,) or candidate sets (M, N).
 
-        Assumes each site's current power holds for the whole round and reads no future trace
-        values; the state does not change. Returns scalars for one set, (M,) arrays for many.
+        Judged from the power forecast issued now (no future actual is read, no jitter); the
+        state does not change. ``steady_state=True`` leaves out the join time of sites that
+        would join. Returns floats for one set, (M,) arrays for many.
         """
         self._require_state()
         m = np.asarray(mask, dtype=bool)
@@ -268,15 +229,45 @@ class PowerTripEnv(gym.Env):
                 f"mask of shape {m.shape}: expected ({self.params.n_sites},) or "
                 f"(M, {self.params.n_sites})"
             )
-        pred = core.predict_round(self.params, self.state, m.reshape(1, -1, m.shape[-1]))
+        pred = core.predict_round(
+            self.params, self.state, m.reshape(1, -1, m.shape[-1]), steady_state=steady_state
+        )
         if m.ndim == 1:
             return core.RoundPrediction(*(float(a[0, 0]) for a in pred))
         return core.RoundPrediction(*(a[0] for a in pred))
 
+    def clairvoyant_jitter(self, rounds: int) -> np.ndarray:
+        """CLAIRVOYANT: the jitter factors of this episode's next ``rounds`` rounds.
+
+        For the references that are named clairvoyant (``baselines/references.py``) and nothing
+        else: it reads the episode's future. The env's generator is copied, not advanced, so the
+        episode is unchanged. Returns (rounds, N + 1) factors, as `core.step_round` takes them.
+        """
+        self._require_state()
+        done = int(self.state.rounds[0])
+        r = done % NOISE_BLOCK
+        if r == 0 and done > 0:  # the block in hand is used up; the next comes from the generator
+            r = NOISE_BLOCK
+        out = [self._jitter[r:]]
+        rng = copy.deepcopy(self.np_random)
+        n = self.params.n_sites
+        while sum(len(x) for x in out) < rounds:
+            noise = core.draw_noise(rng, NOISE_BLOCK, n) if self.params.jitter_sigma > 0 else (
+                np.zeros((NOISE_BLOCK, n + 1))
+            )  # fmt: skip
+            out.append(core.jitter_factors(self.params, noise))
+        return np.concatenate(out)[:rounds]
+
     # ------------------------------------------------------------------ helpers
 
+    def _observe(self) -> Any:
+        obs = self.sim.observe(self.state, self.obs_mode)
+        if self.obs_mode == "dict":
+            return {key: value[0] for key, value in obs.items()}
+        return obs[0]
+
     def _require_state(self) -> None:
-        if self._episode is None:
+        if self.state is None:
             raise RuntimeError("call reset() first")
 
     def _refill_noise(self) -> None:
@@ -287,3 +278,34 @@ class PowerTripEnv(gym.Env):
         else:
             noise = np.zeros((NOISE_BLOCK, n + 1))  # no draw: jitter 0 leaves the generator
         self._jitter = core.jitter_factors(self.params, noise)
+
+
+def round_info(
+    result: core.RoundResult, t0_s: float, site_names: tuple[str, ...], i: int
+) -> dict[str, Any]:
+    """The step info of episode ``i`` of a round, as Python scalars and (N,) arrays.
+
+    ``t0_s`` is the Unix time of the calendar's row 0, which makes ``trace_time`` absolute.
+    """
+    state = result.state
+    straggler = int(result.straggler[i])
+    return {
+        "round_time_s": float(result.round_time_s[i]),
+        "compute_s": float(result.compute_s[i]),
+        "comm_s": float(result.comm_s[i]),
+        "elapsed_s": float(state.time_s[i] - state.start_s[i]),
+        "accuracy": float(state.accuracy[i]),
+        "selected": result.selected[i],
+        "n_selected": int(np.count_nonzero(result.selected[i])),
+        "dropped": result.dropped[i],
+        "invalid_selections": int(result.invalid[i]),
+        "idle": bool(result.idle[i]),
+        "cut": bool(result.cut[i]),
+        "powered_gpus": result.powered[i].astype(np.int64),
+        "straggler": straggler,
+        "straggler_site": site_names[straggler] if straggler >= 0 else "",
+        "trace_time": t0_s + float(state.time_s[i]),
+        "round_energy_kwh": float(result.energy_j[i]) / 3.6e6,
+        "energy_kwh": float(state.energy_j[i]) / 3.6e6,
+        "rounds": int(state.rounds[i]),
+    }

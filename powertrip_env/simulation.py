@@ -1,18 +1,19 @@
 """What the single and the vector environment share besides the dynamics.
 
-``Simulation`` holds a scenario, its trace and the simulator tables built from them, and knows
+``Simulation`` holds a scenario, its power data and the simulator tables built from them, and knows
 the parts of the environment contract that are not physics: where episodes may start, how
 observations are laid out, how actions are checked, and what the reward is. Both adapters call
-it, so none of this is written twice. Instances are cached per scenario file, so every
-environment in a process shares one read-only copy of the trace and tables.
+it, so none of this is written twice. Instances are cached per scenario file (and re-read when
+any of its input files changes), so every environment in a process shares one read-only copy of
+the power data and tables.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,9 @@ from gymnasium import spaces
 
 from powertrip_env import core
 from powertrip_env.config import Scenario, load_scenario, scenario_path
-from powertrip_env.traces import PowerTrace, load_trace
+from powertrip_env.errors import ScenarioError
+from powertrip_env.power import SitePower, site_power
+from powertrip_env.traces import iso_utc
 
 REWARD_MODES = ("excess_gain", "gain_rate")
 OBS_MODES = ("flat", "dict")
@@ -42,7 +45,7 @@ class Simulation:
     """A scenario bound to its trace and simulator tables."""
 
     scenario: Scenario
-    trace: PowerTrace
+    power: SitePower
     params: core.SimParams
     _start_rows: dict[str, tuple[int, int]] = dataclasses.field(
         default_factory=dict, init=False, repr=False
@@ -65,15 +68,19 @@ class Simulation:
         check_choice("split", split, SPLITS)
         ep = self.scenario.episode
         if split == "all":
-            lo, hi = 0, self.trace.n_rows
+            lo, hi = 0, self.power.rows
         else:
-            first, last = ep.train_days if split == "train" else ep.test_days
-            lo, hi = self.trace.day_rows(first, last)
+            days = ep.train_days if split == "train" else ep.test_days
+            where = f"{self.scenario.source}: [trace] field '{split}_days'"
+            lo, hi = self.power.day_rows(*days, where)
         budget_rows = int(np.ceil(self.params.time_budget_s / self.params.interval_s))
         if hi - budget_rows <= lo:
-            raise ValueError(
-                f"{self.scenario.source}: the {split} split (rows {lo}-{hi}) is shorter than the "
-                f"time budget of {ep.time_budget_h} h; shorten [episode] time_budget_h"
+            hours = (hi - lo) * self.params.interval_s / 3600
+            start = iso_utc(self.power.t0_s + lo * self.power.interval_s)
+            raise ScenarioError(
+                f"{self.scenario.source}: the {split} split ({hours:g} h of power data from "
+                f"{start}) is not longer than [episode] time_budget_h = {ep.time_budget_h}; an "
+                "episode must fit inside its split: shorten time_budget_h or widen the split's days"
             )
         return lo, hi - budget_rows
 
@@ -109,11 +116,11 @@ class Simulation:
                 f"options['start_time']={value!r}: give seconds since the trace start, "
                 "an ISO-8601 string or a datetime"
             )
-        length = self.trace.n_rows * self.params.interval_s
+        length = self.params.trace_rows * self.params.interval_s
         if not 0.0 <= seconds < length:
             raise ValueError(
-                f"options['start_time']={value!r} is outside the trace: allowed 0 <= seconds < "
-                f"{length:.0f} (from {_iso(t0)} to {_iso(t0 + length)})"
+                f"options['start_time']={value!r} is outside the power data: allowed 0 <= "
+                f"seconds < {length:.0f} (from {iso_utc(t0)} to {iso_utc(t0 + length)})"
             )
         return seconds
 
@@ -141,29 +148,7 @@ class Simulation:
         return spaces.Box(low, high, dtype=np.float32)
 
     def observe(self, state: core.SimState, obs_mode: str) -> Any:
-        """Batched observation: (B, N·F + G) float32, or a dict of (B, N, F) and (B, G).
-
-        For an unbatched episode (the single env) the same without the batch axis; the flat
-        one is then filled in place rather than concatenated, which saves numpy calls.
-        """
-        p = self.params
-        if obs_mode == "flat":
-            # filled in place: cheaper than building the parts and concatenating them
-            f = len(core.SITE_FEATURES)
-            nf = p.n_sites * f
-            k = core.current_row(p, state.time_s)
-            if not state.batched:
-                out = np.empty(nf + len(core.GLOBAL_FEATURES), dtype=np.float32)
-                out[:nf] = p.site_obs[k].reshape(nf)
-                out[core.SELECTED_COL : nf : f] = state.prev_selected
-                out[nf:] = core.global_features(p, state)
-                return out
-            out = np.empty((state.batch, nf + len(core.GLOBAL_FEATURES)), dtype=np.float32)
-            np.take(p.site_obs.reshape(p.rows, nf), k, axis=0, out=out[:, :nf], mode="clip")
-            out[:, core.SELECTED_COL : nf : f] = state.prev_selected
-            for i, value in enumerate(core.global_features(p, state)):
-                out[:, nf + i] = value
-            return out
+        """Batched observation: (B, N·F + G) float32, or a dict of (B, N, F) and (B, G)."""
         sites = core.site_observation(self.params, state)
         glob = core.global_observation(self.params, state)
         if obs_mode == "dict":
@@ -224,9 +209,17 @@ class Simulation:
         p = self.params
         terminated = state.accuracy >= p.a_target
         over = (state.time_s - state.start_s >= p.time_budget_s) | (state.rounds >= p.max_rounds)
-        if state.batched:
-            return terminated, ~terminated & over
-        return terminated, over and not terminated
+        return terminated, ~terminated & over
+
+    def tta_h(self, state: core.SimState, terminated: np.ndarray) -> np.ndarray:
+        """Time to accuracy: the elapsed time on success, the time budget on failure.
+
+        A failed episode did not reach the target within its budget; counting it at the budget
+        keeps every policy's mean comparable (an episode cut short by the round limit would
+        otherwise look fast).
+        """
+        elapsed = state.time_s - state.start_s
+        return np.where(terminated, elapsed, self.params.time_budget_s) / 3600.0
 
     def with_jitter(self, jitter: bool | float) -> Simulation:
         """This simulation with the scenario's jitter (True), none (False) or a given sigma."""
@@ -260,30 +253,46 @@ def _fast_mask(actions: np.ndarray) -> np.ndarray | None:
     return mask if np.count_nonzero(actions == mask) == mask.size else None
 
 
-def _iso(unix_s: float) -> str:
-    return dt.datetime.fromtimestamp(unix_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def load_simulation(scenario: str | os.PathLike[str] | Scenario) -> Simulation:
-    """The simulation for a scenario name, TOML path or ``Scenario`` (cached per file)."""
+    """The simulation for a scenario name, TOML path or ``Scenario``.
+
+    Cached per scenario file, and valid only while every file the scenario reads (the TOMLs it
+    extends, the catalogues, the traces) is unchanged: an edited input is read again.
+    """
     if isinstance(scenario, Scenario):
         return _build(scenario)
-    path = scenario_path(scenario)
-    stat = path.stat()
-    return _load_cached(str(path), stat.st_mtime_ns, stat.st_size)
+    path = str(scenario_path(scenario))
+    with _LOCK:
+        hit = _CACHE.get(path)
+        if hit is not None and _stamps(hit[0]) == hit[1]:
+            return hit[2]
+    sim = _build(load_scenario(path))
+    files = sim.scenario.inputs
+    with _LOCK:
+        _CACHE[path] = (files, _stamps(files), sim)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+    return sim
 
 
-@functools.lru_cache(maxsize=32)
-def _load_cached(path: str, mtime_ns: int, size: int) -> Simulation:
-    return _build(load_scenario(path))
+_CACHE: dict[str, tuple[tuple[Any, ...], tuple[Any, ...], Simulation]] = {}
+_CACHE_SIZE = 32
+_LOCK = threading.Lock()
+
+
+def _stamps(files: tuple[Any, ...]) -> tuple[Any, ...]:
+    """(mtime, size) of each file, None for one that is gone: a change in any means re-read."""
+    out = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 def _build(scenario: Scenario) -> Simulation:
-    trace = load_trace(scenario.trace_file)
-    cols = trace.column_indices(
-        [s.trace_column for s in scenario.sites], source=f"{scenario.source} (site trace_column)"
-    )
-    params = core.build_params(
-        scenario, trace.util[:, cols], trace.interval_s, float(trace.timestamps_s[0])
-    )
-    return Simulation(scenario=scenario, trace=trace, params=params)
+    power = site_power(scenario)
+    params = core.build_params(scenario, power)
+    return Simulation(scenario=scenario, power=power, params=params)

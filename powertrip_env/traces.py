@@ -1,9 +1,11 @@
-"""Load and validate power-utilisation traces (``traces/*.csv``).
+"""Load and validate power traces and forecasts (``traces/*.csv``, optionally gzipped).
 
 A trace file is a CSV with a ``timestamp`` column (ISO-8601; ``Z`` or an offset; naive times are
-taken as UTC) on a regular grid, and one column per power domain holding its utilisation
-``u in [0, 1]`` by other load (Google's ``measured_power_util`` semantics, DESIGN.md section 3).
-The shipped ``traces/power_synthetic_2019.csv`` is SYNTHETIC (see ``traces/README.md``).
+taken as UTC) marking the start of each interval on a regular grid, and one column per series
+holding a fraction in [0, 1]: a grid trace's utilisation ``u`` of a power domain by other load
+(Google's ``measured_power_util``), or a PV trace's output as a fraction of peak. A forecast
+file adds an ``issued`` column: each row is the forecast issued then for the interval starting
+at ``timestamp`` (docs/data.md).
 
 Why the loader is strict and cached:
 
@@ -20,22 +22,32 @@ from __future__ import annotations
 
 import csv
 import difflib
+import gzip
 import math
-import operator
 import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from powertrip_env.errors import TraceError
 
-__all__ = ["PowerTrace", "TraceError", "clear_trace_cache", "load_trace"]
+__all__ = [
+    "PowerForecast",
+    "PowerTrace",
+    "TraceError",
+    "clear_trace_cache",
+    "iso_utc",
+    "load_forecast",
+    "load_trace",
+]
 
 TIMESTAMP = "timestamp"
+ISSUED = "issued"
 _SECONDS_PER_DAY = 86_400
 
 
@@ -90,38 +102,41 @@ class PowerTrace:
             f"Available columns ({len(self.columns)}): {shown}"
         )
 
-    def day_rows(self, first_day: int, last_day: int) -> tuple[int, int]:
-        """Rows ``[start, stop)`` of days ``first_day..last_day`` (1-based, inclusive).
 
-        Days are counted in 24-hour blocks from the first timestamp (not calendar days), so a
-        trace that starts at 07:00 UTC has day 1 = its first 24 hours. DESIGN.md section 7 uses
-        days 1-21 for training and 22-31 for testing.
-        """
-        try:
-            first, last = operator.index(first_day), operator.index(last_day)
-        except TypeError:
-            raise TraceError(
-                f"day range {first_day!r}-{last_day!r} for trace {self.path}: days must be "
-                "whole numbers"
-            ) from None
-        max_day = math.ceil(self.n_rows * self.interval_s / _SECONDS_PER_DAY)
-        if not 1 <= first <= last <= max_day:
-            raise TraceError(
-                f"day range {first}-{last} is not valid for trace {self.path}: it has "
-                f"{max_day} day(s), numbered 1-{max_day} from {_iso(int(self.timestamps_s[0]))}; "
-                "need 1 <= first_day <= last_day <= number of days"
-            )
-        t0 = int(self.timestamps_s[0])
-        start = int(np.searchsorted(self.timestamps_s, t0 + (first - 1) * _SECONDS_PER_DAY))
-        stop = int(np.searchsorted(self.timestamps_s, t0 + last * _SECONDS_PER_DAY))
-        return start, stop
+@dataclass(frozen=True, eq=False)
+class PowerForecast:
+    """Forecasts issued on a regular grid, each for the same run of intervals ahead.
 
+    ``values[i, h, c]`` is the forecast issued at ``issued_s[i]`` for column ``c`` over the
+    interval that starts ``h`` intervals after the issue time (h = 0: the interval that starts
+    when the forecast is issued). Read-only and shared, as ``PowerTrace``.
+    """
 
-def _iso(seconds: int) -> str:
-    return pd.Timestamp(seconds, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+    path: str
+    columns: tuple[str, ...]
+    issued_s: np.ndarray
+    values: np.ndarray
+    interval_s: int
+
+    @property
+    def horizons(self) -> int:
+        """Intervals each forecast covers."""
+        return int(self.values.shape[1])
+
+    def column_indices(self, names: Sequence[str], *, source: str = "") -> np.ndarray:
+        """As `PowerTrace.column_indices`, for the forecast's columns."""
+        return PowerTrace.column_indices(self, names, source=source)  # type: ignore[arg-type]
+
+    def _missing_column_message(self, name: str, source: str) -> str:
+        return PowerTrace._missing_column_message(self, name, source)  # type: ignore[arg-type]
 
 
-_CACHE: dict[str, tuple[tuple[int, int], PowerTrace]] = {}
+def iso_utc(seconds: float) -> str:
+    """Unix seconds as ``YYYY-MM-DDTHH:MM:SSZ``: the form every file and message here uses."""
+    return pd.Timestamp(int(seconds), unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_CACHE: dict[str, tuple[tuple[int, int], Any]] = {}
 _LOCK = threading.Lock()
 
 
@@ -137,32 +152,48 @@ def load_trace(path: str | os.PathLike[str]) -> PowerTrace:
     The cache key is the resolved path plus the file's modification time and size, so an edited
     file is re-read while repeated loads of an unchanged file return the identical object.
     """
+    return _cached(path, "power trace", _read_trace)
+
+
+def load_forecast(path: str | os.PathLike[str]) -> PowerForecast:
+    """Load, validate and cache a forecast file (``issued,timestamp,<columns>``)."""
+    return _cached(path, "forecast", _read_forecast)
+
+
+def _cached(path: str | os.PathLike[str], what: str, read: Any) -> Any:
     resolved = Path(path).expanduser().resolve()
     try:
         st = resolved.stat()
     except OSError as exc:
         raise TraceError(
-            f"{resolved}: cannot read power trace ({exc.strerror or exc}); "
+            f"{resolved}: cannot read {what} ({exc.strerror or exc}); "
             "expected a CSV file with a 'timestamp' column"
         ) from None
     if not resolved.is_file():
-        raise TraceError(f"{resolved}: cannot read power trace (not a regular file)")
-    key = str(resolved)
+        raise TraceError(f"{resolved}: cannot read {what} (not a regular file)")
+    key = f"{what}:{resolved}"
     stamp = (st.st_mtime_ns, st.st_size)
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1]
-        trace = _read_trace(resolved)
-        _CACHE[key] = (stamp, trace)
-        return trace
+        loaded = read(resolved)
+        _CACHE[key] = (stamp, loaded)
+        return loaded
 
 
-def _read_header(path: Path) -> list[str]:
+def _open_text(path: Path) -> Any:
+    """The file as text (UTF-8, a BOM allowed), through gzip for a ``.gz`` name."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", newline="", encoding="utf-8-sig")
+    return path.open(newline="", encoding="utf-8-sig")
+
+
+def _read_header(path: Path, index_columns: tuple[str, ...] = (TIMESTAMP,)) -> list[str]:
     try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
+        with _open_text(path) as fh:
             header = next(csv.reader(fh), None)
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise TraceError(f"{path}: cannot read power trace ({exc})") from None
     if header is None:
         raise TraceError(
@@ -185,15 +216,17 @@ def _read_header(path: Path) -> list[str]:
                 f"{path}, line 1: duplicate column name {name!r}; each column must be named once"
             )
         seen.add(name)
-    if TIMESTAMP not in names:
+    expected = ",".join([*index_columns, "<column>,..."])
+    for column in index_columns:
+        if column not in names:
+            raise TraceError(
+                f"{path}, line 1: no {column!r} column in the header ({', '.join(names[:6])}"
+                f"{', ...' if len(names) > 6 else ''}); expected '{expected}'"
+            )
+    if len(names) <= len(index_columns):
         raise TraceError(
-            f"{path}, line 1: no {TIMESTAMP!r} column in the header ({', '.join(names[:6])}"
-            f"{', ...' if len(names) > 6 else ''}); expected 'timestamp,<column>,...'"
-        )
-    if len(names) < 2:
-        raise TraceError(
-            f"{path}, line 1: no trace columns besides 'timestamp'; expected at least one "
-            "utilisation column"
+            f"{path}, line 1: no data columns besides {', '.join(map(repr, index_columns))}; "
+            f"expected '{expected}' with at least one column of fractions in [0, 1]"
         )
     return names
 
@@ -201,32 +234,33 @@ def _read_header(path: Path) -> list[str]:
 def _raw_cell(path: Path, line: int, col: int) -> str:
     """The text of one cell as written in the file (for error messages only)."""
     try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
+        with _open_text(path) as fh:
             for number, row in enumerate(csv.reader(fh), start=1):
                 if number == line:
                     return row[col] if col < len(row) else ""
-    except (OSError, UnicodeDecodeError, csv.Error):
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, csv.Error):
         pass
     return "?"
 
 
-def _read_trace(path: Path) -> PowerTrace:
-    names = _read_header(path)
+def _read_frame(path: Path, names: list[str], index_columns: tuple[str, ...]) -> pd.DataFrame:
+    """The data rows as a frame, blank trailing lines dropped and inner blank lines refused."""
     try:
         frame = pd.read_csv(
             path,
             header=0,
             names=names,
-            dtype={TIMESTAMP: str},
+            dtype=dict.fromkeys(index_columns, str),
             keep_default_na=False,
             na_values=["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "-nan"],
             skip_blank_lines=False,
             encoding="utf-8-sig",
+            compression="infer",
         )
     except pd.errors.ParserError as exc:
         raise TraceError(f"{path}: malformed CSV ({str(exc).strip()})") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise TraceError(f"{path}: cannot read power trace ({exc})") from None
+    except (OSError, UnicodeDecodeError, ValueError, EOFError) as exc:
+        raise TraceError(f"{path}: cannot read the file ({exc})") from None
 
     # An editor may leave blank lines at the end; blank lines inside are reported below.
     blank = frame.isna().all(axis=1).to_numpy()
@@ -235,48 +269,99 @@ def _read_trace(path: Path) -> PowerTrace:
         n -= 1
     frame = frame.iloc[:n]
     if n == 0:
-        raise TraceError(f"{path}: power trace has a header but no data rows")
+        raise TraceError(f"{path}: the file has a header but no data rows")
     inner = np.flatnonzero(blank[:n])
     if inner.size:
         raise TraceError(
             f"{path}, line {int(inner[0]) + 2}: blank line inside the data; every line after "
-            "the header must be one time step"
+            "the header must be one row"
         )
+    return frame
 
+
+def _read_trace(path: Path) -> PowerTrace:
+    names = _read_header(path)
+    frame = _read_frame(path, names, (TIMESTAMP,))
     ts = _parse_timestamps(path, frame[TIMESTAMP])
     columns = [c for c in names if c != TIMESTAMP]
     util = _parse_values(path, frame, columns, names)
-
-    if n < 2:
+    if len(frame) < 2:
         raise TraceError(
             f"{path}: power trace has only one data row; at least two are needed to know the "
             "time step"
         )
+    step = _regular_step(path, frame[TIMESTAMP], ts, TIMESTAMP)
+    ts.setflags(write=False)
+    util.setflags(write=False)
+    return PowerTrace(str(path), tuple(columns), ts, util, step)
+
+
+def _regular_step(path: Path, raw: pd.Series, ts: np.ndarray, column: str) -> int:
+    """The one step of strictly increasing, evenly spaced times; the first offender is named."""
     steps = np.diff(ts)
     bad = np.flatnonzero(steps <= 0)
     if bad.size:
         i = int(bad[0]) + 1
         raise TraceError(
-            f"{path}, line {i + 2}, column {TIMESTAMP!r}: {frame[TIMESTAMP].iloc[i]!r} is not "
-            f"later than {frame[TIMESTAMP].iloc[i - 1]!r} on line {i + 1}; timestamps must "
-            "increase strictly"
+            f"{path}, line {i + 2}, column {column!r}: {raw.iloc[i]!r} is not later than "
+            f"{raw.iloc[i - 1]!r} on line {i + 1}; times must increase strictly"
         )
     step = int(steps[0])
     bad = np.flatnonzero(steps != step)
     if bad.size:
         i = int(bad[0]) + 1
         raise TraceError(
-            f"{path}, line {i + 2}, column {TIMESTAMP!r}: {frame[TIMESTAMP].iloc[i]!r} is "
+            f"{path}, line {i + 2}, column {column!r}: {raw.iloc[i]!r} is "
             f"{int(steps[i - 1])} s after the previous row; every step must equal the first "
-            f"step of {step} s (the trace must be on a regular grid)"
+            f"step of {step} s (the file must be on a regular grid)"
         )
-
-    ts.setflags(write=False)
-    util.setflags(write=False)
-    return PowerTrace(str(path), tuple(columns), ts, util, step)
+    return step
 
 
-def _parse_timestamps(path: Path, raw: pd.Series) -> np.ndarray:
+def _read_forecast(path: Path) -> PowerForecast:
+    """``issued,timestamp,<columns>``: per issue time, consecutive intervals from the issue on.
+
+    Rows come grouped by issue time (as forecast providers publish them) and, within an issue,
+    by interval; every issue covers the same number of intervals starting at the issue time.
+    """
+    names = _read_header(path, (ISSUED, TIMESTAMP))
+    frame = _read_frame(path, names, (ISSUED, TIMESTAMP))
+    issued = _parse_timestamps(path, frame[ISSUED], ISSUED)
+    start = _parse_timestamps(path, frame[TIMESTAMP])
+    columns = [c for c in names if c not in (ISSUED, TIMESTAMP)]
+    values = _parse_values(path, frame, columns, names)
+    first = np.flatnonzero(np.concatenate([[True], issued[1:] != issued[:-1]]))
+    horizons = int(first[1]) if first.size > 1 else len(frame)
+    if len(frame) % horizons or not np.array_equal(first, np.arange(0, len(frame), horizons)):
+        i = int(next(j for j in range(first.size) if first[j] != j * horizons))
+        row = int(first[i])
+        raise TraceError(
+            f"{path}, line {row + 2}, column {ISSUED!r}: every issue time must have the same "
+            f"number of rows ({horizons}, as the first), grouped together; the forecast issued "
+            f"at {frame[ISSUED].iloc[row]!r} breaks that"
+        )
+    times = issued[first]
+    step = _regular_step(path, frame[ISSUED].iloc[first], times, ISSUED) if times.size > 1 else 0
+    lead = (start - issued).reshape(-1, horizons)
+    if step == 0 and horizons > 1:  # a single issue time: its rows give the interval
+        step = int(lead[0, 1] - lead[0, 0])
+    interval = step
+    expected = np.arange(horizons) * interval
+    bad = np.flatnonzero((lead != expected).any(axis=1))
+    if interval <= 0 or bad.size:
+        row = int(first[bad[0]]) if bad.size else 0
+        raise TraceError(
+            f"{path}, line {row + 2}, column {TIMESTAMP!r}: the forecast issued at "
+            f"{frame[ISSUED].iloc[row]!r} must cover the consecutive intervals starting at its "
+            f"issue time, one row each, {interval} s apart"
+        )
+    values = np.ascontiguousarray(values.reshape(times.size, horizons, len(columns)))
+    times.setflags(write=False)
+    values.setflags(write=False)
+    return PowerForecast(str(path), tuple(columns), times, values, interval)
+
+
+def _parse_timestamps(path: Path, raw: pd.Series, column: str = TIMESTAMP) -> np.ndarray:
     """ISO-8601 text -> int64 seconds since the epoch (UTC); naive times count as UTC."""
     parsed = pd.to_datetime(raw.str.strip(), utc=True, format="ISO8601", errors="coerce")
     bad = np.flatnonzero(parsed.isna().to_numpy())
@@ -285,7 +370,7 @@ def _parse_timestamps(path: Path, raw: pd.Series) -> np.ndarray:
         value = raw.iloc[i]
         shown = "" if value is None or (isinstance(value, float) and math.isnan(value)) else value
         raise TraceError(
-            f"{path}, line {i + 2}, column {TIMESTAMP!r}: cannot parse {shown!r} as a time; "
+            f"{path}, line {i + 2}, column {column!r}: cannot parse {shown!r} as a time; "
             "expected ISO-8601 such as 2019-05-01T07:00:00Z (an offset like +02:00 is allowed; "
             "times without one are taken as UTC)"
         )
@@ -295,7 +380,7 @@ def _parse_timestamps(path: Path, raw: pd.Series) -> np.ndarray:
     if frac.size:
         i = int(frac[0])
         raise TraceError(
-            f"{path}, line {i + 2}, column {TIMESTAMP!r}: {raw.iloc[i]!r} has a fraction of a "
+            f"{path}, line {i + 2}, column {column!r}: {raw.iloc[i]!r} has a fraction of a "
             "second; timestamps must be whole seconds"
         )
     return seconds.astype(np.int64)

@@ -1,7 +1,7 @@
 """``PowerTripVectorEnv``: the Gymnasium vector adapter over ``core`` with a batch of B episodes.
 
-The dynamics are the simulator's batched functions, the very ones the single env calls with an
-unbatched episode, so sub-environment i behaves exactly like ``gym.make(ID)`` reset with the same
+The dynamics are the simulator's batched functions, the very ones the single env calls with a
+batch of one, so sub-environment i behaves exactly like ``gym.make(ID)`` reset with the same
 seed: same observations, rewards, flags and infos, bit for bit (``tests/test_vector_env.py``
 checks it against Gymnasium's ``SyncVectorEnv``). Randomness stays per sub-environment: each has
 its own generator, drawn from in the same order as a single env draws from its ``np_random``
@@ -119,7 +119,6 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         self._jitter = np.ones((b, NOISE_BLOCK, n + 1))  # exp(σ·noise) of each sub-env's block
         self._autoreset = np.zeros(b, dtype=bool)
         self._rows = np.arange(b)
-        self._ones = np.ones(n)  # counts selected sites by a product (exact for whole numbers)
 
     # ------------------------------------------------------------------ gym API
 
@@ -170,7 +169,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         jitter = self._jitter[self._rows, block_row]
         # Every row steps (an array call is cheapest whole); rows that restart are then
         # replaced by their reset, and their action is ignored.
-        result = core.step_round(self.params, state, masks, jitter=jitter)
+        result = core.step_round(self.params, state, masks, jitter)
         stepped = result.state
         rewards = self.sim.rewards(result, self.reward_mode)
         terminated, truncated = self.sim.outcome(stepped)
@@ -203,7 +202,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             return None
         from powertrip_env import render
 
-        first = None if self.state is None else core.batch_state(core.episode_state(self.state))
+        first = None if self.state is None else self.state.take(np.array([0]))
         view = SimpleNamespace(state=first, scenario=self.scenario, params=self.params)
         return render.ansi(view)  # type: ignore[arg-type]
 
@@ -308,9 +307,11 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             "elapsed_s": elapsed,
             "accuracy": state.accuracy.copy(),
             "selected": result.selected.copy(),
-            "n_selected": np.dot(result.selected, self._ones).astype(np.int64),
+            "n_selected": np.count_nonzero(result.selected, axis=-1).astype(np.int64),
+            "dropped": result.dropped.copy(),
             "invalid_selections": result.invalid.astype(np.int64),
             "idle": result.idle,
+            "cut": result.cut,
             "powered_gpus": result.powered.astype(np.int64),
             "straggler": result.straggler.astype(np.int64),
             "straggler_site": self._straggler_names[result.straggler],
@@ -325,7 +326,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         for key in list(info):
             info[f"_{key}"] = active.copy()
         if ended.any():
-            info["tta_h"] = np.where(ended, elapsed / 3600.0, 0.0)
+            info["tta_h"] = np.where(ended, self.sim.tta_h(state, terminated), 0.0)
             info["_tta_h"] = ended.copy()
             info["success"] = terminated & ended
             info["_success"] = ended.copy()

@@ -137,7 +137,7 @@ def test_missing_timestamp_column(tmp_path: Path) -> None:
 
 def test_no_trace_columns(tmp_path: Path) -> None:
     msg = error_for(write(tmp_path, "only_ts.csv", ["timestamp", "2019-05-01T07:00:00Z"]))
-    assert_names(msg, "only_ts.csv", "line 1", "no trace columns", "'timestamp'")
+    assert_names(msg, "only_ts.csv", "line 1", "no data columns", "'timestamp'")
 
 
 def test_duplicate_column_names(tmp_path: Path) -> None:
@@ -258,30 +258,6 @@ def test_column_indices_and_missing_column_message(tmp_path: Path) -> None:
     assert_names(
         str(info.value), "'a_pdu7'", "cols.csv", "my_scenario.toml, site tokyo", "a_pdu1", "b_pdu2"
     )
-
-
-def test_day_rows_of_shipped_trace() -> None:
-    trace = load_trace(SHIPPED)
-    assert trace.day_rows(1, 21) == (0, 6048)
-    assert trace.day_rows(22, 31) == (6048, 8928)
-    assert trace.day_rows(1, 1) == (0, 288)
-    assert trace.day_rows(1, 31) == (0, trace.n_rows)
-
-
-@pytest.mark.parametrize("days", [(0, 3), (5, 4), (30, 32), (32, 32)])
-def test_day_rows_out_of_range(days: tuple[int, int]) -> None:
-    trace = load_trace(SHIPPED)
-    with pytest.raises(TraceError) as info:
-        trace.day_rows(*days)
-    assert_names(str(info.value), "power_synthetic_2019.csv", f"{days[0]}-{days[1]}", "31 day")
-
-
-def test_day_rows_rejects_non_integers() -> None:
-    with pytest.raises(TraceError):
-        load_trace(SHIPPED).day_rows(1.5, 3)  # type: ignore[arg-type]
-
-
-# --- sharing --------------------------------------------------------------------------------
 
 
 def test_cache_returns_identical_object(tmp_path: Path) -> None:

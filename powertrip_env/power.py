@@ -1,0 +1,163 @@
+"""Each site's available power on the episode's calendar, from a scenario's traces.
+
+A scenario may draw on three files recorded at different places and times: a grid trace (the
+utilisation ``u`` of power domains by other load), a PV trace (output ``s`` as a fraction of
+peak) and PV forecasts. This module lays them on one calendar and turns them into watts:
+
+    A_i(t) = capacity_kw_i · (1 − u_i(t + shift_i)) + pv_kw_i · s_i(t)
+
+where ``shift_i`` replays the grid trace on the PV's calendar and, if asked, in the site's local
+time (``TraceFiles.site_shift_s``). The calendar is the stretch every file covers for every
+site; days of the train and test splits are counted from its start.
+
+The forecast of ``A_i`` issued at row k for row k + h keeps the grid part at its current value
+(no grid forecast is published, and real spare capacity moves slowly; docs/model.md) and takes
+the PV part from the PV forecast issued at row k. Horizon 0 is the actual current power, which
+a policy knows when the round starts. Without a forecast file the forecast is the current
+power (persistence), one horizon deep.
+
+Everything here runs once per scenario at load time; the simulator sees only the arrays.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from powertrip_env.config import Scenario
+from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.traces import PowerForecast, PowerTrace, iso_utc, load_forecast, load_trace
+
+SECONDS_PER_DAY = 86_400
+
+
+@dataclass(frozen=True, eq=False)
+class SitePower:
+    """Available power per site on the episode calendar (all arrays read-only)."""
+
+    t0_s: int  # Unix time of row 0
+    interval_s: int
+    available_w: np.ndarray  # (T, N) A_i at each row
+    forecast_w: np.ndarray  # (T, H, N) forecast of A_i issued at row k for row k + h
+    peak_w: np.ndarray  # (N,) the largest A_i can be: capacity plus PV peak
+    sources: str  # the files, for messages
+
+    @property
+    def rows(self) -> int:
+        return int(self.available_w.shape[0])
+
+    @property
+    def horizons(self) -> int:
+        return int(self.forecast_w.shape[1])
+
+    def day_rows(self, first_day: int, last_day: int, where: str) -> tuple[int, int]:
+        """Rows ``[start, stop)`` of days ``first_day..last_day`` (1-based, inclusive).
+
+        Days are 24-hour blocks from row 0. ``where`` names the scenario field asking, so that
+        a bad range is reported where it was written.
+        """
+        try:
+            first, last = operator.index(first_day), operator.index(last_day)
+        except TypeError:
+            raise ScenarioError(f"{where} = [{first_day!r}, {last_day!r}]: days must be whole "
+                                "numbers") from None  # fmt: skip
+        per_day = SECONDS_PER_DAY // self.interval_s
+        days = math.ceil(self.rows / per_day)
+        if not 1 <= first <= last <= days:
+            raise ScenarioError(
+                f"{where} = [{first}, {last}]: the power data cover {days} day(s) ({self.sources}"
+                f", from {iso_utc(self.t0_s)}), numbered 1-{days}; need 1 <= first <= last <= "
+                f"{days}"
+            )
+        return (first - 1) * per_day, min(last * per_day, self.rows)
+
+
+def site_power(scenario: Scenario) -> SitePower:
+    """Load a scenario's traces and lay them on one calendar as watts per site."""
+    files = scenario.trace
+    grid = load_trace(files.file)
+    pv = load_trace(files.pv_file) if files.pv_file is not None else None
+    forecast = load_forecast(files.pv_forecast_file) if files.pv_forecast_file else None
+    step = _common_step(grid, pv, forecast)
+    sites = scenario.sites
+    where = f"{scenario.sites_source} (sites)"
+    grid_cols = grid.column_indices([s.trace_column for s in sites], source=where + " trace_column")
+    shifts = np.array([files.site_shift_s(s) for s in sites], dtype=np.int64)
+    for site, shift in zip(sites, shifts, strict=True):
+        if shift % step:
+            raise ScenarioError(
+                f"{scenario.source}: site {site.name!r} reads the grid trace shifted by "
+                f"{shift / 3600:g} h, not a whole number of its {step}-s steps; check the UTC "
+                "offsets ([trace] utc_offset_h and the sites' utc_offset_h)"
+            )
+
+    # The calendar: what every series covers for every site, as [start, end] of row starts.
+    spans = [(int(grid.timestamps_s[0]) - int(shift), int(grid.timestamps_s[-1]) - int(shift))
+             for shift in np.unique(shifts)]  # fmt: skip
+    if pv is not None:
+        spans.append((int(pv.timestamps_s[0]), int(pv.timestamps_s[-1])))
+    if forecast is not None:
+        spans.append((int(forecast.issued_s[0]), int(forecast.issued_s[-1])))
+    t0, t1 = max(a for a, _ in spans), min(b for _, b in spans)
+    sources = ", ".join(str(f.path) for f in (grid, pv, forecast) if f is not None)
+    for start, _ in spans:
+        if (start - t0) % step:
+            raise TraceError(
+                f"the power data ({sources}) are on different {step}-s grids: their row times "
+                "must differ by whole steps (after the scenario's shifts)"
+            )
+    rows = (t1 - t0) // step + 1 if t1 >= t0 else 0
+    if rows < 2:
+        raise ScenarioError(
+            f"{scenario.source}: the power data ({sources}) share no common stretch of time "
+            f"after the scenario's shifts ([trace] shift_days = {files.shift_days}, grid shifts "
+            f"{sorted({int(s) / 3600 for s in shifts})} h); check shift_days and utc_offset_h"
+        )
+
+    capacity_w = np.array([s.capacity_kw for s in sites]) * 1e3
+    pv_w = np.array([s.pv_kw for s in sites]) * 1e3
+    t = t0 + np.arange(rows, dtype=np.int64) * step
+    grid_rows = (t[:, None] + shifts[None, :] - int(grid.timestamps_s[0])) // step
+    headroom_w = capacity_w * (1.0 - grid.util[grid_rows, grid_cols])
+    solar = [i for i, s in enumerate(sites) if s.has_pv]
+    pv_now = np.zeros((rows, len(sites)))
+    if solar and pv is not None:
+        cols = pv.column_indices([sites[i].pv_column for i in solar], source=where + " pv_column")
+        pv_rows = (t - int(pv.timestamps_s[0])) // step
+        pv_now[:, solar] = pv.util[pv_rows][:, cols]
+    available_w = headroom_w + pv_w * pv_now
+
+    if forecast is None:
+        forecast_w = available_w[:, None, :].copy()
+    else:
+        cols = forecast.column_indices([sites[i].pv_column for i in solar],
+                                       source=where + " pv_column (in the forecasts)")  # fmt: skip
+        pv_ahead = np.zeros((rows, forecast.horizons, len(sites)))
+        issue_rows = (t - int(forecast.issued_s[0])) // step
+        pv_ahead[:, :, solar] = forecast.values[issue_rows][:, :, cols]
+        forecast_w = headroom_w[:, None, :] + pv_w * pv_ahead
+        forecast_w[:, 0, :] = available_w  # the current interval is known when a round starts
+    for array in (available_w, forecast_w):
+        array.setflags(write=False)
+    return SitePower(
+        t0_s=t0,
+        interval_s=step,
+        available_w=available_w,
+        forecast_w=forecast_w,
+        peak_w=capacity_w + pv_w,
+        sources=sources,
+    )
+
+
+def _common_step(*series: PowerTrace | PowerForecast | None) -> int:
+    steps = {s.path: s.interval_s for s in series if s is not None}
+    if len(set(steps.values())) > 1:
+        raise TraceError(
+            "the power data have different time steps: "
+            + ", ".join(f"{path} every {step} s" for path, step in steps.items())
+            + "; resample them to one step"
+        )
+    return next(iter(steps.values()))
