@@ -256,10 +256,21 @@ def _check_range(
 
 
 def _read_csv_rows(path: Path, required: tuple[str, ...], what: str) -> list[dict[str, str]]:
+    """Rows of a catalogue as dicts of stripped cells.
+
+    Catalogues are often edited in spreadsheets: Excel's "CSV UTF-8" starts the file with a
+    byte-order mark (``utf-8-sig`` drops it), and hand-written headers such as ``name, region``
+    carry spaces after the commas. Both would otherwise hide a column that is plainly there.
+    """
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-            header = rows[0].keys() if rows else []
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            header = [h.strip() for h in reader.fieldnames or []]
+            reader.fieldnames = header
+            rows = [
+                {k: v.strip() if isinstance(v, str) else v for k, v in row.items()}
+                for row in reader
+            ]
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, csv.Error) as exc:
@@ -269,7 +280,8 @@ def _read_csv_rows(path: Path, required: tuple[str, ...], what: str) -> list[dic
     missing = [c for c in required if c not in header]
     if missing:
         raise ScenarioError(
-            f"{path}: {what} is missing column(s) {missing}; required: {list(required)}"
+            f"{path}: {what} is missing column(s) {missing}; required: {list(required)}; "
+            f"the header has {header}"
         )
     return rows
 

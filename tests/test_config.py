@@ -378,6 +378,57 @@ def test_site_catalogue_csv_loads(folder):
     assert scenario.sites[1].gpu_count == 8
 
 
+SITE_ROWS = "".join(
+    (
+        "site-a,europe,50,8,G100,16,5.25,1.25,10,0.5,ca\n",
+        "site-b,asia,35,139,G200,8,6.0,1.5,5,0.5,cb\n",
+    )
+)
+
+
+def test_sites_csv_with_utf8_bom_loads(folder):
+    """Excel's "CSV UTF-8" writes a byte-order mark before the first column name."""
+    csv_text = "\ufeff" + SITE_HEADER + "trace_column\n" + SITE_ROWS
+    scenario = load_scenario(_catalogue_doc(folder, csv_text))
+    assert (folder / "my_sites.csv").read_bytes().startswith(b"\xef\xbb\xbfname,")
+    assert [s.name for s in scenario.sites] == ["site-a", "site-b"]
+
+
+def test_gpu_csv_with_utf8_bom_loads(folder):
+    (folder / "bom_gpus.csv").write_text("\ufeff" + GPU_CSV, encoding="utf-8")
+    doc = two_site_doc()
+    doc["gpus"]["catalogue"] = "bom_gpus.csv"
+    scenario = load_scenario(write(folder, doc))
+    assert sorted(scenario.gpus) == ["G100", "G200"]
+    assert scenario.gpus["G100"].tflops_bf16 == 100.0
+
+
+def test_sites_csv_with_spaces_after_the_commas_loads(folder):
+    header = SITE_HEADER.replace(",", ", ") + "trace_column\n"
+    rows = SITE_ROWS.replace(",", ", ").replace("\n", " \n")
+    scenario = load_scenario(_catalogue_doc(folder, header + rows))
+    a, b = scenario.sites
+    assert (a.name, a.region, a.gpu, a.trace_column) == ("site-a", "europe", "G100", "ca")
+    assert (b.gpu_count, b.capacity_kw, b.pue, b.latitude) == (8, 6.0, 1.5, 35.0)
+
+
+def test_gpu_csv_with_spaces_after_the_commas_loads(folder):
+    (folder / "spaced_gpus.csv").write_text(GPU_CSV.replace(",", " , "), encoding="utf-8")
+    doc = two_site_doc()
+    doc["gpus"]["catalogue"] = "spaced_gpus.csv"
+    scenario = load_scenario(write(folder, doc))
+    assert sorted(scenario.gpus) == ["G100", "G200"]
+    assert scenario.gpus["G200"].power_w == 200.0
+    assert scenario.gpus["G200"].memory_gb == 32.0
+
+
+def test_missing_column_message_shows_the_header_that_was_read(folder):
+    """A semicolon-separated export reads as one long column; showing it makes that obvious."""
+    header = SITE_HEADER.replace(",", ";") + "trace_column\n"
+    path = _catalogue_doc(folder, header + SITE_ROWS.replace(",", ";"))
+    assert_mentions(load_error(path), "my_sites.csv", "missing", "'name'", "name;region;")
+
+
 def test_site_catalogue_missing_a_column_names_csv_and_column(folder):
     header = SITE_HEADER.replace("pue,", "") + "trace_column\n"
     path = _catalogue_doc(
