@@ -10,6 +10,7 @@ reported with the file, the field, the value and what is allowed.
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 import os
 import tomllib
@@ -527,8 +528,20 @@ def _apply_extends(
         return doc, path
     if not isinstance(base_name, str):
         raise ScenarioError(f"{source}: field 'extends' = {base_name!r}: must be a scenario name")
-    if base_name not in scenario_names() and not Path(base_name).is_absolute():
-        base_name = str(path.parent / base_name)
+    names = scenario_names()
+    if base_name not in names:
+        # A name that is neither shipped nor an existing file is most likely a misspelt
+        # scenario name; scenario_path would report a path the user never wrote.
+        candidate = path.parent / os.path.expanduser(base_name)
+        if not candidate.is_file():
+            close = difflib.get_close_matches(Path(base_name).stem, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ScenarioError(
+                f"{source}: field 'extends' = {base_name!r}: not a shipped scenario and no such "
+                f"file ({candidate} not found); allowed: one of {names} or the path of a "
+                f"scenario .toml file, relative to {path.parent}{hint}"
+            )
+        base_name = str(candidate)
     base_path = scenario_path(base_name)
     if str(base_path) in seen:
         raise ScenarioError(f"{source}: 'extends' forms a cycle through {base_path}")

@@ -498,3 +498,26 @@ def test_scenario_extending_itself_is_a_cycle(tmp_path):
 def test_extends_of_a_missing_base_names_it(tmp_path):
     path = write(tmp_path, 'extends = "no_base.toml"\n')
     assert_mentions(load_error(path), "no_base.toml", "not found")
+
+
+def test_extends_typo_names_the_key_the_file_and_the_shipped_scenarios(tmp_path):
+    path = write(tmp_path, 'extends = "defualt"\n[episode]\ntime_budget_h = 2.0\n')
+    message = load_error(path)
+    assert_mentions(message, str(path), "'extends'", "'defualt'", "did you mean 'default'?")
+    assert_mentions(message, *(repr(name) for name in scenario_names()))
+    assert not message.startswith(str(tmp_path / "defualt"))  # not a path the user never wrote
+
+
+def test_extends_of_an_unlike_name_lists_the_shipped_scenarios_without_a_guess(tmp_path):
+    path = write(tmp_path, 'extends = "zzz"\n')
+    message = load_error(path)
+    assert_mentions(message, path.name, "'extends'", "'zzz'", "'default'", "'large'", ".toml")
+    assert "did you mean" not in message
+
+
+def test_extends_of_a_relative_file_resolves_next_to_the_scenario(tmp_path):
+    write(tmp_path, 'extends = "default"\nname = "base"\n[network]\njoin_s = 7.0\n', "base.toml")
+    (tmp_path / "sub").mkdir()
+    path = write(tmp_path / "sub", 'extends = "../base.toml"\nname = "child"\n')
+    scenario = load_scenario(path)
+    assert (scenario.name, scenario.network.join_s) == ("child", 7.0)
