@@ -514,6 +514,21 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
         raise ScenarioError(f"{source}: not valid TOML: {exc}") from None
 
 
+class _Inherited(str):
+    """A string a scenario took from its base, remembering which file wrote it.
+
+    It compares and prints like the plain string, so merging and loading are unchanged; only an
+    error about the value reads ``source``, to say where a value the user never wrote came from.
+    """
+
+    source: str
+
+    def __new__(cls, value: str, source: str = "") -> _Inherited:
+        self = super().__new__(cls, value)
+        self.source = source
+        return self
+
+
 def _apply_extends(
     doc: dict[str, Any], path: Path, source: str, seen: tuple[str, ...]
 ) -> tuple[dict[str, Any], Path]:
@@ -552,6 +567,9 @@ def _apply_extends(
     for table, value in base_doc.items():
         if isinstance(value, dict):
             value = dict(value)
+            hub = value.get("hub") if table == "sites" else None
+            if isinstance(hub, str) and not isinstance(hub, _Inherited):
+                value["hub"] = _Inherited(hub, str(base_path))  # for the "not a site" error
             for key in ("catalogue", "file"):  # keep the base's data files findable
                 if key in value and key not in doc.get(table, {}):
                     where = f"{base_path}: [{table}] field {key!r}"
@@ -626,6 +644,13 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
     hub_value = sites_table.raw("hub")
     names = [s.name for s in sites]
     if isinstance(hub_value, str):
+        if hub_value not in names and isinstance(hub_value, _Inherited):
+            raise ScenarioError(
+                f"{sites_table.source}: [sites] field 'hub' = {hub_value!r} is inherited from "
+                f"{hub_value.source} (through 'extends') and is not a site of this scenario; "
+                f"set [sites] hub in {sites_table.source} to one of its own sites {names} or to a "
+                "table {name, latitude, longitude}"
+            )
         if hub_value not in names:
             raise ScenarioError(
                 f"{sites_table.source}: [sites] field 'hub' = {hub_value!r}: not a site of this "
@@ -633,7 +658,7 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
             )
         hub_index = names.index(hub_value)
         hub_site = sites[hub_index]
-        hub_name, hub_lat, hub_lon = hub_value, hub_site.latitude, hub_site.longitude
+        hub_name, hub_lat, hub_lon = str(hub_value), hub_site.latitude, hub_site.longitude
     else:
         hub = _Table(hub_value, sites_table.source, "sites.hub")
         hub_name = hub.string("name")

@@ -521,3 +521,37 @@ def test_extends_of_a_relative_file_resolves_next_to_the_scenario(tmp_path):
     path = write(tmp_path / "sub", 'extends = "../base.toml"\nname = "child"\n')
     scenario = load_scenario(path)
     assert (scenario.name, scenario.network.join_s) == ("child", 7.0)
+
+
+def _inline_sites_extending_default(folder: Path, hub: str | None) -> Path:
+    """A scenario that extends default but brings its own two sites, GPUs and trace."""
+    doc = two_site_doc()
+    sites: dict[str, Any] = {"site": doc["sites"]["site"]}
+    if hub is not None:
+        sites["hub"] = hub
+    mine = {"extends": "default", "gpus": doc["gpus"], "trace": doc["trace"], "sites": sites}
+    return write(folder, mine)
+
+
+def test_inherited_hub_that_is_not_a_site_says_where_it_came_from(folder):
+    path = _inline_sites_extending_default(folder, hub=None)
+    default_hub = load_scenario("default").network.hub
+    message = load_error(path)
+    assert_mentions(message, str(path), "'hub'", repr(default_hub), "inherited")
+    assert_mentions(message, str(powertrip_env.config.scenario_path("default")))
+    assert_mentions(message, "set [sites] hub", "site-a", "site-b")
+
+
+def test_restated_hub_among_inline_sites_loads_over_default(folder):
+    scenario = load_scenario(_inline_sites_extending_default(folder, hub="site-b"))
+    assert [s.name for s in scenario.sites] == ["site-a", "site-b"]
+    assert (scenario.network.hub, scenario.hub_index) == ("site-b", 1)
+    assert type(scenario.network.hub) is str
+    assert scenario.workload == load_scenario("default").workload
+
+
+def test_inherited_hub_keeps_working_when_the_sites_are_inherited_too(tmp_path):
+    scenario = load_scenario(write(tmp_path, 'extends = "large"\n[network]\njoin_s = 1.0\n'))
+    large = load_scenario("large")
+    assert (scenario.network.hub, scenario.hub_index) == (large.network.hub, large.hub_index)
+    assert type(scenario.network.hub) is str
