@@ -73,7 +73,6 @@ ALGOS: dict[str, tuple[str, str]] = {
     "maskable_ppo": ("sb3_contrib", "MaskablePPO"),
 }
 REFERENCE = "PowerTrip"
-_ENTRY_POINT = "powertrip_env.env:PowerTripEnv"
 _CURVE_POINTS = 200
 
 # Two-sided 95% quantiles of Student's t (standard tables), by degrees of freedom. Between the
@@ -183,7 +182,7 @@ def _fmt(value: float, spec: str, suffix: str = "") -> str:
 
 def powertrip_env_ids() -> list[str]:
     """Registered Gymnasium IDs whose environment is ``PowerTripEnv``."""
-    ids = [eid for eid, spec in registry.items() if spec.entry_point == _ENTRY_POINT]
+    ids = [eid for eid, spec in registry.items() if spec.entry_point == powertrip_env.ENTRY_POINT]
     return sorted(ids, key=lambda eid: (eid not in powertrip_env.ENV_IDS, eid))
 
 
