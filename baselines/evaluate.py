@@ -20,7 +20,6 @@ a message, before any episode runs.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
@@ -43,6 +42,7 @@ from baselines.policies import Policy, SB3Policy, default_policy_names, make_pol
 from powertrip_env.atomic import atomic_path, write_text
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.simulation import SPLITS
+from powertrip_env.traces import iso_utc
 
 EPISODE_COLUMNS = (
     "policy",
@@ -320,17 +320,13 @@ class _Entry:
     env_kwargs: dict[str, Any]
 
 
-def _iso(unix_s: float) -> str:
-    return dt.datetime.fromtimestamp(unix_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def run_episode(
     env: gym.Env, policy: Policy, seed: int
 ) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray]]:
     """One episode of ``policy``: its CSV row (without policy/episode) and accuracy curve."""
     obs, info = env.reset(seed=seed)
     policy.reset(env)
-    start = _iso(float(info["trace_time"]))
+    start = iso_utc(info["trace_time"])
     hours = [0.0]
     acc = [float(env.unwrapped.state.accuracy[0])]
     sites: list[int] = []

@@ -19,6 +19,7 @@ Why the loader is strict and cached:
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import difflib
 import math
 import operator
@@ -33,7 +34,7 @@ import pandas as pd
 
 from powertrip_env.errors import TraceError
 
-__all__ = ["PowerTrace", "TraceError", "clear_trace_cache", "load_trace"]
+__all__ = ["PowerTrace", "TraceError", "clear_trace_cache", "iso_utc", "load_trace"]
 
 TIMESTAMP = "timestamp"
 _SECONDS_PER_DAY = 86_400
@@ -108,7 +109,7 @@ class PowerTrace:
         if not 1 <= first <= last <= max_day:
             raise TraceError(
                 f"day range {first}-{last} is not valid for trace {self.path}: it has "
-                f"{max_day} day(s), numbered 1-{max_day} from {_iso(int(self.timestamps_s[0]))}; "
+                f"{max_day} day(s), numbered 1-{max_day} from {iso_utc(self.timestamps_s[0])}; "
                 "need 1 <= first_day <= last_day <= number of days"
             )
         t0 = int(self.timestamps_s[0])
@@ -117,8 +118,13 @@ class PowerTrace:
         return start, stop
 
 
-def _iso(seconds: int) -> str:
-    return pd.Timestamp(seconds, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+def iso_utc(seconds: float) -> str:
+    """Unix seconds as ``YYYY-MM-DDTHH:MM:SSZ``, the form the shipped traces write their times in.
+
+    Messages, ``info`` and result files all print times this one way, so a time shown anywhere
+    can be found in a trace file by searching for the text. Fractions of a second are dropped.
+    """
+    return dt.datetime.fromtimestamp(float(seconds), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 _CACHE: dict[str, tuple[tuple[int, int], PowerTrace]] = {}
