@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scenario_files import site
+from scenario_files import write_scenario as write_toy_scenario
 from test_policies import write_scenario
 
 import powertrip_env
@@ -200,6 +202,45 @@ def test_a_dict_observation_agent_gets_a_dict_observation_env(small_scenario, tm
     assert list(result.summary["policy"]) == ["dict_agent"]
 
 
+# --------------------------------------------------------------------------- a user's scenario
+
+
+def test_cli_runs_a_users_scenario_file_on_the_registered_env(small_scenario, tmp_path, capsys):
+    out = tmp_path / "res"
+    argv = ["--scenario", str(small_scenario), "--policies", "AllSites,TopPower-1"]
+    code = main([*argv, "--episodes", "2", "--out", str(out), "--no-progress"])
+    assert code == 0
+    expected = evaluate(
+        "PowerTrip-v0",
+        ["AllSites", "TopPower-1"],
+        episodes=2,
+        env_kwargs={"scenario": str(small_scenario)},
+        progress=False,
+    )
+    pd.testing.assert_frame_equal(pd.read_csv(out / "episodes.csv"), expected.episodes)
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("# PowerTrip-v0 on scenario.toml: 2 paired episodes")
+    assert "PowerTrip-v0 on scenario.toml" in capsys.readouterr().out
+
+
+def test_default_output_folder_names_the_env_the_scenario_stem_and_the_split(
+    small_scenario, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    argv = ["--scenario", str(small_scenario), "--policies", "AllSites", "--episodes", "1"]
+    assert main([*argv, "--split", "train", "--no-progress"]) == 0
+    assert [p.name for p in (tmp_path / "results").iterdir()] == ["PowerTrip-v0-scenario-train"]
+    assert {p.name for p in (tmp_path / "results" / "PowerTrip-v0-scenario-train").iterdir()} == (
+        OUTPUT_FILES
+    )
+
+
+def test_without_scenario_the_summary_is_titled_by_the_env_alone():
+    result = evaluate("PowerTrip-v0", ["AllSites"], episodes=1, progress=False)
+    assert result.scenario == ""
+    assert result.to_markdown().startswith("# PowerTrip-v0: 1 paired episodes, test split")
+
+
 # --------------------------------------------------------------------------- refusals
 
 
@@ -312,3 +353,43 @@ def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario,
         progress=False,
     )
     assert list(result.summary["policy"]) == ["masked"]
+
+
+def test_scenario_with_a_bad_value_is_refused_with_the_scenario_error(tmp_path, capsys):
+    bad = write_toy_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5}, workload={"mfu": 1.7})
+    err = _refused(["--scenario", str(bad), "--out", str(tmp_path / "res")], capsys)
+    assert str(bad) in err and "[workload]" in err and "'mfu'" in err and "1.7" in err
+    assert "<= 1" in err
+    assert not (tmp_path / "res").exists()
+
+
+def test_scenario_whose_trace_lacks_a_column_is_refused_with_the_trace_error(tmp_path, capsys):
+    bad = write_toy_scenario(tmp_path, [site("a", "no_such_column")], {"ca": 0.5})
+    err = _refused(["--scenario", str(bad), "--out", str(tmp_path / "res")], capsys)
+    assert "'no_such_column'" in err and "trace.csv" in err
+
+
+def test_missing_scenario_file_is_refused(tmp_path, capsys):
+    err = _refused(["--scenario", str(tmp_path / "nope.toml"), "--out", str(tmp_path)], capsys)
+    assert "nope.toml" in err and "not found" in err
+
+
+def test_misspelt_scenario_name_is_refused_with_the_shipped_names(tmp_path, capsys):
+    err = _refused(["--scenario", "defualt", "--out", str(tmp_path)], capsys)
+    assert "'defualt'" in err and "'default'" in err and "'kws'" in err
+
+
+@pytest.mark.parametrize("given", ["my.toml", "default"])
+def test_scenario_given_as_env_is_refused_with_a_pointer_to_scenario(given, tmp_path, capsys):
+    err = _refused(["--env", given, "--out", str(tmp_path / "res")], capsys)
+    assert f"--env {given!r}" in err and f"--scenario {given}" in err and "PowerTrip-v0" in err
+    assert not (tmp_path / "res").exists()
+
+
+def test_existing_scenario_file_given_as_env_is_refused_with_a_pointer_to_scenario(
+    small_scenario, tmp_path, capsys
+):
+    odd_name = tmp_path / "scenario_file"  # a scenario file need not end in .toml
+    odd_name.write_text(small_scenario.read_text())
+    err = _refused(["--env", str(odd_name), "--out", str(tmp_path / "res")], capsys)
+    assert f"--scenario {odd_name}" in err
