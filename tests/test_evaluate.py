@@ -324,11 +324,40 @@ def test_readme_tables_splice_replaces_only_the_named_block() -> None:
 
 
 def test_readme_has_a_results_block_for_every_registered_id() -> None:
-    from baselines.readme_tables import README, splice
+    from baselines.readme_tables import splice
 
-    text = README.read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     for env_id in powertrip_env.ENV_IDS:
         splice(text, env_id, "")  # raises if the block is missing
+
+
+def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch):
+    import baselines.readme_tables as readme_tables
+
+    monkeypatch.chdir(tmp_path)
+    block = "<!-- results:PowerTrip-v0 -->\nold\n<!-- /results:PowerTrip-v0 -->\n"
+    (tmp_path / "README.md").write_text("# mine\n" + block, encoding="utf-8")
+    monkeypatch.setattr(readme_tables, "table_for", lambda env_id, *a: f"| {env_id} |\n")
+    assert readme_tables.main(["--env", "PowerTrip-v0", "--no-progress"]) == 0
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == (
+        "# mine\n<!-- results:PowerTrip-v0 -->\n| PowerTrip-v0 |\n<!-- /results:PowerTrip-v0 -->\n"
+    )
+
+
+def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeypatch, capsys):
+    import baselines.readme_tables as readme_tables
+
+    def must_not_run(*args):
+        raise AssertionError("an evaluation ran although the README is missing")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(readme_tables, "table_for", must_not_run)
+    with pytest.raises(SystemExit) as info:
+        readme_tables.main(["--env", "PowerTrip-v0"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "'README.md'" in err and "not found" in err and str(tmp_path) in err
+    assert "--readme PATH" in err and "Traceback" not in err
 
 
 def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario, tmp_path):
