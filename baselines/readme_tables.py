@@ -66,7 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     text = args.readme.read_text(encoding="utf-8")
     for env_id in env_ids:
-        splice(text, env_id, "")  # fail before any long run if a marker is missing
+        try:
+            splice(text, env_id, "")  # fail before any long run if a marker is missing
+        except ValueError as exc:
+            parser.error(f"--readme {str(args.readme)!r}: {exc}")
     for env_id in env_ids:
         print(f"evaluating {env_id} ...", file=sys.stderr)
         table = table_for(env_id, args.episodes, args.seed, not args.no_progress)

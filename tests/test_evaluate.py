@@ -360,6 +360,25 @@ def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeyp
     assert "--readme PATH" in err and "Traceback" not in err
 
 
+def test_readme_tables_with_a_missing_block_exits_2_naming_it(tmp_path, monkeypatch, capsys):
+    import baselines.readme_tables as readme_tables
+
+    def must_not_run(*args):
+        raise AssertionError("an evaluation ran although a results block is missing")
+
+    readme = tmp_path / "OTHER.md"
+    readme.write_text("<!-- results:PowerTrip-v0 -->\n<!-- /results:PowerTrip-v0 -->\n")
+    monkeypatch.setattr(readme_tables, "table_for", must_not_run)
+    with pytest.raises(SystemExit) as info:
+        readme_tables.main(
+            ["--readme", str(readme), "--env", "PowerTrip-v0", "--env", "PowerTrip-KWS-v0"]
+        )
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "OTHER.md" in err and "<!-- results:PowerTrip-KWS-v0 -->" in err
+    assert "Traceback" not in err
+
+
 def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario, tmp_path):
     """A MaskablePPO model whose policy subclasses MaskableActorCriticPolicy (the project's own
     MaskableSitePolicy) is a maskable_ppo model, not 'saved by ppo'."""
