@@ -316,9 +316,7 @@ def load_gpu_catalogue(path: Path) -> dict[str, GpuType]:
         values = {c: _csv_value(path, i, c, row[c], float) for c in _GPU_COLUMNS[1:]}
         for column, value in values.items():
             if value <= 0:
-                raise ScenarioError(
-                    f"{path}: row {i}, column {column!r} = {value!r}: must be > 0"
-                )
+                raise ScenarioError(f"{path}: row {i}, column {column!r} = {value!r}: must be > 0")
         gpus[name] = GpuType(name=name, **values)
     return gpus
 
