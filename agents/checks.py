@@ -18,10 +18,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import registry
 
-from powertrip_env import ENV_IDS
+from powertrip_env import ENTRY_POINT, ENV_IDS
 from powertrip_env.env import PowerTripEnv
-
-ENTRY_POINT = "powertrip_env.env:PowerTripEnv"
 
 
 class UsageError(Exception):

@@ -19,5 +19,3 @@ def save_model(model: Any, path: str | os.PathLike[str]) -> Path:
     with atomic_path(final) as tmp:
         model.save(tmp)
     return final
-
-

@@ -10,17 +10,18 @@ Command line::
 
     python -m baselines.evaluate --env PowerTrip-v0 --policies all --episodes 30
     python -m baselines.evaluate --policies PowerTrip,AllSites --model runs/ppo.zip --algo ppo
+    python -m baselines.evaluate --scenario my_sites.toml --episodes 10
 
 writes ``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png`` to ``--out``
-(default ``results/<env>-<split>``) and prints the summary. Bad arguments (unknown policy or
-environment, a missing or incompatible model, an unwritable output folder) exit with code 2 and
-a message, before any episode runs.
+(default ``results/<env>-<split>``, or ``results/<env>-<scenario stem>-<split>`` with
+``--scenario``) and prints the summary. Bad arguments (unknown policy or environment, a broken
+scenario or trace, a missing or incompatible model, an unwritable output folder) exit with code
+2 and a message, before any episode runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
@@ -41,8 +42,10 @@ from gymnasium.envs.registration import registry
 import powertrip_env
 from baselines.policies import REFERENCES, Policy, SB3Policy, default_policy_names, make_policy
 from powertrip_env.atomic import atomic_path, write_text
+from powertrip_env.config import scenario_names
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.simulation import SPLITS
+from powertrip_env.traces import iso_utc
 
 EPISODE_COLUMNS = (
     "policy",
@@ -73,7 +76,6 @@ ALGOS: dict[str, tuple[str, str]] = {
     "maskable_ppo": ("sb3_contrib", "MaskablePPO"),
 }
 REFERENCE = "PowerTrip"
-_ENTRY_POINT = "powertrip_env.env:PowerTripEnv"
 _CURVE_POINTS = 200
 
 # Two-sided 95% quantiles of Student's t (standard tables), by degrees of freedom. Between the
@@ -132,6 +134,12 @@ class Evaluation:
     episodes: pd.DataFrame  # columns EPISODE_COLUMNS
     summary: pd.DataFrame  # one row per policy, PowerTrip first if present; SUMMARY_COLUMNS
     curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    scenario: str = ""  # the scenario file run instead of the ID's own, if one was given
+
+    @property
+    def title(self) -> str:
+        """What ran, for headings: the ID, and the scenario file when it is not the ID's own."""
+        return f"{self.env_id} on {self.scenario}" if self.scenario else self.env_id
 
     def to_markdown(self) -> str:
         """The summary as a Markdown table with the notes a reader needs to interpret it."""
@@ -141,7 +149,7 @@ class Evaluation:
             "rounds | energy (kWh) | sites/round | vs PowerTrip |"
         )
         lines = [
-            f"# {self.env_id}: {n_eps} paired episodes, {self.split} split",
+            f"# {self.title}: {n_eps} paired episodes, {self.split} split",
             "",
             head,
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -181,7 +189,7 @@ def _fmt(value: float, spec: str, suffix: str = "") -> str:
 
 def powertrip_env_ids() -> list[str]:
     """Registered Gymnasium IDs whose environment is ``PowerTripEnv``."""
-    ids = [eid for eid, spec in registry.items() if spec.entry_point == _ENTRY_POINT]
+    ids = [eid for eid, spec in registry.items() if spec.entry_point == powertrip_env.ENTRY_POINT]
     return sorted(ids, key=lambda eid: (eid not in powertrip_env.ENV_IDS, eid))
 
 
@@ -319,17 +327,13 @@ class _Entry:
     env_kwargs: dict[str, Any]
 
 
-def _iso(unix_s: float) -> str:
-    return dt.datetime.fromtimestamp(unix_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def run_episode(
     env: gym.Env, policy: Policy, seed: int
 ) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray]]:
     """One episode of ``policy``: its CSV row (without policy/episode) and accuracy curve."""
     obs, info = env.reset(seed=seed)
     policy.reset(env)
-    start = _iso(float(info["trace_time"]))
+    start = iso_utc(info["trace_time"])
     hours = [0.0]
     acc = [float(env.unwrapped.state.accuracy[0])]
     sites: list[int] = []
@@ -428,6 +432,7 @@ def evaluate(
     except (TypeError, ValueError) as exc:
         raise EvaluationError(f"cannot make {env_id} with {base_kwargs}: {exc}") from None
     n_sites = probe.unwrapped.params.n_sites
+    scenario = Path(probe.unwrapped.scenario.source).name if "scenario" in base_kwargs else ""
     probe.close()
 
     entries = _entries(policies, models, n_sites, seed, env_id, base_kwargs)
@@ -459,7 +464,7 @@ def evaluate(
 
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     order = [e.label for e in entries]
-    result = Evaluation(env_id, split, frame, _summarise(frame, order), curves)
+    result = Evaluation(env_id, split, frame, _summarise(frame, order), curves, scenario)
     if out is not None:
         write_outputs(result, out)
     return result
@@ -571,7 +576,7 @@ def _plot_tta(result: Evaluation) -> Any:
     ax.errorbar(pos, means, yerr=ci, fmt="o", color="tab:red", capsize=4, label="mean ± 95% CI")
     ax.set_xticks(pos, labels, rotation=40, ha="right")
     ax.set_ylabel("time to accuracy (h)")
-    ax.set_title(f"{result.env_id}, {result.split} split: TTA per policy")
+    ax.set_title(f"{result.title}, {result.split} split: TTA per policy")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left")
     return fig
@@ -601,7 +606,7 @@ def _plot_accuracy(result: Evaluation) -> Any:
             ax.plot(grid, mean_curve(result.curves[label], grid), label=label, lw=1.5)
     ax.set_xlabel("wall-clock time (h)")
     ax.set_ylabel(f"mean accuracy over {int(result.episodes['episode'].nunique())} episodes")
-    ax.set_title(f"{result.env_id}, {result.split} split: accuracy against time")
+    ax.set_title(f"{result.title}, {result.split} split: accuracy against time")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", ncol=2)
     return fig
@@ -616,6 +621,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare site-selection policies and saved agents on paired episodes.",
     )
     parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")
+    parser.add_argument(
+        "--scenario",
+        metavar="FILE_OR_NAME",
+        default=None,
+        help="run --env on this scenario: a TOML file or a shipped name (default: the ID's own)",
+    )
     parser.add_argument(
         "--policies",
         default="all",
@@ -639,6 +650,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _looks_like_a_scenario(env: str) -> bool:
+    """Whether ``--env`` was given a scenario (a TOML file or shipped name) instead of an ID.
+
+    Passing the scenario file as the environment is the natural first guess; the generic
+    "unknown environment" message would not say that ``--scenario`` exists.
+    """
+    if env in powertrip_env_ids():
+        return False
+    return env.endswith(".toml") or env in scenario_names() or Path(env).is_file()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad arguments)."""
     parser = _parser()
@@ -651,7 +673,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_model = algos if len(algos) == len(args.model) else algos[:1] * len(args.model)
     models = list(zip(args.model, per_model, strict=True))
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    out = Path(args.out) if args.out else Path("results") / f"{args.env}-{args.split}"
+    if _looks_like_a_scenario(args.env):
+        print(
+            f"error: --env {args.env!r} looks like a scenario, but --env takes a registered "
+            f"environment ID ({', '.join(powertrip_env_ids())}); give the scenario with "
+            f"--scenario: --env PowerTrip-v0 --scenario {args.env}",
+            file=sys.stderr,
+        )
+        return 2
+    run = f"{args.env}-{Path(args.scenario).stem}" if args.scenario else args.env
+    out = Path(args.out) if args.out else Path("results") / f"{run}-{args.split}"
     try:
         result = evaluate(
             args.env,
@@ -660,6 +691,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             split=args.split,
             seed=args.seed,
             models=models,
+            env_kwargs={"scenario": args.scenario} if args.scenario else None,
             out_dir=out,
             progress=not args.no_progress,
         )

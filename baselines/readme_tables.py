@@ -2,7 +2,9 @@
 
 The tables in README.md are harness output, never typed by hand: each sits between
 ``<!-- results:ID -->`` and ``<!-- /results:ID -->`` markers and this command replaces it with a
-fresh ``summary.md`` table. ``python -m baselines.readme_tables`` re-runs every registered ID.
+fresh ``summary.md`` table. ``python -m baselines.readme_tables`` re-runs every registered ID and
+updates ``README.md`` in the current folder (run it from the repository root, or pass
+``--readme``): an installed package has no README of its own to find.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import powertrip_env
 from baselines.evaluate import evaluate
 from powertrip_env.atomic import write_text
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in
 
 
 def splice(text: str, env_id: str, table: str) -> str:
@@ -45,16 +47,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--env", action="append", help="an ID to refresh (default: every ID)")
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        default=DEFAULT_README,
+        help="the README to update (default: README.md in the current folder)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     env_ids = args.env or list(powertrip_env.ENV_IDS)
     unknown = sorted(set(env_ids) - set(powertrip_env.ENV_IDS))
     if unknown:
         parser.error(f"--env {unknown}: unknown; allowed: {list(powertrip_env.ENV_IDS)}")
+    if not args.readme.is_file():
+        parser.error(
+            f"--readme {str(args.readme)!r}: file not found ({args.readme.absolute()}); run "
+            "from the repository root or pass --readme PATH"
+        )
     text = args.readme.read_text(encoding="utf-8")
     for env_id in env_ids:
-        splice(text, env_id, "")  # fail before any long run if a marker is missing
+        try:
+            splice(text, env_id, "")  # fail before any long run if a marker is missing
+        except ValueError as exc:
+            parser.error(f"--readme {str(args.readme)!r}: {exc}")
     for env_id in env_ids:
         print(f"evaluating {env_id} ...", file=sys.stderr)
         table = table_for(env_id, args.episodes, args.seed, not args.no_progress)

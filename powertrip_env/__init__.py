@@ -24,19 +24,25 @@ ENV_IDS: dict[str, str] = {
     "PowerTrip-Large-v0": "large",
 }
 MAX_EPISODE_STEPS = 1000
+# Where Gymnasium finds the environments; tools compare registry entries against these to tell
+# PowerTrip IDs (including a user's own registrations) from other environments.
+ENTRY_POINT = "powertrip_env.env:PowerTripEnv"
+VECTOR_ENTRY_POINT = "powertrip_env.vector_env:PowerTripVectorEnv"
 
 for _env_id, _scenario in ENV_IDS.items():
     if _env_id not in registry:
         register(
             id=_env_id,
-            entry_point="powertrip_env.env:PowerTripEnv",
-            vector_entry_point="powertrip_env.vector_env:PowerTripVectorEnv",
+            entry_point=ENTRY_POINT,
+            vector_entry_point=VECTOR_ENTRY_POINT,
             max_episode_steps=MAX_EPISODE_STEPS,
             kwargs={"scenario": _scenario},
         )
 
 __all__ = [
+    "ENTRY_POINT",
     "ENV_IDS",
+    "VECTOR_ENTRY_POINT",
     "Scenario",
     "ScenarioError",
     "TraceError",

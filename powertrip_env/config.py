@@ -10,6 +10,7 @@ reported with the file, the field, the value and what is allowed.
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 import os
 import tomllib
@@ -294,10 +295,21 @@ def _check_range(
 
 
 def _read_csv_rows(path: Path, required: tuple[str, ...], what: str) -> list[dict[str, str]]:
+    """Rows of a catalogue as dicts of stripped cells.
+
+    Catalogues are often edited in spreadsheets: Excel's "CSV UTF-8" starts the file with a
+    byte-order mark (``utf-8-sig`` drops it), and hand-written headers such as ``name, region``
+    carry spaces after the commas. Both would otherwise hide a column that is plainly there.
+    """
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-            header = rows[0].keys() if rows else []
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            header = [h.strip() for h in reader.fieldnames or []]
+            reader.fieldnames = header
+            rows = [
+                {k: v.strip() if isinstance(v, str) else v for k, v in row.items()}
+                for row in reader
+            ]
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, csv.Error) as exc:
@@ -307,7 +319,8 @@ def _read_csv_rows(path: Path, required: tuple[str, ...], what: str) -> list[dic
     missing = [c for c in required if c not in header]
     if missing:
         raise ScenarioError(
-            f"{path}: {what} is missing column(s) {missing}; required: {list(required)}"
+            f"{path}: {what} is missing column(s) {missing}; required: {list(required)}; "
+            f"the header has {header}"
         )
     return rows
 
@@ -341,9 +354,7 @@ def load_gpu_catalogue(path: Path) -> dict[str, GpuType]:
         values = {c: _csv_value(path, i, c, row[c], float) for c in _GPU_COLUMNS[1:]}
         for column, value in values.items():
             if value <= 0:
-                raise ScenarioError(
-                    f"{path}: row {i}, column {column!r} = {value!r}: must be > 0"
-                )
+                raise ScenarioError(f"{path}: row {i}, column {column!r} = {value!r}: must be > 0")
         gpus[name] = GpuType(name=name, **values)
     return gpus
 
@@ -614,6 +625,21 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
 _FILE_KEYS = ("catalogue", "file", "pv_file", "pv_forecast_file")
 
 
+class _Inherited(str):
+    """A string a scenario took from its base, remembering which file wrote it.
+
+    It compares and prints like the plain string, so merging and loading are unchanged; only an
+    error about the value reads ``source``, to say where a value the user never wrote came from.
+    """
+
+    source: str
+
+    def __new__(cls, value: str, source: str = "") -> _Inherited:
+        self = super().__new__(cls, value)
+        self.source = source
+        return self
+
+
 def _apply_extends(
     doc: dict[str, Any], path: Path, source: str, seen: tuple[str, ...], read: list[Path]
 ) -> tuple[dict[str, Any], Path]:
@@ -628,8 +654,20 @@ def _apply_extends(
         return doc, path
     if not isinstance(base_name, str):
         raise ScenarioError(f"{source}: field 'extends' = {base_name!r}: must be a scenario name")
-    if base_name not in scenario_names() and not Path(base_name).is_absolute():
-        base_name = str(path.parent / base_name)
+    names = scenario_names()
+    if base_name not in names:
+        # A name that is neither shipped nor an existing file is most likely a misspelt
+        # scenario name; scenario_path would report a path the user never wrote.
+        candidate = path.parent / os.path.expanduser(base_name)
+        if not candidate.is_file():
+            close = difflib.get_close_matches(Path(base_name).stem, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ScenarioError(
+                f"{source}: field 'extends' = {base_name!r}: not a shipped scenario and no such "
+                f"file ({candidate} not found); allowed: one of {names} or the path of a "
+                f"scenario .toml file, relative to {path.parent}{hint}"
+            )
+        base_name = str(candidate)
     base_path = scenario_path(base_name)
     if str(base_path) in seen:
         raise ScenarioError(f"{source}: 'extends' forms a cycle through {base_path}")
@@ -641,6 +679,9 @@ def _apply_extends(
     for table, value in base_doc.items():
         if isinstance(value, dict):
             value = dict(value)
+            hub = value.get("hub") if table == "sites" else None
+            if isinstance(hub, str) and not isinstance(hub, _Inherited):
+                value["hub"] = _Inherited(hub, str(base_path))  # for the "not a site" error
             for key in _FILE_KEYS:  # keep the base's data files findable
                 if key in value and key not in doc.get(table, {}):
                     where = f"{base_path}: [{table}] field {key!r}"
@@ -720,6 +761,13 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
     hub_value = sites_table.raw("hub")
     names = [s.name for s in sites]
     if isinstance(hub_value, str):
+        if hub_value not in names and isinstance(hub_value, _Inherited):
+            raise ScenarioError(
+                f"{sites_table.source}: [sites] field 'hub' = {hub_value!r} is inherited from "
+                f"{hub_value.source} (through 'extends') and is not a site of this scenario; "
+                f"set [sites] hub in {sites_table.source} to one of its own sites {names} or to a "
+                "table {name, latitude, longitude}"
+            )
         if hub_value not in names:
             raise ScenarioError(
                 f"{sites_table.source}: [sites] field 'hub' = {hub_value!r}: not a site of this "
@@ -727,7 +775,7 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
             )
         hub_index = names.index(hub_value)
         hub_site = sites[hub_index]
-        hub_name, hub_lat, hub_lon = hub_value, hub_site.latitude, hub_site.longitude
+        hub_name, hub_lat, hub_lon = str(hub_value), hub_site.latitude, hub_site.longitude
     else:
         hub = _Table(hub_value, sites_table.source, "sites.hub")
         hub_name = hub.string("name")

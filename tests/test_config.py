@@ -378,6 +378,57 @@ def test_site_catalogue_csv_loads(folder):
     assert scenario.sites[1].gpu_count == 8
 
 
+SITE_ROWS = "".join(
+    (
+        "site-a,europe,50,8,G100,16,5.25,1.25,10,0.5,ca\n",
+        "site-b,asia,35,139,G200,8,6.0,1.5,5,0.5,cb\n",
+    )
+)
+
+
+def test_sites_csv_with_utf8_bom_loads(folder):
+    """Excel's "CSV UTF-8" writes a byte-order mark before the first column name."""
+    csv_text = "\ufeff" + SITE_HEADER + "trace_column\n" + SITE_ROWS
+    scenario = load_scenario(_catalogue_doc(folder, csv_text))
+    assert (folder / "my_sites.csv").read_bytes().startswith(b"\xef\xbb\xbfname,")
+    assert [s.name for s in scenario.sites] == ["site-a", "site-b"]
+
+
+def test_gpu_csv_with_utf8_bom_loads(folder):
+    (folder / "bom_gpus.csv").write_text("\ufeff" + GPU_CSV, encoding="utf-8")
+    doc = two_site_doc()
+    doc["gpus"]["catalogue"] = "bom_gpus.csv"
+    scenario = load_scenario(write(folder, doc))
+    assert sorted(scenario.gpus) == ["G100", "G200"]
+    assert scenario.gpus["G100"].tflops_bf16 == 100.0
+
+
+def test_sites_csv_with_spaces_after_the_commas_loads(folder):
+    header = SITE_HEADER.replace(",", ", ") + "trace_column\n"
+    rows = SITE_ROWS.replace(",", ", ").replace("\n", " \n")
+    scenario = load_scenario(_catalogue_doc(folder, header + rows))
+    a, b = scenario.sites
+    assert (a.name, a.region, a.gpu, a.trace_column) == ("site-a", "europe", "G100", "ca")
+    assert (b.gpu_count, b.capacity_kw, b.pue, b.latitude) == (8, 6.0, 1.5, 35.0)
+
+
+def test_gpu_csv_with_spaces_after_the_commas_loads(folder):
+    (folder / "spaced_gpus.csv").write_text(GPU_CSV.replace(",", " , "), encoding="utf-8")
+    doc = two_site_doc()
+    doc["gpus"]["catalogue"] = "spaced_gpus.csv"
+    scenario = load_scenario(write(folder, doc))
+    assert sorted(scenario.gpus) == ["G100", "G200"]
+    assert scenario.gpus["G200"].power_w == 200.0
+    assert scenario.gpus["G200"].memory_gb == 32.0
+
+
+def test_missing_column_message_shows_the_header_that_was_read(folder):
+    """A semicolon-separated export reads as one long column; showing it makes that obvious."""
+    header = SITE_HEADER.replace(",", ";") + "trace_column\n"
+    path = _catalogue_doc(folder, header + SITE_ROWS.replace(",", ";"))
+    assert_mentions(load_error(path), "my_sites.csv", "missing", "'name'", "name;region;")
+
+
 def test_site_catalogue_missing_a_column_names_csv_and_column(folder):
     header = SITE_HEADER.replace("pue,", "") + "trace_column\n"
     path = _catalogue_doc(
@@ -447,3 +498,60 @@ def test_scenario_extending_itself_is_a_cycle(tmp_path):
 def test_extends_of_a_missing_base_names_it(tmp_path):
     path = write(tmp_path, 'extends = "no_base.toml"\n')
     assert_mentions(load_error(path), "no_base.toml", "not found")
+
+
+def test_extends_typo_names_the_key_the_file_and_the_shipped_scenarios(tmp_path):
+    path = write(tmp_path, 'extends = "defualt"\n[episode]\ntime_budget_h = 2.0\n')
+    message = load_error(path)
+    assert_mentions(message, str(path), "'extends'", "'defualt'", "did you mean 'default'?")
+    assert_mentions(message, *(repr(name) for name in scenario_names()))
+    assert not message.startswith(str(tmp_path / "defualt"))  # not a path the user never wrote
+
+
+def test_extends_of_an_unlike_name_lists_the_shipped_scenarios_without_a_guess(tmp_path):
+    path = write(tmp_path, 'extends = "zzz"\n')
+    message = load_error(path)
+    assert_mentions(message, path.name, "'extends'", "'zzz'", "'default'", "'large'", ".toml")
+    assert "did you mean" not in message
+
+
+def test_extends_of_a_relative_file_resolves_next_to_the_scenario(tmp_path):
+    write(tmp_path, 'extends = "default"\nname = "base"\n[network]\njoin_s = 7.0\n', "base.toml")
+    (tmp_path / "sub").mkdir()
+    path = write(tmp_path / "sub", 'extends = "../base.toml"\nname = "child"\n')
+    scenario = load_scenario(path)
+    assert (scenario.name, scenario.network.join_s) == ("child", 7.0)
+
+
+def _inline_sites_extending_default(folder: Path, hub: str | None) -> Path:
+    """A scenario that extends default but brings its own two sites, GPUs and trace."""
+    doc = two_site_doc()
+    sites: dict[str, Any] = {"site": doc["sites"]["site"]}
+    if hub is not None:
+        sites["hub"] = hub
+    mine = {"extends": "default", "gpus": doc["gpus"], "trace": doc["trace"], "sites": sites}
+    return write(folder, mine)
+
+
+def test_inherited_hub_that_is_not_a_site_says_where_it_came_from(folder):
+    path = _inline_sites_extending_default(folder, hub=None)
+    default_hub = load_scenario("default").network.hub
+    message = load_error(path)
+    assert_mentions(message, str(path), "'hub'", repr(default_hub), "inherited")
+    assert_mentions(message, str(powertrip_env.config.scenario_path("default")))
+    assert_mentions(message, "set [sites] hub", "site-a", "site-b")
+
+
+def test_restated_hub_among_inline_sites_loads_over_default(folder):
+    scenario = load_scenario(_inline_sites_extending_default(folder, hub="site-b"))
+    assert [s.name for s in scenario.sites] == ["site-a", "site-b"]
+    assert (scenario.network.hub, scenario.hub_index) == ("site-b", 1)
+    assert type(scenario.network.hub) is str
+    assert scenario.workload == load_scenario("default").workload
+
+
+def test_inherited_hub_keeps_working_when_the_sites_are_inherited_too(tmp_path):
+    scenario = load_scenario(write(tmp_path, 'extends = "large"\n[network]\njoin_s = 1.0\n'))
+    large = load_scenario("large")
+    assert (scenario.network.hub, scenario.hub_index) == (large.network.hub, large.hub_index)
+    assert type(scenario.network.hub) is str

@@ -137,6 +137,19 @@ def test_make_by_module_path_registers_and_builds():
     assert obs.shape == (8 * 8 + 6,)
 
 
+def test_every_id_is_registered_with_the_one_pair_of_entry_points():
+    from gymnasium.envs.registration import load_env_creator, registry
+
+    from powertrip_env.vector_env import PowerTripVectorEnv
+
+    assert load_env_creator(powertrip_env.ENTRY_POINT) is PowerTripEnv
+    assert load_env_creator(powertrip_env.VECTOR_ENTRY_POINT) is PowerTripVectorEnv
+    for env_id in powertrip_env.ENV_IDS:
+        spec = registry[env_id]
+        assert spec.entry_point == powertrip_env.ENTRY_POINT, env_id
+        assert spec.vector_entry_point == powertrip_env.VECTOR_ENTRY_POINT, env_id
+
+
 @pytest.mark.parametrize(
     ("env_id", "n_sites"), [("PowerTrip-KWS-v0", 8), ("PowerTrip-Large-v0", 32)]
 )

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scenario_files import site
+from scenario_files import write_scenario as write_toy_scenario
 from test_policies import write_scenario
 
 import powertrip_env
@@ -200,6 +202,45 @@ def test_a_dict_observation_agent_gets_a_dict_observation_env(small_scenario, tm
     assert list(result.summary["policy"]) == ["dict_agent"]
 
 
+# --------------------------------------------------------------------------- a user's scenario
+
+
+def test_cli_runs_a_users_scenario_file_on_the_registered_env(small_scenario, tmp_path, capsys):
+    out = tmp_path / "res"
+    argv = ["--scenario", str(small_scenario), "--policies", "AllSites,TopPower-1"]
+    code = main([*argv, "--episodes", "2", "--out", str(out), "--no-progress"])
+    assert code == 0
+    expected = evaluate(
+        "PowerTrip-v0",
+        ["AllSites", "TopPower-1"],
+        episodes=2,
+        env_kwargs={"scenario": str(small_scenario)},
+        progress=False,
+    )
+    pd.testing.assert_frame_equal(pd.read_csv(out / "episodes.csv"), expected.episodes)
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("# PowerTrip-v0 on scenario.toml: 2 paired episodes")
+    assert "PowerTrip-v0 on scenario.toml" in capsys.readouterr().out
+
+
+def test_default_output_folder_names_the_env_the_scenario_stem_and_the_split(
+    small_scenario, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    argv = ["--scenario", str(small_scenario), "--policies", "AllSites", "--episodes", "1"]
+    assert main([*argv, "--split", "train", "--no-progress"]) == 0
+    assert [p.name for p in (tmp_path / "results").iterdir()] == ["PowerTrip-v0-scenario-train"]
+    assert {p.name for p in (tmp_path / "results" / "PowerTrip-v0-scenario-train").iterdir()} == (
+        OUTPUT_FILES
+    )
+
+
+def test_without_scenario_the_summary_is_titled_by_the_env_alone():
+    result = evaluate("PowerTrip-v0", ["AllSites"], episodes=1, progress=False)
+    assert result.scenario == ""
+    assert result.to_markdown().startswith("# PowerTrip-v0: 1 paired episodes, test split")
+
+
 # --------------------------------------------------------------------------- refusals
 
 
@@ -283,11 +324,59 @@ def test_readme_tables_splice_replaces_only_the_named_block() -> None:
 
 
 def test_readme_has_a_results_block_for_every_registered_id() -> None:
-    from baselines.readme_tables import README, splice
+    from baselines.readme_tables import splice
 
-    text = README.read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     for env_id in powertrip_env.ENV_IDS:
         splice(text, env_id, "")  # raises if the block is missing
+
+
+def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch):
+    import baselines.readme_tables as readme_tables
+
+    monkeypatch.chdir(tmp_path)
+    block = "<!-- results:PowerTrip-v0 -->\nold\n<!-- /results:PowerTrip-v0 -->\n"
+    (tmp_path / "README.md").write_text("# mine\n" + block, encoding="utf-8")
+    monkeypatch.setattr(readme_tables, "table_for", lambda env_id, *a: f"| {env_id} |\n")
+    assert readme_tables.main(["--env", "PowerTrip-v0", "--no-progress"]) == 0
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == (
+        "# mine\n<!-- results:PowerTrip-v0 -->\n| PowerTrip-v0 |\n<!-- /results:PowerTrip-v0 -->\n"
+    )
+
+
+def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeypatch, capsys):
+    import baselines.readme_tables as readme_tables
+
+    def must_not_run(*args):
+        raise AssertionError("an evaluation ran although the README is missing")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(readme_tables, "table_for", must_not_run)
+    with pytest.raises(SystemExit) as info:
+        readme_tables.main(["--env", "PowerTrip-v0"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "'README.md'" in err and "not found" in err and str(tmp_path) in err
+    assert "--readme PATH" in err and "Traceback" not in err
+
+
+def test_readme_tables_with_a_missing_block_exits_2_naming_it(tmp_path, monkeypatch, capsys):
+    import baselines.readme_tables as readme_tables
+
+    def must_not_run(*args):
+        raise AssertionError("an evaluation ran although a results block is missing")
+
+    readme = tmp_path / "OTHER.md"
+    readme.write_text("<!-- results:PowerTrip-v0 -->\n<!-- /results:PowerTrip-v0 -->\n")
+    monkeypatch.setattr(readme_tables, "table_for", must_not_run)
+    with pytest.raises(SystemExit) as info:
+        readme_tables.main(
+            ["--readme", str(readme), "--env", "PowerTrip-v0", "--env", "PowerTrip-KWS-v0"]
+        )
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "OTHER.md" in err and "<!-- results:PowerTrip-KWS-v0 -->" in err
+    assert "Traceback" not in err
 
 
 def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario, tmp_path):
@@ -312,3 +401,43 @@ def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario,
         progress=False,
     )
     assert list(result.summary["policy"]) == ["masked"]
+
+
+def test_scenario_with_a_bad_value_is_refused_with_the_scenario_error(tmp_path, capsys):
+    bad = write_toy_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5}, workload={"mfu": 1.7})
+    err = _refused(["--scenario", str(bad), "--out", str(tmp_path / "res")], capsys)
+    assert str(bad) in err and "[workload]" in err and "'mfu'" in err and "1.7" in err
+    assert "<= 1" in err
+    assert not (tmp_path / "res").exists()
+
+
+def test_scenario_whose_trace_lacks_a_column_is_refused_with_the_trace_error(tmp_path, capsys):
+    bad = write_toy_scenario(tmp_path, [site("a", "no_such_column")], {"ca": 0.5})
+    err = _refused(["--scenario", str(bad), "--out", str(tmp_path / "res")], capsys)
+    assert "'no_such_column'" in err and "trace.csv" in err
+
+
+def test_missing_scenario_file_is_refused(tmp_path, capsys):
+    err = _refused(["--scenario", str(tmp_path / "nope.toml"), "--out", str(tmp_path)], capsys)
+    assert "nope.toml" in err and "not found" in err
+
+
+def test_misspelt_scenario_name_is_refused_with_the_shipped_names(tmp_path, capsys):
+    err = _refused(["--scenario", "defualt", "--out", str(tmp_path)], capsys)
+    assert "'defualt'" in err and "'default'" in err and "'kws'" in err
+
+
+@pytest.mark.parametrize("given", ["my.toml", "default"])
+def test_scenario_given_as_env_is_refused_with_a_pointer_to_scenario(given, tmp_path, capsys):
+    err = _refused(["--env", given, "--out", str(tmp_path / "res")], capsys)
+    assert f"--env {given!r}" in err and f"--scenario {given}" in err and "PowerTrip-v0" in err
+    assert not (tmp_path / "res").exists()
+
+
+def test_existing_scenario_file_given_as_env_is_refused_with_a_pointer_to_scenario(
+    small_scenario, tmp_path, capsys
+):
+    odd_name = tmp_path / "scenario_file"  # a scenario file need not end in .toml
+    odd_name.write_text(small_scenario.read_text())
+    err = _refused(["--env", str(odd_name), "--out", str(tmp_path / "res")], capsys)
+    assert f"--scenario {odd_name}" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,13 +12,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Never copied into the build: setuptools packs whatever an earlier build left in build/lib, so a
+# wheel built in the checkout can carry files the current layout no longer installs.
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "runs", "results", ".*_cache"
+)
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("source") / "powertrip-env"
+    shutil.copytree(ROOT, source, ignore=_NOT_SOURCE)
     out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
         capture_output=True,
         text=True,
     )
@@ -32,6 +40,16 @@ def test_wheel_carries_scenarios_catalogues_and_trace(wheel: Path) -> None:
         assert f"powertrip_env/scenarios/{scenario}.toml" in names
     for data in ("gpus.csv", "sites_default.csv", "sites_large.csv", "power_synthetic_2019.csv"):
         assert f"powertrip_env/_data/{data}" in names
+
+
+def test_wheel_data_holds_the_real_traces_and_no_tools(wheel: Path) -> None:
+    """traces/tools/ converts raw downloads; it is for maintainers and is not installed."""
+    data = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("powertrip_env/_data/")}
+    assert "powertrip_env/_data/google_cella_2019.csv" in data
+    assert "powertrip_env/_data/solcast_pv_2022.csv" in data
+    assert "powertrip_env/_data/solcast_pv_forecast_2022.csv.gz" in data
+    assert [n for n in data if n.endswith(".py")] == []
+    assert [n for n in data if n.startswith("powertrip_env/_data/tools/")] == []
 
 
 def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_path: Path) -> None:

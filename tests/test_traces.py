@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from powertrip_env.errors import TraceError
-from powertrip_env.traces import PowerTrace, clear_trace_cache, load_trace
+from powertrip_env.traces import PowerTrace, clear_trace_cache, iso_utc, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "traces" / "power_synthetic_2019.csv"
@@ -76,6 +76,14 @@ def test_good_file_loads_with_utc_seconds_and_regular_step(tmp_path: Path) -> No
     assert trace.util.dtype == np.float64 and trace.util.shape == (4, 2)
     np.testing.assert_allclose(trace.util[:, 0], [0.50, 0.51, 0.52, 0.53])
     assert trace.path == str((tmp_path / "good.csv").resolve())
+
+
+def test_iso_utc_prints_times_as_the_trace_files_write_them(tmp_path: Path) -> None:
+    trace = load_trace(write(tmp_path, "good.csv", [HEADER, *GOOD_ROWS]))
+    assert [iso_utc(t) for t in trace.timestamps_s] == [row.split(",")[0] for row in GOOD_ROWS]
+    assert iso_utc(0) == "1970-01-01T00:00:00Z"
+    assert iso_utc(1_556_668_800.9) == "2019-05-01T00:00:00Z"  # fractions are dropped
+    assert iso_utc(np.float32(86_400)) == "1970-01-02T00:00:00Z"
 
 
 def test_offsets_are_converted_and_naive_times_taken_as_utc(tmp_path: Path) -> None:
