@@ -3,8 +3,10 @@
 Every scenario here is a tiny TOML file and trace written by ``scenario_files`` whose numbers
 make the model easy to evaluate on paper (see that module's docstring): a G100 costs 250 W at
 the wall and processes 10 samples/s, the quota is 60,000 samples, and a site with 5.25 kW at
-u = 0.5 powers 10 GPUs and computes a round in 600 s. Expected values below are written out
-from the formulas, never copied from a run.
+u = 0.5 powers 10 GPUs and computes a round in 600 s. A site that did not complete the previous
+round first joins: ``join_fixed_s`` (0 unless a test sets it) plus fetching the 8e8-bit model
+over its WAN link (0.08 s at 10 Gbps); tests about compute time start with their sites already
+joined. Expected values below are written out from the formulas, never copied from a run.
 """
 
 from __future__ import annotations
@@ -26,14 +28,19 @@ G200_RATE = 20.0
 G100_WALL_W = 100 * 2.0 * 1.25  # tdp · server_overhead · PUE
 G200_WALL_W = 200 * 2.0 * 1.25
 MODEL_BITS = 1e8 * 8
+FETCH_S = MODEL_BITS / 10e9  # a join's model download at the default 10 Gbps: 0.08 s
 
 
 def params_for(tmp_path, sites, util, **kwargs) -> core.SimParams:
     return load_simulation(write_scenario(tmp_path, sites, util, **kwargs)).params
 
 
-def start(params, t=0.0) -> core.SimState:
-    return core.initial_state(params, np.array([float(t)]))
+def start(params, t=0.0, joined=()) -> core.SimState:
+    """A fresh episode at ``t`` in which the sites ``joined`` completed the previous round."""
+    state = core.initial_state(params, np.array([float(t)]))
+    prev = np.zeros((1, params.n_sites), dtype=bool)
+    prev[0, list(joined)] = True
+    return dataclasses.replace(state, prev_selected=prev)
 
 
 def mask_of(params, *selected) -> np.ndarray:
@@ -43,8 +50,8 @@ def mask_of(params, *selected) -> np.ndarray:
 
 
 def step(params, state, *selected) -> core.RoundResult:
-    noise = np.zeros((1, params.n_sites + 1))
-    return core.step_round(params, state, mask_of(params, *selected), noise)
+    no_jitter = np.ones((1, params.n_sites + 1))
+    return core.step_round(params, state, mask_of(params, *selected), no_jitter)
 
 
 def state_arrays(state: core.SimState) -> dict[str, np.ndarray]:
@@ -64,7 +71,7 @@ def test_site_whose_headroom_fits_10_point_5_gpus_powers_10(tmp_path):
     params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5})
     assert params.gpu_wall_w[0] == pytest.approx(250.0)
     assert params.powered[0, 0] == 10
-    result = step(params, start(params), 0)
+    result = step(params, start(params, joined=[0]), 0)
     assert result.powered[0, 0] == 10
     assert result.compute_s[0] == pytest.approx(QUOTA / (10 * G100_RATE))  # 600 s
 
@@ -79,7 +86,8 @@ def test_powered_gpus_are_capped_by_the_gpu_count(tmp_path):
     # 50 kW · 0.5 = 25 kW would power 100 GPUs; the site has 16
     params = params_for(tmp_path, [site("a", "ca", capacity_kw=50.0)], {"ca": 0.5})
     assert params.powered[0, 0] == 16
-    assert step(params, start(params), 0).compute_s[0] == pytest.approx(QUOTA / (16 * G100_RATE))
+    result = step(params, start(params, joined=[0]), 0)
+    assert result.compute_s[0] == pytest.approx(QUOTA / (16 * G100_RATE))
 
 
 def test_site_with_no_headroom_is_unavailable(tmp_path):
@@ -121,7 +129,7 @@ def test_idle_round_lasts_one_trace_interval_by_default(tmp_path):
 
 def test_unavailable_site_is_dropped_from_a_mixed_selection(tmp_path):
     params = params_for(tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 1.0})
-    result = step(params, start(params), 0, 1)
+    result = step(params, start(params, joined=[0, 1]), 0, 1)
     assert result.selected.tolist() == [[True, False]]
     assert result.invalid[0] == 1
     assert not result.idle[0]
@@ -147,11 +155,12 @@ def test_two_site_round_time_follows_the_barrier_formula(tmp_path, hub_gbps, tra
         tmp_path,
         sites,
         {"ca": 0.5, "cb": 0.5},
-        network={"rtt_to_hub_ms": [40.0, 90.0], "hub_gbps": hub_gbps, "join_s": 30.0},
+        network={"rtt_to_hub_ms": [40.0, 90.0], "hub_gbps": hub_gbps, "join_fixed_s": 30.0},
     )
     t0 = 900.0
     result = step(params, start(params, t0), 0, 1)
-    compute = max(30.0 + QUOTA / (10 * G100_RATE), 30.0 + QUOTA / (4 * G200_RATE))  # 780 s
+    # both join: 30 s plus the model over their links (0.8 s at 1 Gbps, 0.2 s at 4 Gbps)
+    compute = max(30.8 + QUOTA / (10 * G100_RATE), 30.2 + QUOTA / (4 * G200_RATE))  # 780.2 s
     comm = 2.0 * 0.090 + 2.0 * transfer_s  # rtt_factor · max RTT + 2 · max(...)
     expected = compute + comm + 3.0  # + aggregation_s
     assert result.compute_s[0] == pytest.approx(compute, rel=1e-12)
@@ -173,7 +182,7 @@ def test_two_site_round_time_follows_the_barrier_formula(tmp_path, hub_gbps, tra
 )
 def test_site_whose_power_falls_mid_round_finishes_later(tmp_path, util_a, expected_compute_s):
     params = params_for(tmp_path, [site("a", "ca")], {"ca": util_a})
-    result = step(params, start(params, 100.0), 0)
+    result = step(params, start(params, 100.0, joined=[0]), 0)
     assert result.compute_s[0] == pytest.approx(expected_compute_s, rel=1e-12)
     assert result.compute_s[0] > QUOTA / (10 * G100_RATE)  # later than at the starting power
 
@@ -181,7 +190,7 @@ def test_site_whose_power_falls_mid_round_finishes_later(tmp_path, util_a, expec
 def test_site_whose_power_rises_mid_round_finishes_sooner(tmp_path):
     # from t = 100 s: 200 s at 5 GPUs (10,000 samples), then 10 GPUs: 50,000 at 100/s = 500 s
     params = params_for(tmp_path, [site("a", "ca")], {"ca": [0.75, 0.5]})
-    result = step(params, start(params, 100.0), 0)
+    result = step(params, start(params, 100.0, joined=[0]), 0)
     assert result.compute_s[0] == pytest.approx(200.0 + 500.0, rel=1e-12)
 
 
@@ -190,31 +199,32 @@ def test_join_cost_applies_only_to_sites_not_in_the_previous_round(tmp_path):
         site("a", "ca"),  # 10 G100s: 600 s
         site("b", "cb", gpu="G200", capacity_kw=6.25),  # 3,125 W / 500 W -> 6 G200s: 500 s
     ]
-    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5}, network={"join_s": 120.0})
+    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5}, network={"join_fixed_s": 120.0})
     state = start(params)
 
+    join = 120.0 + FETCH_S  # both sites fetch the model at 10 Gbps
     first = step(params, state, 0)
-    assert first.compute_s[0] == pytest.approx(120.0 + 600.0)  # a joins
+    assert first.compute_s[0] == pytest.approx(join + 600.0, rel=1e-12)  # a joins
     second = step(params, first.state, 0)
-    assert second.compute_s[0] == pytest.approx(600.0)  # same set: no join
+    assert second.compute_s[0] == pytest.approx(600.0, rel=1e-12)  # same set: no join
     third = step(params, second.state, 0, 1)
-    # only b joins: max(600, 120 + 500) = 620 (a joining too would make it 720)
-    assert third.compute_s[0] == pytest.approx(620.0)
+    # only b joins: max(600, 120.08 + 500) = 620.08 (a joining too would make it 720.08)
+    assert third.compute_s[0] == pytest.approx(join + 500.0, rel=1e-12)
     assert third.straggler[0] == 1
     fourth = step(params, third.state, 1)
-    assert fourth.compute_s[0] == pytest.approx(500.0)
+    assert fourth.compute_s[0] == pytest.approx(500.0, rel=1e-12)
     fifth = step(params, fourth.state, 0, 1)
-    assert fifth.compute_s[0] == pytest.approx(720.0)  # a sat out round four: it rejoins
+    assert fifth.compute_s[0] == pytest.approx(join + 600.0, rel=1e-12)  # a sat out: it rejoins
     assert fifth.straggler[0] == 0
 
 
 def test_idle_round_releases_every_site(tmp_path):
-    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5}, network={"join_s": 120.0})
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5}, network={"join_fixed_s": 120.0})
     first = step(params, start(params), 0)
     idle = step(params, first.state)
     assert idle.idle[0]
     again = step(params, idle.state, 0)
-    assert again.compute_s[0] == pytest.approx(120.0 + 600.0)
+    assert again.compute_s[0] == pytest.approx(120.0 + FETCH_S + 600.0, rel=1e-12)
 
 
 def test_jitter_scales_compute_and_network_time_log_normally(tmp_path):
@@ -226,7 +236,9 @@ def test_jitter_scales_compute_and_network_time_log_normally(tmp_path):
         episode={"jitter_sigma": 0.1},
     )
     noise = np.array([[0.5, -1.0]])  # site draw, network draw
-    result = core.step_round(params, start(params), mask_of(params, 0), noise)
+    factors = core.jitter_factors(params, noise)
+    np.testing.assert_allclose(factors, np.exp(0.1 * noise), rtol=1e-15)
+    result = core.step_round(params, start(params, joined=[0]), mask_of(params, 0), factors)
     comm = 2.0 * 0.040 + 2.0 * max(MODEL_BITS / 10e9, MODEL_BITS / 10e9)
     assert result.compute_s[0] == pytest.approx(600.0 * math.exp(0.1 * 0.5), rel=1e-12)
     assert result.comm_s[0] == pytest.approx(comm * math.exp(0.1 * -1.0), rel=1e-12)
@@ -461,12 +473,12 @@ def test_predict_round_never_reads_future_trace_values(tmp_path):
     def changed_after_now(col):
         return lambda rows: np.where(rows <= now_row, past[col], future[col])
 
-    same = params_for(tmp_path, three_site_sites(), past, network={"join_s": 45.0})
+    same = params_for(tmp_path, three_site_sites(), past, network={"join_fixed_s": 45.0})
     changed = params_for(
         tmp_path,
         three_site_sites(),
         {c: changed_after_now(c) for c in past},
-        network={"join_s": 45.0},
+        network={"join_fixed_s": 45.0},
     )
     t = now_row * INTERVAL_S + 120.0
     for params in (same, changed):
@@ -509,14 +521,14 @@ def test_predict_round_equals_step_round_at_constant_power_without_jitter(tmp_pa
         tmp_path,
         sites,
         {"ca": 0.5, "cb": 0.3, "cc": 0.6, "cd": 1.0},  # site "off" is unavailable
-        network={"join_s": 45.0, "rtt_to_hub_ms": [5.0, 30.0, 80.0, 20.0], "hub_gbps": 2.0},
+        network={"join_fixed_s": 45.0, "rtt_to_hub_ms": [5.0, 30.0, 80.0, 20.0], "hub_gbps": 2.0},
         workload={"round_mode": round_mode, "round_s": 400.0},
     )
     state = step(params, start(params, 2000.0), 0, 1).state  # a and b took part last round
     for bits in itertools.product([0, 1], repeat=4):
         mask = np.array([bits], dtype=bool)
         predicted = core.predict_round(params, state, mask)
-        real = core.step_round(params, state, mask, np.zeros((1, 5)))
+        real = core.step_round(params, state, mask, np.ones((1, 5)))
         label = f"mask {bits}"
         np.testing.assert_allclose(predicted.round_time_s, real.round_time_s, rtol=1e-12,
                                    err_msg=label)  # fmt: skip
@@ -533,7 +545,7 @@ def test_predict_round_equals_step_round_at_constant_power_without_jitter(tmp_pa
 
 def test_predict_round_broadcasts_over_candidate_masks(tmp_path):
     params = params_for(tmp_path, three_site_sites(), {"ca": 0.5, "cb": 0.3, "cc": 0.6},
-                        network={"join_s": 45.0})  # fmt: skip
+                        network={"join_fixed_s": 45.0})  # fmt: skip
     starts = np.array([0.0, 5000.0])
     batch = dataclasses.replace(
         core.initial_state(params, starts),
@@ -562,7 +574,7 @@ def test_predict_round_broadcasts_over_candidate_masks(tmp_path):
 def test_one_site_round_energy_is_busy_draw_plus_idle_draw_while_waiting(tmp_path):
     params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5},
                         network={"rtt_to_hub_ms": [40.0]})  # fmt: skip
-    result = step(params, start(params), 0)
+    result = step(params, start(params, joined=[0]), 0)
     compute = 600.0
     comm = 2.0 * 0.040 + 2.0 * 0.08  # rtt_factor · RTT + 2 · 8e8 bit / 10 Gbps
     waiting = comm + 3.0  # + aggregation_s
@@ -576,7 +588,7 @@ def test_faster_site_draws_idle_power_while_waiting_for_the_straggler(tmp_path):
     sites = [site("a", "ca"), site("b", "cb", gpu="G200", gpu_count=4)]  # 600 s and 750 s
     params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5},
                         network={"rtt_to_hub_ms": [40.0, 90.0]})  # fmt: skip
-    result = step(params, start(params), 0, 1)
+    result = step(params, start(params, joined=[0, 1]), 0, 1)
     comm = 2.0 * 0.090 + 2.0 * max(0.08, 2 * 0.08)
     round_s = 750.0 + comm + 3.0
     busy_j = 10 * G100_WALL_W * 600.0 + 4 * G200_WALL_W * 750.0
@@ -588,7 +600,7 @@ def test_faster_site_draws_idle_power_while_waiting_for_the_straggler(tmp_path):
 def test_energy_follows_the_powered_gpus_when_power_falls_mid_round(tmp_path):
     params = params_for(tmp_path, [site("a", "ca")], {"ca": [0.5, 0.75]},
                         network={"rtt_to_hub_ms": [40.0]})  # fmt: skip
-    result = step(params, start(params, 100.0), 0)
+    result = step(params, start(params, 100.0, joined=[0]), 0)
     busy_j = 250.0 * (10 * 200.0 + 5 * 800.0)  # 200 s at 10 GPUs, 800 s at 5
     idle_j = 0.3 * 10 * 250.0 * (2.0 * 0.040 + 2.0 * 0.08 + 3.0)
     assert result.energy_j[0] == pytest.approx(busy_j + idle_j, rel=1e-12)
@@ -618,7 +630,7 @@ def test_a_batch_of_episodes_steps_like_each_episode_alone(tmp_path):
         site("c", "c2", latitude=10.0, longitude=100.0),
         site("d", "c3", gpu_count=8, wan_gbps=1.0),
     ]
-    params = params_for(tmp_path, sites, util, network={"join_s": 30.0},
+    params = params_for(tmp_path, sites, util, network={"join_fixed_s": 30.0},
                         episode={"jitter_sigma": 0.1})  # fmt: skip
     starts = np.array([0.0, 7000.0, 40_000.0])
     batch = core.initial_state(params, starts)
