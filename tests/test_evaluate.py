@@ -39,7 +39,7 @@ def small_scenario(tmp_path_factory) -> Path:
         powered,
         gpus=["G100", "G200", "G100", "G100"],
         rtt_ms=[1, 30, 60, 120],
-        network={"join_s": 2.0, "rtt_factor": 10.0},
+        network={"join_fixed_s": 2.0, "rtt_factor": 10.0},
         episode={"jitter_sigma": 0.05},
     )
 
@@ -102,7 +102,7 @@ def test_evaluate_runs_paired_episodes_and_writes_every_output(small_scenario, t
     assert list(result.summary["policy"]) == ["PowerTrip", "AllSites", "TopPower-1"]
     assert result.summary.loc[0, "vs_powertrip_pct"] == pytest.approx(0.0)
     summary = (out / "summary.md").read_text()
-    for name in ("PowerTrip", "AllSites", "TopPower-1", "truncation", "95% CI"):
+    for name in ("PowerTrip", "AllSites", "TopPower-1", "at the time budget", "95% CI"):
         assert name in summary
     assert (out / "tta.png").read_bytes()[:4] == b"\x89PNG"
     for label, curves in result.curves.items():

@@ -26,9 +26,10 @@ from scenario_files import toml_value
 
 from baselines.policies import (
     POLICIES,
+    REFERENCES,
     AllSites,
-    Clairvoyant,
     FastestK,
+    FedZeroLike,
     MyopicOptimal,
     Nearest,
     Now,
@@ -147,7 +148,7 @@ def write_scenario(
         "hub_gbps": 10.0,
         "rtt_factor": 1.0,
         "aggregation_s": 1.0,
-        "join_s": 0.0,
+        "join_fixed_s": 0.0,
         "rtt_to_hub_ms": list(rtt_ms) if rtt_ms is not None else [1.0 + 5.0 * i for i in range(n)],
     }
     text += _table("network", {**net, **(network or {})})
@@ -233,7 +234,7 @@ def test_powertrip_stops_when_the_next_site_lowers_predicted_efficiency(tmp_path
     policy.reset(env)
     order = policy.ranking(Now.of(env))
     assert order.tolist() == [0, 1, 2]
-    eff = env.predict_round(prefix_masks(order)).efficiency
+    eff = env.predict_round(prefix_masks(order), steady_state=True).efficiency
     assert eff[1] < eff[0]  # the case the test is about
     assert chosen(act(policy, env)) == {0}
     # A search would not stop there: MyopicOptimal finds the better set {s0, s2}.
@@ -243,7 +244,7 @@ def test_powertrip_stops_when_the_next_site_lowers_predicted_efficiency(tmp_path
 def test_powertrip_keeps_adding_sites_while_efficiency_rises(tmp_path):
     path = write_scenario(tmp_path, [10, 10, 10, 0], rtt_ms=[1, 2, 3, 4])
     env = make_env(path)
-    eff = env.predict_round(prefix_masks(np.arange(4))).efficiency
+    eff = env.predict_round(prefix_masks(np.arange(4)), steady_state=True).efficiency
     assert eff[0] < eff[1] < eff[2]
     assert chosen(act(PowerTrip(), env)) == {0, 1, 2}
 
@@ -251,9 +252,9 @@ def test_powertrip_keeps_adding_sites_while_efficiency_rises(tmp_path):
 def test_powertrip_idles_when_no_site_is_available(tmp_path):
     path = write_scenario(tmp_path, [0, 0, 0])
     env = make_env(path)
-    for name in ("PowerTrip", "AllSites", "RandomK", "TopPower-2", "OortLike", "MyopicOptimal"):
+    for name in ("PowerTrip", "AllSites", "RandomK", "TopPower-2", "OortLike", "FedZeroLike",
+                 "MyopicOptimal"):  # fmt: skip
         assert not act(make_policy(name, 3, seed=0), env).any(), name
-    assert not act(Clairvoyant(), env).any()
 
 
 # --------------------------------------------------------------------------- simple rules
@@ -331,7 +332,7 @@ def test_myopic_optimal_matches_brute_force_over_subsets(tmp_path):
         [12, 3, 7, 0, 9, 5],
         gpus=["G100", "G200", "G100", "G100", "G200", "G100"],
         rtt_ms=[1, 80, 20, 5, 150, 40],
-        network={"rtt_factor": 50.0, "join_s": 4.0},
+        network={"rtt_factor": 50.0, "join_fixed_s": 4.0},
     )
     env = make_env(path)
     best, best_set = -np.inf, None
@@ -401,37 +402,46 @@ def test_oort_is_reproducible_and_leaves_the_env_generator_alone(mixed_env):
     assert run(1) == run(1)
 
 
-# --------------------------------------------------------------------------- Clairvoyant
+# --------------------------------------------------------------------------- references
 
 
-def test_clairvoyant_avoids_a_site_whose_power_collapses_mid_round(tmp_path):
+def test_clairvoyant_references_avoid_a_site_whose_power_collapses_mid_round(tmp_path):
     # Rounds take ~200 s. s1 equals s0 now but keeps 1 GPU from the next interval on, so it
-    # would straggle; the prediction (current power holds) cannot know, the clairvoyant can.
+    # would straggle; the prediction (no forecast file: current power holds) cannot know, the
+    # clairvoyant references can.
     rows = np.array([[10, 10]] * ROWS_PER_DAY + [[10, 10], [10, 1]] * ROWS_PER_DAY)
     path = write_scenario(tmp_path, rows, rtt_ms=[1, 1], workload={"local_steps": 200})
     start = DAY2_S + 150.0  # row 288 (s1 has 10 GPUs), row 289 (1 GPU) starts 150 s later
     env = make_env(path, start_s=start)
     assert env.params.powered[ROWS_PER_DAY + 1, 1] == 1
     assert chosen(act(MyopicOptimal(), env)) == {0, 1}
-    assert chosen(act(Clairvoyant(), env)) == {0}
+    for name in REFERENCES:
+        assert chosen(act(make_policy(name, 2, seed=0), env)) == {0}, name
 
 
 # --------------------------------------------------------------------------- no peeking
 
 
 def _scramble_future(env: PowerTripEnv, row: int, rng: np.random.Generator) -> core.SimParams:
-    """The env's tables rebuilt from a trace whose rows after ``row`` are random.
+    """The env's tables rebuilt from power whose actual values after ``row`` are random.
 
-    Rebuilding through ``core.build_params`` keeps every derived table consistent, whatever
-    tables the simulator keeps. (Rows of the wrapped copy up to ``row`` stay as they were; they
-    are a whole trace length ahead.)
+    The forecasts issued up to ``row`` stay as they were (what an operator knows now); those
+    issued later start from the scrambled actuals (horizon 0 is the actual of its row; without a
+    forecast file it is all there is). Rebuilding through ``core.build_params`` keeps every
+    derived table consistent, whatever tables the simulator keeps. (Rows of the wrapped copy up
+    to ``row`` stay as they were; they are a whole calendar ahead.)
     """
-    trace = env.sim.trace
-    cols = trace.column_indices([s.trace_column for s in env.scenario.sites])
-    util = trace.util[:, cols].copy()
-    util[row + 1 :] = rng.uniform(0.0, 1.0, size=util[row + 1 :].shape)
-    params = core.build_params(env.scenario, util, trace.interval_s, float(trace.timestamps_s[0]))
+    power = env.sim.power
+    available = power.available_w.copy()
+    available[row + 1 :] = rng.uniform(0.0, 1.0, size=available[row + 1 :].shape) * power.peak_w
+    forecast = power.forecast_w.copy()
+    forecast[row + 1 :, 0] = available[row + 1 :]
+    if power.horizons == 1:
+        forecast[row + 1 :] = available[row + 1 :, None]
+    scrambled = dataclasses.replace(power, available_w=available, forecast_w=forecast)
+    params = core.build_params(env.scenario, scrambled)
     assert np.array_equal(params.powered[: row + 1], env.params.powered[: row + 1])
+    assert np.array_equal(params.forecast_rate[: row + 1], env.params.forecast_rate[: row + 1])
     assert not np.array_equal(params.powered[row + 1 :], env.params.powered[row + 1 :])
     return params
 
@@ -481,24 +491,21 @@ def varying_scenario(tmp_path_factory) -> Path:
         rows,
         gpus=["G100", "G200", "G100", "G200", "G100", "G100"],
         rtt_ms=[1, 20, 40, 60, 90, 120],
-        network={"join_s": 3.0, "rtt_factor": 20.0},
+        network={"join_fixed_s": 3.0, "rtt_factor": 20.0},
         workload={"local_steps": 60},
         episode={"jitter_sigma": 0.05},
         data_shares=[0.3, 0.1, 0.2, 0.1, 0.2, 0.1],
     )
 
 
-@pytest.mark.parametrize(
-    "name",
-    [n for n in default_policy_names(6) if n != "Clairvoyant"] + ["TopPower-3", "FastestK-2"],
-)
-def test_no_policy_but_clairvoyant_reads_future_power(varying_scenario, name):
+@pytest.mark.parametrize("name", [*default_policy_names(6), "TopPower-3", "FastestK-2"])
+def test_no_deployable_policy_reads_future_power(varying_scenario, name):
+    assert not set(REFERENCES) & set(default_policy_names(6))
     assert not _decisions_differ(varying_scenario, lambda: make_policy(name, 6, seed=1))
 
 
 def test_the_future_check_catches_a_policy_that_peeks(varying_scenario):
     assert _decisions_differ(varying_scenario, _Peeker)
-    assert _decisions_differ(varying_scenario, Clairvoyant)  # it says so in its name
 
 
 # --------------------------------------------------------------------------- registry
@@ -522,9 +529,10 @@ def test_registry_parses_sized_names_and_lists_valid_names_on_error():
 def test_default_policy_names_fit_the_scenario_size():
     names = default_policy_names(8)
     assert names[0] == "PowerTrip"
-    assert {"MyopicOptimal", "Clairvoyant", "TopPower-4", "FastestK-4"} <= set(names)
+    assert {"MyopicOptimal", "FedZeroLike", "TopPower-4", "FastestK-4"} <= set(names)
+    assert not set(REFERENCES) & set(names)  # clairvoyant references are asked for by name
     large = default_policy_names(32)
-    assert "MyopicOptimal" not in large and "Clairvoyant" in large
+    assert "MyopicOptimal" not in large and "FedZeroLike" in large
     assert "TopPower-4" not in default_policy_names(3)
     for n in (3, 8, 32):
         assert set(default_policy_names(n)) <= set(policy_names(n))
