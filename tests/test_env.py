@@ -16,19 +16,29 @@ from scenario_files import T0_UNIX, site, write_scenario
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import powertrip_env
-from powertrip_env import load_scenario
+from powertrip_env import core, load_scenario
 from powertrip_env.env import PowerTripEnv
+from powertrip_env.simulation import NOISE_BLOCK
 
 ENV_IDS = list(powertrip_env.ENV_IDS)
+FLAGSHIP = "PowerTrip-v0"  # scenario "default": 10 solar sites on real power data
+LORA = "PowerTrip-LoRA-v0"  # scenario "lora": 8 sites on the synthetic 2019 trace
 ROWS_PER_DAY = 288
 INTERVAL_S = 300.0
+F = 15  # per-site features (core.SITE_FEATURES)
+G = 6  # global features
+FLAGSHIP_T0 = dt.datetime(2022, 6, 8, tzinfo=dt.UTC).timestamp()  # row 0 of its calendar
+FLAGSHIP_ROWS = 8257  # 2022-06-08 00:00 UTC to 2022-07-06 16:00 UTC, every 5 minutes
 
 
 # --------------------------------------------------------------------------- helpers
 
 
 def trace_facts(scenario_name: str) -> tuple[float, int]:
-    """Unix time of the first row and the number of rows of a scenario's trace, read directly."""
+    """Unix time of the first row and the number of rows of a scenario's trace, read directly.
+
+    Only for scenarios whose calendar is their one grid trace (no PV, no shift), as "lora".
+    """
     path = load_scenario(scenario_name).trace_file
     with path.open(encoding="utf-8") as fh:
         lines = fh.read().splitlines()
@@ -80,6 +90,12 @@ def toy_path(tmp_path):
 
 def all_sites(env: gym.Env) -> np.ndarray:
     return np.ones(env.unwrapped.params.n_sites, dtype=np.int8)
+
+
+def test_observation_has_fifteen_site_and_six_global_features():
+    assert len(core.SITE_FEATURES) == F
+    assert len(core.GLOBAL_FEATURES) == G
+    assert core.SITE_LOW.shape == core.SITE_HIGH.shape == (F,)
 
 
 # --------------------------------------------------------------------------- checkers and docs
@@ -134,7 +150,7 @@ def test_make_by_module_path_registers_and_builds():
     env = gym.make("powertrip_env:PowerTrip-v0")
     obs, _ = env.reset(seed=0)
     assert env.unwrapped.scenario.name == "default"
-    assert obs.shape == (8 * 8 + 6,)
+    assert obs.shape == (10 * F + G,)
 
 
 def test_every_id_is_registered_with_the_one_pair_of_entry_points():
@@ -151,13 +167,14 @@ def test_every_id_is_registered_with_the_one_pair_of_entry_points():
 
 
 @pytest.mark.parametrize(
-    ("env_id", "n_sites"), [("PowerTrip-KWS-v0", 8), ("PowerTrip-Large-v0", 32)]
+    ("env_id", "n_sites"),
+    [(FLAGSHIP, 10), (LORA, 8), ("PowerTrip-KWS-v0", 8), ("PowerTrip-Large-v0", 32)],
 )
 def test_registered_ids_run_their_scenarios(env_id, n_sites):
     env = gym.make(env_id)
     obs, _ = env.reset(seed=0)
     assert env.unwrapped.scenario.name == powertrip_env.ENV_IDS[env_id]
-    assert obs.shape == (n_sites * 8 + 6,)
+    assert obs.shape == (n_sites * F + G,)
     assert env.action_space == gym.spaces.MultiBinary(n_sites)
 
 
@@ -165,10 +182,10 @@ def test_make_loads_a_users_scenario_file(toy_path):
     env = gym.make("PowerTrip-v0", scenario=str(toy_path))
     obs, _ = env.reset(seed=0)
     assert env.unwrapped.scenario.n_sites == 3
-    assert obs.shape == (3 * 8 + 6,)
+    assert obs.shape == (3 * F + G,)
     assert env.action_space == gym.spaces.MultiBinary(3)
     dict_env = gym.make("PowerTrip-v0", scenario=toy_path, obs_mode="dict")
-    assert dict_env.observation_space["sites"].shape == (3, 8)
+    assert dict_env.observation_space["sites"].shape == (3, F)
     assert dict_env.observation_space["global"].shape == (6,)
 
 
@@ -220,27 +237,78 @@ def test_different_seeds_give_different_episodes():
     assert not same_rollout(a, b)
 
 
-def test_jitter_comes_from_the_episode_seed():
+@pytest.mark.parametrize("env_id", [FLAGSHIP, LORA])
+def test_jitter_comes_from_the_episode_seed(env_id):
     options = {"start_time": 3600.0}
-    action = np.ones(8, dtype=np.int8)
     times = []
     for seed in (1, 2):
-        env = gym.make("PowerTrip-v0")
+        env = gym.make(env_id)
         env.reset(seed=seed, options=options)
-        times.append(env.step(action)[4]["round_time_s"])
+        times.append(env.step(all_sites(env))[4]["round_time_s"])
     assert times[0] != times[1]
     quiet = []
     for seed in (1, 2):
-        env = gym.make("PowerTrip-v0", jitter=False)
+        env = gym.make(env_id, jitter=False)
         env.reset(seed=seed, options=options)
-        quiet.append(env.step(action)[4]["round_time_s"])
+        quiet.append(env.step(all_sites(env))[4]["round_time_s"])
     assert quiet[0] == quiet[1]
+
+
+def jittery_toy(tmp_path) -> str:
+    """Two sites, rounds of about 10 s and a 1 h budget: hundreds of jittered rounds."""
+    return str(
+        write_scenario(
+            tmp_path,
+            [site("a", "ca"), site("b", "cb", gpu="G200", capacity_kw=6.25)],
+            {"ca": 0.5, "cb": lambda rows: np.where(rows % 7 == 3, 1.0, 0.5)},
+            workload={"local_steps": 1},
+            episode={"jitter_sigma": 0.1},
+        )
+    )
+
+
+def test_clairvoyant_jitter_is_exactly_the_jitter_the_env_then_uses(tmp_path):
+    env = PowerTripEnv(scenario=jittery_toy(tmp_path))
+    env.reset(seed=3)
+    rounds = 2 * NOISE_BLOCK + 10  # across blocks of pre-drawn jitter
+    rng = np.random.default_rng(0)
+    ahead = env.clairvoyant_jitter(rounds)
+    assert ahead.shape == (rounds, 3)
+    assert np.unique(ahead).size == ahead.size  # real draws, not ones
+    for r in range(rounds):
+        if r in (NOISE_BLOCK - 1, NOISE_BLOCK, NOISE_BLOCK + 1):  # asked again mid-episode
+            np.testing.assert_array_equal(env.clairvoyant_jitter(rounds - r), ahead[r:])
+        mask = rng.random((1, 2)) < 0.7
+        expected = core.step_round(env.params, env.state, mask, ahead[r : r + 1])
+        env.step(mask[0].astype(np.int8))
+        for name in ("time_s", "progress", "energy_j", "prev_selected"):
+            np.testing.assert_array_equal(
+                getattr(env.state, name), getattr(expected.state, name), err_msg=f"round {r}"
+            )
+
+
+def test_asking_for_clairvoyant_jitter_does_not_change_the_episode(tmp_path):
+    path = jittery_toy(tmp_path)
+
+    def run(peek: bool) -> list:
+        env = PowerTripEnv(scenario=path)
+        env.reset(seed=4)
+        record = []
+        for r in range(NOISE_BLOCK + 20):
+            if peek and r % 9 in (0, 1):
+                env.clairvoyant_jitter(1 + 17 * r)
+            _, reward, _, _, info = env.step(np.ones(2, dtype=np.int8))
+            record.append((reward, info["round_time_s"], info["compute_s"], info["comm_s"]))
+        record.append(env.np_random.bit_generator.state)
+        return record
+
+    assert run(peek=True) == run(peek=False)
 
 
 # --------------------------------------------------------------------------- starting state
 
 
-@pytest.mark.parametrize("scenario", ["default", "kws"])
+@pytest.mark.parametrize("scenario", ["lora", "kws"])
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_split_starts_only_inside_its_days_leaving_room_for_the_budget(scenario, split):
     env_id = next(k for k, v in powertrip_env.ENV_IDS.items() if v == scenario)
@@ -258,10 +326,11 @@ def test_split_starts_only_inside_its_days_leaving_room_for_the_budget(scenario,
     assert starts.max() > lo_s + 0.75 * span
 
 
-def test_test_and_train_splits_do_not_overlap():
-    train = gym.make("PowerTrip-v0", split="train")
-    test = gym.make("PowerTrip-v0", split="test")
-    episode = load_scenario("default").episode
+@pytest.mark.parametrize("env_id", [FLAGSHIP, LORA])
+def test_test_and_train_splits_do_not_overlap(env_id):
+    train = gym.make(env_id, split="train")
+    test = gym.make(env_id, split="test")
+    episode = train.unwrapped.scenario.episode
     train_end = max(train.reset(seed=s)[1]["start_time_s"] for s in range(200))
     test_start = min(test.reset(seed=s)[1]["start_time_s"] for s in range(200))
     boundary_s = episode.train_days[1] * 86_400.0
@@ -270,8 +339,8 @@ def test_test_and_train_splits_do_not_overlap():
 
 
 def test_start_time_option_accepts_seconds():
-    t0, _ = trace_facts("default")
-    env = gym.make("PowerTrip-v0")
+    t0, _ = trace_facts("lora")
+    env = gym.make(LORA)
     _, info = env.reset(seed=0, options={"start_time": 3600.0})
     assert info["start_time_s"] == 3600.0
     assert info["trace_time"] == pytest.approx(t0 + 3600.0)
@@ -283,17 +352,17 @@ def test_start_time_option_accepts_seconds():
     "stamp", ["2019-05-03T07:00:00Z", "2019-05-03T09:00:00+02:00", "2019-05-03T07:00:00"]
 )
 def test_start_time_option_accepts_iso_strings(stamp):
-    t0, _ = trace_facts("default")
+    t0, _ = trace_facts("lora")
     wanted = dt.datetime(2019, 5, 3, 7, 0, tzinfo=dt.UTC).timestamp() - t0
-    env = gym.make("PowerTrip-v0")
+    env = gym.make(LORA)
     _, info = env.reset(seed=0, options={"start_time": stamp})
     assert info["start_time_s"] == pytest.approx(wanted)
 
 
 def test_start_time_option_accepts_a_datetime():
-    t0, _ = trace_facts("default")
+    t0, _ = trace_facts("lora")
     when = dt.datetime(2019, 5, 10, 12, 30, tzinfo=dt.UTC)
-    _, info = gym.make("PowerTrip-v0").reset(seed=0, options={"start_time": when})
+    _, info = gym.make(LORA).reset(seed=0, options={"start_time": when})
     assert info["start_time_s"] == pytest.approx(when.timestamp() - t0)
 
 
@@ -301,18 +370,38 @@ def test_start_time_option_accepts_a_datetime():
     "bad", [-1.0, "end", "2019-04-01T00:00:00Z", "2019-07-01T00:00:00Z", "yesterday", [1, 2], True]
 )
 def test_start_time_option_rejects_out_of_range_values(bad):
-    _, rows = trace_facts("default")
+    _, rows = trace_facts("lora")
     if bad == "end":
         bad = rows * INTERVAL_S  # one past the last second of the trace
-    env = gym.make("PowerTrip-v0")
+    env = gym.make(LORA)
     with pytest.raises(ValueError, match="start_time"):
         env.reset(seed=0, options={"start_time": bad})
 
 
+def test_flagship_start_time_counts_from_its_calendar():
+    env = gym.make(FLAGSHIP)
+    _, info = env.reset(seed=0, options={"start_time": "2022-06-10T12:00:00Z"})
+    assert info["start_time_s"] == 2.5 * 86_400
+    assert info["trace_time"] == FLAGSHIP_T0 + 2.5 * 86_400
+    assert env.unwrapped.params.trace_rows == FLAGSHIP_ROWS
+    for bad in ("2022-06-07T23:55:00Z", FLAGSHIP_ROWS * INTERVAL_S, "2019-05-03T07:00:00Z"):
+        with pytest.raises(ValueError, match="start_time"):
+            env.reset(seed=0, options={"start_time": bad})
+
+
 def test_start_near_the_end_of_the_trace_still_runs():
-    _, rows = trace_facts("default")
-    env = gym.make("PowerTrip-v0")
+    _, rows = trace_facts("lora")
+    env = gym.make(LORA)
     obs, _ = env.reset(seed=0, options={"start_time": rows * INTERVAL_S - 1.0})
+    for _ in range(5):
+        obs, reward, *_ = env.step(all_sites(env))
+        assert env.observation_space.contains(obs)
+        assert math.isfinite(reward)
+
+
+def test_start_near_the_end_of_the_flagship_calendar_still_runs():
+    env = gym.make(FLAGSHIP)
+    obs, _ = env.reset(seed=0, options={"start_time": FLAGSHIP_ROWS * INTERVAL_S - 1.0})
     for _ in range(5):
         obs, reward, *_ = env.step(all_sites(env))
         assert env.observation_space.contains(obs)
@@ -323,22 +412,27 @@ def test_start_near_the_end_of_the_trace_still_runs():
 
 
 @pytest.mark.parametrize(
-    ("env_id", "seeds"),
+    ("env_id", "seeds", "policy"),
     [
-        ("PowerTrip-v0", (0, 1, 2)),
-        ("PowerTrip-KWS-v0", (0, 3, 4)),
-        ("PowerTrip-EMNIST-v0", (0, 5)),
-        ("PowerTrip-LLMFull-v0", (0, 6)),
+        (FLAGSHIP, (0, 1), "PowerTrip"),  # every site at once fails there (drop-outs at night)
+        (LORA, (0, 1, 2), "AllSites"),
+        ("PowerTrip-KWS-v0", (0, 3, 4), "AllSites"),
+        ("PowerTrip-EMNIST-v0", (0, 5), "AllSites"),
+        ("PowerTrip-LLMFull-v0", (0, 6), "AllSites"),
     ],
 )
-def test_return_of_a_successful_episode_is_one_minus_tta_over_href(env_id, seeds):
+def test_return_of_a_successful_episode_is_one_minus_tta_over_href(env_id, seeds, policy):
+    from baselines.policies import make_policy
+
     env = gym.make(env_id)
     h_ref_h = env.unwrapped.scenario.episode.h_ref_h
+    chooser = make_policy(policy, env.unwrapped.params.n_sites)
     for seed in seeds:
-        env.reset(seed=seed)
+        obs, info = env.reset(seed=seed)
+        chooser.reset(env.unwrapped)
         total, elapsed_h, terminated, truncated = 0.0, 0.0, False, False
         while not (terminated or truncated):
-            _, reward, terminated, truncated, info = env.step(all_sites(env))
+            obs, reward, terminated, truncated, info = env.step(chooser.act(obs, info))
             total += reward
             elapsed_h += info["round_time_s"] / 3600.0
         assert terminated and info["success"], f"seed {seed} did not reach the target"
@@ -360,6 +454,39 @@ def test_return_of_a_truncated_episode_is_progress_fraction_minus_time(toy_path)
     assert info["tta_h"] == pytest.approx(1.0)
     assert info["success"] is False
     assert total == pytest.approx(0.0 - 1.0 / 0.5, abs=1e-9)  # H_ref = 0.5 h
+
+
+def test_failed_episode_reports_the_budget_as_tta_also_when_the_round_limit_ends_it(tmp_path):
+    path = write_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5}, episode={"max_rounds": 3})
+    env = gym.make("PowerTrip-v0", scenario=path)
+    env.reset(seed=0)
+    for _ in range(3):
+        _, _, terminated, truncated, info = env.step(np.ones(1, dtype=np.int8))
+    assert truncated and not terminated
+    assert info["elapsed_s"] == pytest.approx(3 * (600.0 + 2.0 * 0.002 + 2.0 * 0.08 + 3.0) + 0.08)
+    assert info["tta_h"] == 1.0  # the time budget, not the 0.5 h that elapsed
+    assert info["success"] is False
+
+
+def test_a_round_past_the_budget_is_cut_there_and_teaches_nothing(tmp_path):
+    # rounds of 600 s (+ 0.08 s join once, comm and aggregation): five fit in the hour, the
+    # sixth would end at about 3,620 s
+    path = write_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5})
+    env = gym.make("PowerTrip-v0", scenario=path, jitter=False)
+    env.reset(seed=0, options={"start_time": 0.0})
+    for _ in range(5):
+        _, _, terminated, truncated, info = env.step(np.ones(1, dtype=np.int8))
+        assert not (terminated or truncated or info["cut"])
+    before = info
+    _, reward, terminated, truncated, info = env.step(np.ones(1, dtype=np.int8))
+    assert info["cut"] is True
+    assert truncated and not terminated
+    assert info["elapsed_s"] == 3600.0  # never past the budget
+    assert info["round_time_s"] == pytest.approx(3600.0 - before["elapsed_s"], rel=1e-12)
+    assert info["accuracy"] == before["accuracy"]  # the cut round taught nothing
+    assert reward == pytest.approx(-info["round_time_s"] / (0.5 * 3600.0), rel=1e-12)
+    assert info["tta_h"] == 1.0
+    assert info["success"] is False
 
 
 @pytest.mark.parametrize("env_id", ["PowerTrip-v0", "PowerTrip-EMNIST-v0"])
@@ -397,13 +524,16 @@ def test_info_reports_the_round(toy_path):
     _, _, _, _, info = env.step(np.array([1, 0, 1]))
     for key in (
         "round_time_s", "compute_s", "comm_s", "elapsed_s", "accuracy", "selected",
-        "powered_gpus", "energy_kwh", "straggler_site", "trace_time", "idle",
+        "powered_gpus", "energy_kwh", "straggler_site", "trace_time", "idle", "dropped", "cut",
     ):  # fmt: skip
         assert key in info, key
     assert info["selected"].tolist() == [True, False, True]
+    assert info["dropped"].tolist() == [False, False, False]
+    assert info["cut"] is False
     assert info["powered_gpus"].tolist() == [10, 0, 6]
     assert info["straggler_site"] == "a"  # 600 s against c's 500 s
-    assert info["compute_s"] == pytest.approx(600.0)
+    # both join first: join_fixed_s = 0 plus the 8e8-bit model over 10 Gbps, 0.08 s
+    assert info["compute_s"] == pytest.approx(0.08 + 600.0, rel=1e-12)
     assert info["round_time_s"] == pytest.approx(
         info["compute_s"] + info["comm_s"] + 3.0  # aggregation_s
     )
@@ -454,11 +584,12 @@ def test_empty_set_is_an_idle_round(toy_path):
     assert first_idle_accuracy == 0.1  # still a0: nothing was learned
 
 
-def test_idle_round_on_the_default_scenario_advances_one_interval():
-    env = gym.make("PowerTrip-v0")
+@pytest.mark.parametrize(("env_id", "scenario"), [(FLAGSHIP, "default"), (LORA, "lora")])
+def test_idle_round_on_a_shipped_scenario_advances_one_interval(env_id, scenario):
+    env = gym.make(env_id)
     env.reset(seed=0)
-    _, reward, _, _, info = env.step(np.zeros(8, dtype=np.int8))
-    h_ref_s = load_scenario("default").episode.h_ref_h * 3600.0
+    _, reward, _, _, info = env.step(np.zeros(env.unwrapped.params.n_sites, dtype=np.int8))
+    h_ref_s = load_scenario(scenario).episode.h_ref_h * 3600.0
     assert info["idle"] is True
     assert info["elapsed_s"] == INTERVAL_S
     assert reward == pytest.approx(-INTERVAL_S / h_ref_s)
@@ -481,7 +612,7 @@ def test_idle_round_on_the_default_scenario_advances_one_interval():
     ids=["long", "2d", "short", "two", "minus-one", "half", "string", "nan", "none"],
 )
 def test_malformed_action_raises_value_error_naming_the_space(action_mode, bad):
-    env = gym.make("PowerTrip-v0", action_mode=action_mode)
+    env = gym.make(LORA, action_mode=action_mode)  # 8 sites, as the bad actions assume
     env.reset(seed=0)
     env.step(all_sites(env))
     with pytest.raises(ValueError) as info:
@@ -494,7 +625,7 @@ def test_malformed_action_raises_value_error_naming_the_space(action_mode, bad):
 @pytest.mark.parametrize("action_mode", ["multibinary", "multidiscrete"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int8, np.bool_])
 def test_zero_one_actions_of_any_numeric_dtype_are_accepted(action_mode, dtype):
-    env = gym.make("PowerTrip-v0", action_mode=action_mode)
+    env = gym.make(LORA, action_mode=action_mode)  # 8 sites
     env.reset(seed=0)
     action = np.array([1, 0, 1, 1, 0, 0, 1, 0], dtype=dtype)
     _, _, _, _, info = env.step(action)
@@ -512,10 +643,11 @@ def test_action_masks_mark_unavailable_sites_choice_one_false(toy_path):
     assert masks.tolist() == [True, True, True, False, True, True]
 
 
-def test_action_masks_follow_availability_on_the_default_scenario():
-    env = gym.make("PowerTrip-v0")
+@pytest.mark.parametrize("env_id", [FLAGSHIP, LORA])
+def test_action_masks_follow_availability_on_a_shipped_scenario(env_id):
+    env = gym.make(env_id)
     _, info = env.reset(seed=0)
-    masks = env.unwrapped.action_masks().reshape(8, 2)
+    masks = env.unwrapped.action_masks().reshape(env.unwrapped.params.n_sites, 2)
     assert masks[:, 0].all()
     assert masks[:, 1].tolist() == info["available"].tolist()
 
@@ -525,23 +657,33 @@ def test_action_masks_follow_availability_on_the_default_scenario():
 
 def test_observation_reports_each_sites_power_and_selection(toy_path):
     env = gym.make("PowerTrip-v0", scenario=toy_path, jitter=False)
-    # 06:00 UTC: a quarter of the day, so the time-of-day features are sin = 1, cos = 0
+    # 06:00 UTC: a quarter of the day, so the time-of-day features are sin = 1, cos = 0; at
+    # longitude -90 it is local solar midnight (UTC − 6 h): sin = 0, cos = 1
     obs, _ = env.reset(seed=0, options={"start_time": 6 * 3600.0})
-    sites, glob = obs[:24].reshape(3, 8), obs[24:]
-    # a: u = 0.5 -> headroom 0.5, 10 of 16 GPUs, 100 samples/s of the largest full-power
-    # throughput (c: 16 G200s · 20 = 320/s), RTT 10 of 40 ms, steady power, available
+    sites, glob = obs[: 3 * F].reshape(3, F), obs[3 * F :]
+    # a: u = 0.5 -> power 0.5 of its peak (no PV), 10 of 16 GPUs, 100 samples/s of the largest
+    # full-power throughput (c: 16 G200s · 20 = 320/s), RTT 10 of 40 ms, steady power,
+    # available, a join of 0.08 s (the model over 10 Gbps), the forecast (no forecast file: the
+    # current power holds) 0.5 in each quarter hour
     time_scale = 20 * 60_000 / 320.0  # 20 × the fastest full-power compute time
+    join = 0.08 / time_scale
     np.testing.assert_allclose(
-        sites[0], [0.5, 10 / 16, 100 / 320, 600 / time_scale, 0.25, 0, 0, 1], rtol=1e-6
+        sites[0],
+        [0.5, 10 / 16, 100 / 320, 600 / time_scale, 0.25, 0, 0, 1, join, *[0.5] * 4, 0, 1],
+        rtol=1e-6, atol=1e-7,
+    )  # fmt: skip
+    np.testing.assert_allclose(  # dark
+        sites[1], [0, 0, 0, 1, 0.5, 0, 0, 0, join, 0, 0, 0, 0, 0, 1], rtol=1e-6, atol=1e-7
     )
-    np.testing.assert_allclose(sites[1], [0, 0, 0, 1, 0.5, 0, 0, 0], atol=1e-7)  # dark
     np.testing.assert_allclose(
-        sites[2], [0.5, 6 / 16, 120 / 320, 500 / time_scale, 1.0, 0, 0, 1], rtol=1e-6
-    )
+        sites[2],
+        [0.5, 6 / 16, 120 / 320, 500 / time_scale, 1.0, 0, 0, 1, join, *[0.5] * 4, 0, 1],
+        rtol=1e-6, atol=1e-7,
+    )  # fmt: skip
     np.testing.assert_allclose(glob, [0, 0, 1, 0, 0, 1], atol=1e-6)
 
     obs, _, _, _, info = env.step(np.array([1, 0, 1]))
-    sites, glob = obs[:24].reshape(3, 8), obs[24:]
+    sites, glob = obs[: 3 * F].reshape(3, F), obs[3 * F :]
     assert sites[:, 6].tolist() == [1, 0, 1]  # took part in the previous round
     assert glob[1] == pytest.approx(info["round_time_s"] / 3600.0, rel=1e-6)  # of the budget
     assert glob[4] == pytest.approx(info["round_time_s"] / time_scale, rel=1e-6)
@@ -549,14 +691,28 @@ def test_observation_reports_each_sites_power_and_selection(toy_path):
     assert glob[0] == pytest.approx(progress, rel=1e-6)
 
 
+def test_one_site_that_is_its_own_hub_at_zero_base_latency_observes_finite_values(tmp_path):
+    # RTT = base_ms + distance term = 0: the RTT feature is 0, not 0 / 0 = NaN
+    path = write_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5}, network={"base_ms": 0.0})
+    env = gym.make("PowerTrip-v0", scenario=path)
+    assert env.unwrapped.params.rtt_s.tolist() == [0.0]
+    obs, _ = env.reset(seed=0)
+    for _ in range(3):
+        assert np.isfinite(obs).all()
+        assert env.observation_space.contains(obs)
+        assert obs[core.SITE_FEATURES.index("rtt_to_hub")] == 0.0
+        obs, *_ = env.step(np.ones(1, dtype=np.int8))
+
+
 def test_dict_observation_holds_the_same_numbers_as_the_flat_one():
     flat = gym.make("PowerTrip-v0")
     nested = gym.make("PowerTrip-v0", obs_mode="dict")
     f_obs, _ = flat.reset(seed=5)
     d_obs, _ = nested.reset(seed=5)
+    assert d_obs["sites"].shape == (10, F)
     for _ in range(3):
-        np.testing.assert_array_equal(d_obs["sites"].ravel(), f_obs[:64])
-        np.testing.assert_array_equal(d_obs["global"], f_obs[64:])
+        np.testing.assert_array_equal(d_obs["sites"].ravel(), f_obs[: 10 * F])
+        np.testing.assert_array_equal(d_obs["global"], f_obs[10 * F :])
         f_obs = flat.step(all_sites(flat))[0]
         d_obs = nested.step(all_sites(nested))[0]
 
