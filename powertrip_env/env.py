@@ -98,7 +98,7 @@ class PowerTripEnv(gym.Env):
     <TimeLimit<OrderEnforcing<PassiveEnvChecker<PowerTripEnv<PowerTrip-v0>>>>>
     >>> obs, info = env.reset(seed=0)
     >>> obs.shape
-    (70,)
+    (156,)
     >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
 
     ```
