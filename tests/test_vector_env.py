@@ -24,8 +24,9 @@ ENV_IDS = list(powertrip_env.ENV_IDS)
 STEP_KEYS = {
     "round_time_s", "compute_s", "comm_s", "elapsed_s", "accuracy", "selected", "n_selected",
     "invalid_selections", "idle", "powered_gpus", "straggler", "straggler_site", "trace_time",
-    "round_energy_kwh", "energy_kwh", "rounds",
+    "round_energy_kwh", "energy_kwh", "rounds", "dropped", "cut",
 }  # fmt: skip
+F = len(core.SITE_FEATURES)
 RESET_KEYS = {"start_time_s", "trace_time", "available"}
 
 
@@ -57,10 +58,10 @@ def actions_for(rng: np.random.Generator, b: int, n: int) -> np.ndarray:
 
 
 def short_scenario(tmp_path) -> str:
-    """The default scenario with a 2 h budget and at most 6 rounds: episodes end all the time."""
+    """The LoRA scenario with a 2 h budget and at most 6 rounds: episodes end all the time."""
     path = tmp_path / "short.toml"
     path.write_text(
-        'extends = "default"\nname = "short"\ndescription = "short episodes"\n'
+        'extends = "lora"\nname = "short"\ndescription = "short episodes"\n'
         "[episode]\ntime_budget_h = 2.0\nmax_rounds = 6\nh_ref_h = 1.5\n"
         "jitter_sigma = 0.05\nserver_overhead = 1.8\nidle_fraction = 0.3\n",
         encoding="utf-8",
@@ -99,7 +100,7 @@ def compare_with_single_envs(
     n = venv.single_action_space.shape[0]
     rng = np.random.default_rng(seed)
     pending = np.zeros(b, dtype=bool)
-    seen = {"ends": 0, "idle": 0, "invalid": 0, "autoresets": 0}
+    seen = {"ends": 0, "idle": 0, "invalid": 0, "autoresets": 0, "dropped": 0, "cut": 0}
     for _ in range(steps):
         actions = actions_for(rng, b, n)
         obs, rewards, terminated, truncated, info = venv.step(actions)
@@ -114,6 +115,8 @@ def compare_with_single_envs(
                 one = env.step(actions[i])
                 seen["idle"] += one[4]["idle"]
                 seen["invalid"] += one[4]["invalid_selections"] > 0
+                seen["dropped"] += bool(one[4]["dropped"].any())
+                seen["cut"] += one[4]["cut"]
             one_obs, one_reward, one_term, one_trunc, one_info = one
             assert same(row(obs, i), one_obs)
             assert rewards[i] == one_reward and terminated[i] == one_term
@@ -160,7 +163,7 @@ def test_make_vec_passes_keyword_arguments_through(dark_site_path):
     assert unwrapped.max_episode_steps == 5
     assert isinstance(venv.single_observation_space, gym.spaces.Dict)
     assert venv.single_action_space == gym.spaces.MultiDiscrete([2, 2, 2])
-    assert venv.observation_space["sites"].shape == (2, 3, 8)
+    assert venv.observation_space["sites"].shape == (2, 3, F)
 
 
 def test_bad_keyword_arguments_are_refused_with_the_allowed_values():
@@ -190,10 +193,11 @@ def test_each_sub_env_is_the_single_env_seeded_s_plus_i_across_many_autoresets(
 
 
 def test_sub_envs_match_the_single_env_through_jitter_block_refills():
-    """Default-length episodes run past NOISE_BLOCK rounds, so jitter is redrawn mid-episode."""
+    """Flagship episodes run past NOISE_BLOCK rounds, so jitter is redrawn mid-episode; sites
+    lose their power at dusk and drop out of rounds."""
     kwargs = {"reward_mode": "gain_rate"}
     seen = compare_with_single_envs("PowerTrip-v0", kwargs, b=3, steps=160, seed=5)
-    assert seen["idle"] > 0
+    assert seen["idle"] > 0 and seen["dropped"] > 0
 
 
 def test_unavailable_selections_and_idle_rounds_match(dark_site_path):
@@ -203,16 +207,19 @@ def test_unavailable_selections_and_idle_rounds_match(dark_site_path):
     assert seen["invalid"] > 0 and seen["idle"] > 0 and seen["autoresets"] > 0
 
 
-@pytest.mark.parametrize("env_id", ["PowerTrip-EMNIST-v0", "PowerTrip-Large-v0"])
+@pytest.mark.parametrize(
+    "env_id", ["PowerTrip-LoRA-v0", "PowerTrip-EMNIST-v0", "PowerTrip-Large-v0"]
+)
 def test_other_scenarios_match_the_single_env(env_id):
-    """Non-IID coverage (EMNIST) and 32 sites (Large) go through the same batched round."""
+    """The synthetic trace (LoRA), non-IID coverage (EMNIST) and 32 sites (Large) go through
+    the same batched round."""
     compare_with_single_envs(env_id, {"split": "test"}, b=2, steps=40, seed=3)
 
 
 def test_fixed_time_rounds_match_the_single_env(tmp_path):
     path = tmp_path / "fixed.toml"
     path.write_text(
-        'extends = "default"\nname = "fixed"\ndescription = "fixed-time rounds"\n'
+        'extends = "lora"\nname = "fixed"\ndescription = "fixed-time rounds"\n'
         '[workload]\nround_mode = "fixed_time"\nround_s = 240.0\n',
         encoding="utf-8",
     )
@@ -309,7 +316,8 @@ def test_dict_observations_lie_in_the_batched_dict_space():
     venv = gym.make_vec("PowerTrip-v0", num_envs=3, obs_mode="dict")
     obs, _ = venv.reset(seed=0)
     assert venv.observation_space.contains(obs)
-    obs, *_ = venv.step(np.ones((3, 8), dtype=np.float32))  # SB3-style float actions
+    n = venv.single_action_space.shape[0]
+    obs, *_ = venv.step(np.ones((3, n), dtype=np.float32))  # SB3-style float actions
     assert venv.observation_space.contains(obs)
     assert obs["sites"].dtype == obs["global"].dtype == np.float32
 
@@ -319,7 +327,8 @@ def test_same_seed_same_rollout_and_seed_lists_seed_each_sub_env():
         venv = gym.make_vec("PowerTrip-v0", num_envs=3)
         record = [venv.reset(seed=seed)]
         rng = np.random.default_rng(0)
-        record += [venv.step(actions_for(rng, 3, 8)) for _ in range(20)]
+        n = venv.single_action_space.shape[0]
+        record += [venv.step(actions_for(rng, 3, n)) for _ in range(20)]
         return record
 
     first = rollout(5)
@@ -343,7 +352,7 @@ def test_reset_mask_resets_only_the_masked_sub_envs():
     venv = gym.make_vec("PowerTrip-v0", num_envs=3)
     venv.reset(seed=1)
     for _ in range(3):
-        venv.step(np.ones((3, 8), dtype=np.int8))
+        venv.step(np.ones((3, venv.single_action_space.shape[0]), dtype=np.int8))
     before = venv.unwrapped.state
     _, info = venv.reset(options={"reset_mask": np.array([False, True, False])})
     after = venv.unwrapped.state
@@ -360,18 +369,18 @@ def test_reset_mask_resets_only_the_masked_sub_envs():
 def test_action_masks_allow_zero_everywhere_and_one_where_available():
     venv = gym.make_vec("PowerTrip-v0", num_envs=4)
     venv.reset(seed=0)
-    masks = venv.unwrapped.action_masks().reshape(4, 8, 2)
+    masks = venv.unwrapped.action_masks().reshape(4, 10, 2)
     assert masks[..., 0].all()
     assert np.array_equal(masks[..., 1], venv.unwrapped.available())
 
 
 def test_malformed_actions_are_refused_naming_the_space():
-    venv = gym.make_vec("PowerTrip-v0", num_envs=2)
+    venv = gym.make_vec("PowerTrip-v0", num_envs=2)  # 10 sites
     with pytest.raises(RuntimeError, match="reset"):
-        venv.step(np.zeros((2, 8), dtype=np.int8))
+        venv.step(np.zeros((2, 10), dtype=np.int8))
     venv.reset(seed=0)
-    for bad in (np.zeros((2, 7)), np.full((2, 8), 2), np.full((2, 8), np.nan), np.zeros(8)):
-        with pytest.raises(ValueError, match=r"action space .*\(2, 8\).*0 or 1"):
+    for bad in (np.zeros((2, 9)), np.full((2, 10), 2), np.full((2, 10), np.nan), np.zeros(10)):
+        with pytest.raises(ValueError, match=r"action space .*\(2, 10\).*0 or 1"):
             venv.step(bad)
 
 
@@ -387,7 +396,7 @@ def test_a_step_is_one_core_round_for_the_whole_batch(monkeypatch):
 
     monkeypatch.setattr(core, "step_round", counting)
     for _ in range(5):
-        venv.step(np.ones((16, 8), dtype=np.int8))
+        venv.step(np.ones((16, 10), dtype=np.int8))
     assert calls == [16] * 5
 
 
@@ -396,7 +405,7 @@ def test_ansi_render_shows_the_first_sub_env():
     env = gym.make("PowerTrip-v0", render_mode="ansi")
     venv.reset(seed=4)
     env.reset(seed=4)
-    action = np.ones((3, 8), dtype=np.int8)
+    action = np.ones((3, 10), dtype=np.int8)
     venv.step(action)
     env.step(action[0])
     assert venv.render() == env.render()
@@ -405,20 +414,19 @@ def test_ansi_render_shows_the_first_sub_env():
 # --------------------------------------------------------------------------- batched fast paths
 
 
-def test_batched_floor_division_and_remainder_equal_numpys_operators():
-    """The batch replaces numpy's slow float ``//`` and ``%`` (an fmod each); exactly.
-
-    The shortcut needs a whole-number divisor (trace intervals, days); others take ``//``.
-    """
-    rng = np.random.default_rng(0)
-    whole = rng.integers(0, 40_000, 20_000) * 300.0
-    times = np.concatenate([
-        rng.uniform(0.0, 1.2e7, 50_000), whole, np.nextafter(whole, 0.0), np.nextafter(whole, 1e9),
-        rng.uniform(0.0, 3e9, 10_000),
-    ])  # fmt: skip
-    for divisor in (300.0, 86_400.0, 60.0, 0.7):
-        assert np.array_equal(core._floor_div(times, divisor), (times // divisor).astype(np.intp))
-        assert core._remainder(times, divisor).tobytes() == (times % divisor).tobytes()
+def test_state_take_picks_episodes_by_index_repeats_allowed():
+    """``SimState.take`` is how planners fan one episode out into a batch of candidates."""
+    venv = gym.make_vec("PowerTrip-v0", num_envs=3)
+    venv.reset(seed=2)
+    venv.step(np.ones((3, 10), dtype=np.int8))
+    state = venv.unwrapped.state
+    index = np.array([2, 0, 2, 2])
+    taken = state.take(index)
+    assert taken.batch == 4
+    for name in core.SimState.__dataclass_fields__:
+        value = getattr(state, name)
+        np.testing.assert_array_equal(getattr(taken, name), value[index], err_msg=name)
+        assert not np.shares_memory(getattr(taken, name), value), name
 
 
 def test_a_batch_predicts_each_candidate_as_it_would_alone_under_non_iid_data():
