@@ -76,16 +76,23 @@ def _argument_for(message: str, env_kwargs: Mapping[str, Any]) -> str:
 
 
 def check_final_policies(spec: str, n_sites: int) -> list[str]:
-    """Baseline names for the final table: ``"all"`` or a comma-separated list, each checked."""
-    from baselines.policies import default_policy_names, make_policy
+    """Baseline names for the final table, each checked: a comma-separated list in which
+    ``all`` stands for every deployable baseline and ``references`` for the clairvoyant ones."""
+    from baselines.policies import REFERENCES, default_policy_names, make_policy
 
-    if spec.strip().lower() == "all":
-        return default_policy_names(n_sites)
-    names = [name.strip() for name in spec.split(",") if name.strip()]
+    names: list[str] = []
+    for name in (part.strip() for part in spec.split(",")):
+        if name.lower() == "all":
+            names += default_policy_names(n_sites)
+        elif name.lower() == "references":
+            names += REFERENCES
+        elif name:
+            names.append(name)
+    names = list(dict.fromkeys(names))  # each once, in the order given
     if not names:
         raise UsageError(
-            "argument --final-policies: give 'all' or a comma-separated list such as "
-            "'PowerTrip,AllSites'"
+            "argument --final-policies: give 'all', 'references' or a comma-separated list "
+            "such as 'PowerTrip,AllSites'"
         )
     for name in names:
         try:
