@@ -196,13 +196,16 @@ class Simulation:
 
         ``excess_gain``: ``(Δa − ρ_ref·T_r) / (a* − a0)``, whose sum over a successful episode
         is exactly ``1 − TTA/H_ref``. ``gain_rate``: ``Δa / (a* − a0) · H_ref / T_r``, the
-        literal gain per unit time, which favours many short rounds.
+        literal gain per unit time, which favours many short rounds; 0 for a round of no time
+        (only an episode already at its time budget has one, as the vector env's rows that
+        restart do).
         """
         p = self.params
         gain = result.delta_accuracy / (p.a_target - p.a0)
         if reward_mode == "excess_gain":
             return gain - result.round_time_s / p.h_ref_s
-        return gain * (p.h_ref_s / result.round_time_s)
+        took = result.round_time_s > 0
+        return np.where(took, gain * (p.h_ref_s / np.where(took, result.round_time_s, 1.0)), 0.0)
 
     def outcome(self, state: core.SimState) -> tuple[np.ndarray, np.ndarray]:
         """(terminated, truncated) per episode after a round."""

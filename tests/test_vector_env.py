@@ -8,6 +8,7 @@ many episode ends, idle rounds and selections of unavailable sites.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -224,6 +225,22 @@ def test_fixed_time_rounds_match_the_single_env(tmp_path):
         encoding="utf-8",
     )
     compare_with_single_envs("PowerTrip-v0", {"scenario": str(path)}, b=2, steps=40, seed=4)
+
+
+def test_gain_rate_rewards_warn_of_nothing_when_episodes_end_at_the_budget(tmp_path):
+    """An episode cut at its budget ends with no time left; the row that restarts next step
+    still runs through the batched round (then is replaced), and must not divide by zero."""
+    path = write_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5})  # 600 s rounds, 1 h budget
+    venv = gym.make_vec("PowerTrip-v0", num_envs=2, scenario=path, reward_mode="gain_rate")
+    venv.reset(seed=0)
+    ends = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(9):
+            _, rewards, terminated, truncated, info = venv.step(np.ones((2, 1), dtype=np.int8))
+            assert np.isfinite(rewards).all()
+            ends += int(info.get("cut", np.zeros(2, dtype=bool)).sum())
+    assert ends == 2  # both episodes were cut at the budget and restarted
 
 
 def test_infos_equal_gymnasiums_sync_vector_env_of_single_envs(tmp_path):
