@@ -1,7 +1,8 @@
 """Properties of every registered environment under random seeds, modes and action sequences.
 
 DESIGN.md §4: every observation feature is scaled to a documented finite range and is never NaN
-or inf; time only moves forward; training never loses accuracy; energy only accumulates.
+or inf; time only moves forward and never past the time budget; training never loses accuracy;
+energy only accumulates; only selected sites drop out; a cut round teaches nothing.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Checker:
         self.env = env
         scenario = env.unwrapped.scenario
         self.a0, self.target = scenario.workload.a0, scenario.workload.a_target
+        self.budget_h = scenario.episode.time_budget_h
         self.elapsed, self.accuracy, self.energy = 0.0, self.a0, 0.0
         self.check_obs(obs)
         assert not non_finite_entries(info), non_finite_entries(info)
@@ -73,8 +75,13 @@ class Checker:
         assert info["round_time_s"] > 0
         assert info["accuracy"] >= self.accuracy, (info["accuracy"], self.accuracy)
         assert info["energy_kwh"] >= self.energy, (info["energy_kwh"], self.energy)
+        assert info["elapsed_s"] <= self.budget_h * 3600.0, info["elapsed_s"]
         if info["idle"]:
             assert info["round_energy_kwh"] == 0.0
+        assert not (info["dropped"] & ~info["selected"]).any()
+        if info["cut"]:
+            assert info["accuracy"] == self.accuracy
+            assert info["elapsed_s"] == self.budget_h * 3600.0
         assert terminated == (info["accuracy"] >= self.target)
         self.elapsed, self.accuracy, self.energy = (
             info["elapsed_s"],
@@ -83,7 +90,8 @@ class Checker:
         )
         if terminated or truncated:
             assert "tta_h" in info
-            assert info["tta_h"] == pytest.approx(info["elapsed_s"] / 3600.0)
+            expected_h = info["elapsed_s"] / 3600.0 if terminated else self.budget_h
+            assert info["tta_h"] == pytest.approx(expected_h)
             return True
         return False
 
@@ -112,7 +120,7 @@ def test_rollouts_stay_finite_inside_the_space_and_monotone(
     options = None
     if start_fraction is not None:  # anywhere in the trace, up to its very end
         sim = env.unwrapped.sim
-        options = {"start_time": start_fraction * sim.trace.n_rows * sim.params.interval_s}
+        options = {"start_time": start_fraction * sim.power.rows * sim.params.interval_s}
     obs, info = env.reset(seed=seed, options=options)
     checker = Checker(env, obs, info)
     n = env.unwrapped.params.n_sites
