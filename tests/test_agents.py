@@ -24,8 +24,10 @@ from agents.reference import PowerTripReference
 from agents.saving import save_model, write_text
 from agents.site_policy import MaskableSitePolicy, SiteActionHead, SitePolicy
 from baselines.policies import make_policy
+from powertrip_env import core
 
-N_SITES, N_FEATURES, N_GLOBAL = 8, 8, 6
+# PowerTrip-v0 (the flagship): 10 sites of core.SITE_FEATURES, and the global features
+N_SITES, N_FEATURES, N_GLOBAL = 10, len(core.SITE_FEATURES), len(core.GLOBAL_FEATURES)
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
