@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-# The default scenario with quarter-hour episodes, so short training runs finish many.
-SHORT_SCENARIO = 'extends = "default"\n\n[episode]\ntime_budget_h = 0.25\n'
+# The LoRA scenario (8 sites, synthetic trace) with quarter-hour episodes, so short training
+# runs finish many.
+SHORT_SCENARIO = 'extends = "lora"\n\n[episode]\ntime_budget_h = 0.25\n'
 
 
 @pytest.fixture

@@ -101,10 +101,9 @@ def test_resume_continues_the_step_count(
 def test_saved_model_evaluates_through_the_harness_cli(
     trained: Path, short_scenario: Path, tmp_path: Path
 ) -> None:
-    # The harness's CLI has no --scenario; a scenario-specific model must be refused with a
-    # message, and a default-scenario model must evaluate. The run above used the short
-    # scenario, which has the same spaces as PowerTrip-v0, so both evaluate.
-    cmd = [sys.executable, "-m", "baselines.evaluate", "--env", "PowerTrip-v0",
+    # The run above used the short scenario, which extends "lora" and so has the spaces of
+    # PowerTrip-LoRA-v0: its model evaluates on that registered ID.
+    cmd = [sys.executable, "-m", "baselines.evaluate", "--env", "PowerTrip-LoRA-v0",
            "--policies", "PowerTrip", "--episodes", "1", "--model",
            str(trained / "final_model.zip"), "--algo", "ppo", "--out", str(tmp_path),
            "--no-progress"]  # fmt: skip
