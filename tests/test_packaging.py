@@ -36,9 +36,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_wheel_carries_scenarios_catalogues_and_trace(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for scenario in ("default", "kws", "emnist", "llm-full", "large"):
+    for scenario in ("default", "lora", "kws", "emnist", "llm-full", "large"):
         assert f"powertrip_env/scenarios/{scenario}.toml" in names
-    for data in ("gpus.csv", "sites_default.csv", "sites_large.csv", "power_synthetic_2019.csv"):
+    for data in ("gpus.csv", "sites_default.csv", "sites_large.csv", "sites_solar.csv",
+                 "power_synthetic_2019.csv"):  # fmt: skip
         assert f"powertrip_env/_data/{data}" in names
 
 
@@ -59,7 +60,8 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
     code = (
         "import powertrip_env, gymnasium as gym; "
         "print(powertrip_env.__file__); print(powertrip_env.load_scenario('default')); "
-        "env = gym.make('PowerTrip-v0'); print(env.reset(seed=0)[0].shape)"
+        "env = gym.make('PowerTrip-v0'); print(env.reset(seed=0)[0].shape); "
+        "env = gym.make('PowerTrip-LoRA-v0'); print(env.reset(seed=0)[0].shape)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
@@ -67,4 +69,5 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith(str(target)), first  # not the checkout
-    assert "Scenario 'default': 8 sites" in done.stdout
+    assert "Scenario 'default': 10 sites" in done.stdout
+    assert done.stdout.splitlines()[-2:] == ["(156,)", "(126,)"]  # 10 and 8 sites of 15 + 6
