@@ -31,7 +31,7 @@ SCENARIO = "bad.toml"
 SITES_CSV = "my_sites.csv"
 GPUS_CSV = "my_gpus.csv"
 TRACE_CSV = "trace.csv"
-BASE = "default"  # the shipped scenario the extends cases build on
+BASE = "lora"  # the shipped scenario the extends cases build on
 BASE_HUB = "us-central-iowa"  # its hub
 
 SITE_COLUMNS = (
@@ -280,7 +280,7 @@ NETWORK_RANGES = [
     out_of_range("network", "fiber_km_per_ms", 0.0, "= 0.0", "> 0"),
     out_of_range("network", "rtt_factor", -1.0, "= -1.0", ">= 0"),
     out_of_range("network", "aggregation_s", -1.0, "= -1.0", ">= 0"),
-    out_of_range("network", "join_s", -1.0, "= -1.0", ">= 0"),
+    out_of_range("network", "join_fixed_s", -1.0, "= -1.0", ">= 0"),
     out_of_range("network", "rtt_to_hub_ms", [0.0, 5.0], "= [0.0, 5.0]", "each in (0, 10000)"),
     out_of_range("network", "rtt_to_hub_ms", [5.0], "= [5.0]", "list of 2 round-trip times"),
 ]
@@ -338,7 +338,7 @@ UNKNOWN_FIELDS = [
     case("workload:eta_locl", Bad(set_field("workload.eta_locl", 0.9), SCENARIO,
          "[workload]", "['eta_locl']", "'eta_local'")),
     case("network:join_sec", Bad(set_field("network.join_sec", 1.0), SCENARIO,
-         "[network]", "['join_sec']", "'join_s'")),
+         "[network]", "['join_sec']", "'join_fixed_s'")),
     case("episode:time_budget", Bad(set_field("episode.time_budget", 1.0), SCENARIO,
          "[episode]", "['time_budget']", "'time_budget_h'")),
     case("sites:hubb", Bad(set_field("sites.hubb", "site-a"), SCENARIO,
@@ -431,6 +431,8 @@ SYNTAX = [
 
 EXTENDS = [
     case("extends-typo", Bad(extends("defualt"), SCENARIO, "field 'extends'", "'defualt'",
+         "did you mean 'default'?")),
+    case("extends-typo-lora", Bad(extends("lroa"), SCENARIO, "field 'extends'", "'lroa'",
          f"did you mean {BASE!r}?")),
     case("extends-unknown-name", Bad(extends("zzz"), SCENARIO, "field 'extends'", "'zzz'",
          f"one of {scenario_names()}")),

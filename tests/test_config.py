@@ -19,7 +19,11 @@ import powertrip_env
 from powertrip_env import ScenarioError, TraceError, load_scenario, scenario_names
 from powertrip_env.simulation import load_simulation
 
-NAMED_SITE_COUNTS = {"default": 8, "kws": 8, "emnist": 8, "llm-full": 8, "large": 32}
+NAMED_SITE_COUNTS = {"default": 10, "lora": 8, "kws": 8, "emnist": 8, "llm-full": 8, "large": 32}
+# Rows of each shipped scenario's calendar: the synthetic 2019 trace has 31 days of 5-minute
+# rows; the flagship's is where its grid trace (shifted to local time), PV and forecasts meet.
+CALENDAR_ROWS = {"default": 8257, "lora": 31 * 288, "kws": 31 * 288, "emnist": 31 * 288,
+                 "llm-full": 31 * 288, "large": 31 * 288}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- helpers
@@ -87,35 +91,55 @@ def test_named_scenario_loads_with_its_sites(name, n_sites):
 def test_named_scenario_sites_find_their_trace_columns(name, n_sites):
     params = load_simulation(name).params
     assert params.n_sites == n_sites
-    assert params.trace_rows == 31 * 288  # DESIGN.md §7: 31 days of 5-minute rows
+    assert params.trace_rows == CALENDAR_ROWS[name]
 
 
-def test_default_scenario_spans_four_continents_and_four_gpu_types():
+def test_flagship_scenario_is_ten_solar_sites_on_real_power_data():
     scenario = load_scenario("default")
+    sim = load_simulation("default")
+    assert scenario.n_sites == 10
+    assert scenario.sites_source.endswith("sites_solar.csv")
+    assert all(s.pv_kw > 0 and s.pv_column and s.utc_offset_h is not None for s in scenario.sites)
+    assert scenario.trace.file.name == "google_cella_2019.csv"
+    assert scenario.trace.pv_file.name == "solcast_pv_2022.csv"
+    assert scenario.trace.pv_forecast_file.name == "solcast_pv_forecast_2022.csv.gz"
+    assert (scenario.trace.shift_days, scenario.trace.utc_offset_h) == (1133, -4.0)
+    assert scenario.episode.time_budget_h == 48.0
+    assert scenario.workload.model_bytes == 2.2e9
+    assert scenario.network.join_fixed_s == 60.0
+    assert scenario.network.hub == "berlin"
+    assert sim.power.t0_s == 1_654_646_400  # 2022-06-08T00:00:00Z
+    assert sim.power.horizons > 1  # real forecasts, not persistence
+    # the sun sets: every site has rows with less power than its peak and rows with PV in them
+    assert (sim.power.available_w.min(axis=0) < sim.power.available_w.max(axis=0)).all()
+
+
+def test_lora_scenario_spans_four_continents_and_four_gpu_types():
+    scenario = load_scenario("lora")
     assert len({s.region for s in scenario.sites}) >= 4
     assert len({s.gpu for s in scenario.sites}) >= 4
     assert scenario.network.hub in {s.name for s in scenario.sites}
     assert scenario.hub_index == [s.name for s in scenario.sites].index(scenario.network.hub)
 
 
-def test_large_scenario_extends_default_with_32_sites():
-    default, large = load_scenario("default"), load_scenario("large")
-    assert large.workload == default.workload
+def test_large_scenario_extends_lora_with_32_sites():
+    lora, large = load_scenario("lora"), load_scenario("large")
+    assert large.workload == lora.workload
     assert large.network.hub_gbps == 25.0
-    assert large.network.join_s == default.network.join_s
+    assert large.network.join_fixed_s == lora.network.join_fixed_s
     assert len({s.region for s in large.sites}) >= 6
 
 
-def test_llm_full_keeps_default_sites_and_replaces_the_workload():
-    default, full = load_scenario("default"), load_scenario("llm-full")
+def test_llm_full_keeps_lora_sites_and_replaces_the_workload():
+    lora, full = load_scenario("lora"), load_scenario("llm-full")
     full_path = Path(full.source)
-    assert full.sites == default.sites
+    assert full.sites == lora.sites
     assert full.workload.model_bytes == 2.64e9  # REFERENCES.md: 1.32e9 params in bf16
     with full_path.open("rb") as fh:
         written = tomllib.load(fh)
     assert full.episode.time_budget_h == written["episode"]["time_budget_h"]
     assert full.workload.local_steps == written["workload"]["local_steps"]
-    assert full.episode.server_overhead == default.episode.server_overhead
+    assert full.episode.server_overhead == lora.episode.server_overhead
 
 
 def test_emnist_has_uneven_data_shares_and_non_iid_data():
@@ -164,32 +188,31 @@ def test_user_file_may_put_the_hub_at_an_extra_location(folder):
     assert scenario.network.hub_longitude == 20.0
 
 
-def test_user_file_can_extend_default(tmp_path):
+def test_user_file_can_extend_lora(tmp_path):
     text = (
-        'extends = "default"\nname = "mine"\n'
-        "[workload]\nmfu = 0.3\n[episode]\ntime_budget_h = 6.0\n"
+        'extends = "lora"\nname = "mine"\n[workload]\nmfu = 0.3\n[episode]\ntime_budget_h = 6.0\n'
     )
     scenario = load_scenario(write(tmp_path, text))
-    default = load_scenario("default")
+    lora = load_scenario("lora")
     assert scenario.name == "mine"
-    assert scenario.sites == default.sites
+    assert scenario.sites == lora.sites
     assert scenario.workload.mfu == 0.3
-    assert scenario.workload.flops_per_sample == default.workload.flops_per_sample
+    assert scenario.workload.flops_per_sample == lora.workload.flops_per_sample
     assert scenario.episode.time_budget_h == 6.0
-    assert scenario.episode.h_ref_h == default.episode.h_ref_h
-    assert scenario.network == default.network
-    assert scenario.trace_file == default.trace_file  # the base's data files stay findable
+    assert scenario.episode.h_ref_h == lora.episode.h_ref_h
+    assert scenario.network == lora.network
+    assert scenario.trace_file == lora.trace_file  # the base's data files stay findable
     assert load_simulation(tmp_path / "mine.toml").params.n_sites == 8
 
 
 def test_data_shares_list_replaces_the_catalogue_shares(tmp_path):
     shares = [0.3, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
-    text = f'extends = "default"\n[sites]\ndata_shares = {shares}\n'
+    text = f'extends = "lora"\n[sites]\ndata_shares = {shares}\n'
     scenario = load_scenario(write(tmp_path, text))
-    default = load_scenario("default")
+    lora = load_scenario("lora")
     assert [s.data_share for s in scenario.sites] == shares
-    assert [s.capacity_kw for s in scenario.sites] == [s.capacity_kw for s in default.sites]
-    assert scenario.network.hub == default.network.hub
+    assert [s.capacity_kw for s in scenario.sites] == [s.capacity_kw for s in lora.sites]
+    assert scenario.network.hub == lora.network.hub
 
 
 def test_data_shares_list_applies_to_inline_sites(folder):
@@ -243,7 +266,7 @@ def test_missing_required_site_field_names_the_site_table(folder):
         ("workload", "mfu", "high", "'high'", "must be a number"),
         ("workload", "mfu", True, "True", "must be a number"),
         ("workload", "site_batch", 2.5, "2.5", "must be an integer"),
-        ("network", "join_s", [1, 2], "[1, 2]", "must be a number"),
+        ("network", "join_fixed_s", [1, 2], "[1, 2]", "must be a number"),
         ("workload", "name", 7, "7", "string"),
     ],
 )
@@ -337,9 +360,18 @@ def test_data_shares_list_of_wrong_length_is_rejected(folder):
     assert_mentions(load_error(path), path.name, "'data_shares'", "[1.0]", "2 numbers")
 
 
+def test_old_join_s_field_says_it_was_renamed_join_fixed_s(folder):
+    doc = two_site_doc()
+    doc["network"].pop("join_fixed_s")
+    doc["network"]["join_s"] = 30.0
+    path = write(folder, doc)
+    assert_mentions(load_error(path), str(path), "'join_s'", "renamed", "'join_fixed_s'",
+                    "model_bytes / wan_gbps")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("where", "typo", "intended"),
-    [("workload", "eta_locl", "eta_local"), ("network", "join_sec", "join_s")],
+    [("workload", "eta_locl", "eta_local"), ("network", "join_sec", "join_fixed_s")],
 )
 def test_unknown_field_is_named_with_the_allowed_ones(folder, where, typo, intended):
     doc = two_site_doc()
@@ -516,42 +548,42 @@ def test_extends_of_an_unlike_name_lists_the_shipped_scenarios_without_a_guess(t
 
 
 def test_extends_of_a_relative_file_resolves_next_to_the_scenario(tmp_path):
-    write(tmp_path, 'extends = "default"\nname = "base"\n[network]\njoin_s = 7.0\n', "base.toml")
+    write(tmp_path, 'extends = "lora"\nname = "base"\n[network]\njoin_fixed_s = 7.0\n', "base.toml")
     (tmp_path / "sub").mkdir()
     path = write(tmp_path / "sub", 'extends = "../base.toml"\nname = "child"\n')
     scenario = load_scenario(path)
-    assert (scenario.name, scenario.network.join_s) == ("child", 7.0)
+    assert (scenario.name, scenario.network.join_fixed_s) == ("child", 7.0)
 
 
-def _inline_sites_extending_default(folder: Path, hub: str | None) -> Path:
-    """A scenario that extends default but brings its own two sites, GPUs and trace."""
+def _inline_sites_extending_lora(folder: Path, hub: str | None) -> Path:
+    """A scenario that extends lora but brings its own two sites, GPUs and trace."""
     doc = two_site_doc()
     sites: dict[str, Any] = {"site": doc["sites"]["site"]}
     if hub is not None:
         sites["hub"] = hub
-    mine = {"extends": "default", "gpus": doc["gpus"], "trace": doc["trace"], "sites": sites}
+    mine = {"extends": "lora", "gpus": doc["gpus"], "trace": doc["trace"], "sites": sites}
     return write(folder, mine)
 
 
 def test_inherited_hub_that_is_not_a_site_says_where_it_came_from(folder):
-    path = _inline_sites_extending_default(folder, hub=None)
-    default_hub = load_scenario("default").network.hub
+    path = _inline_sites_extending_lora(folder, hub=None)
+    lora_hub = load_scenario("lora").network.hub
     message = load_error(path)
-    assert_mentions(message, str(path), "'hub'", repr(default_hub), "inherited")
-    assert_mentions(message, str(powertrip_env.config.scenario_path("default")))
+    assert_mentions(message, str(path), "'hub'", repr(lora_hub), "inherited")
+    assert_mentions(message, str(powertrip_env.config.scenario_path("lora")))
     assert_mentions(message, "set [sites] hub", "site-a", "site-b")
 
 
-def test_restated_hub_among_inline_sites_loads_over_default(folder):
-    scenario = load_scenario(_inline_sites_extending_default(folder, hub="site-b"))
+def test_restated_hub_among_inline_sites_loads_over_lora(folder):
+    scenario = load_scenario(_inline_sites_extending_lora(folder, hub="site-b"))
     assert [s.name for s in scenario.sites] == ["site-a", "site-b"]
     assert (scenario.network.hub, scenario.hub_index) == ("site-b", 1)
     assert type(scenario.network.hub) is str
-    assert scenario.workload == load_scenario("default").workload
+    assert scenario.workload == load_scenario("lora").workload
 
 
 def test_inherited_hub_keeps_working_when_the_sites_are_inherited_too(tmp_path):
-    scenario = load_scenario(write(tmp_path, 'extends = "large"\n[network]\njoin_s = 1.0\n'))
+    scenario = load_scenario(write(tmp_path, 'extends = "large"\n[network]\njoin_fixed_s = 1.0\n'))
     large = load_scenario("large")
     assert (scenario.network.hub, scenario.hub_index) == (large.network.hub, large.hub_index)
     assert type(scenario.network.hub) is str
