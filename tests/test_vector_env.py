@@ -237,7 +237,7 @@ def test_gain_rate_rewards_warn_of_nothing_when_episodes_end_at_the_budget(tmp_p
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for _ in range(9):
-            _, rewards, terminated, truncated, info = venv.step(np.ones((2, 1), dtype=np.int8))
+            _, rewards, *_, info = venv.step(np.ones((2, 1), dtype=np.int8))
             assert np.isfinite(rewards).all()
             ends += int(info.get("cut", np.zeros(2, dtype=bool)).sum())
     assert ends == 2  # both episodes were cut at the budget and restarted
