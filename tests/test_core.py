@@ -244,6 +244,117 @@ def test_jitter_scales_compute_and_network_time_log_normally(tmp_path):
     assert result.comm_s[0] == pytest.approx(comm * math.exp(0.1 * -1.0), rel=1e-12)
 
 
+def test_join_time_is_the_fixed_cost_plus_fetching_the_model_over_the_wan(tmp_path):
+    sites = [site("a", "ca", wan_gbps=1.0), site("b", "cb", wan_gbps=4.0)]
+    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5},
+                        network={"join_fixed_s": 30.0}, workload={"model_bytes": 5e8})  # fmt: skip
+    # 5e8 bytes = 4e9 bits: 4 s at 1 Gbps, 1 s at 4 Gbps
+    np.testing.assert_allclose(params.join_s, [30.0 + 4.0, 30.0 + 1.0], rtol=1e-15)
+    first = step(params, start(params), 0)
+    assert first.compute_s[0] == pytest.approx(34.0 + 600.0, rel=1e-12)
+    fresh_b = step(params, first.state, 1)  # b did not take part: it joins
+    assert fresh_b.compute_s[0] == pytest.approx(31.0 + 600.0, rel=1e-12)
+    again = step(params, fresh_b.state, 1)
+    assert again.compute_s[0] == pytest.approx(600.0, rel=1e-12)
+
+
+def drop_out_params(tmp_path, util_a, util_b=0.5, **kwargs):
+    """a and b (10 G100s at u = 0.5) with RTT 40 ms each; a's power follows ``util_a``."""
+    sites = [site("a", "ca"), site("b", "cb")]
+    network = {"rtt_to_hub_ms": [40.0, 40.0], **kwargs.pop("network", {})}
+    return params_for(tmp_path, sites, {"ca": util_a, "cb": util_b}, network=network, **kwargs)
+
+
+def test_site_losing_all_power_mid_round_drops_out(tmp_path):
+    # a: 5 GPUs (u = 0.75, 1,312.5 W) in row 0 would need 1,200 s, but has no power in row 1
+    # (from 300 s) and power again from row 2. b: 10 GPUs, 600 s.
+    params = drop_out_params(tmp_path, [0.75, 1.0, 0.5], network={"join_fixed_s": 60.0})
+    result = step(params, start(params, joined=[0, 1]), 0, 1)
+    assert result.selected.tolist() == [[True, True]]
+    assert result.dropped.tolist() == [[True, False]]
+    assert not result.idle[0] and not result.cut[0]
+    # the barrier waits for b only: 600 s, then comm among the completing sites (b alone)
+    comm = 2.0 * 0.040 + 2.0 * max(0.08, 1 * 0.08)
+    assert result.compute_s[0] == pytest.approx(600.0, rel=1e-12)
+    assert result.comm_s[0] == pytest.approx(comm, rel=1e-12)
+    assert result.round_time_s[0] == pytest.approx(600.0 + comm + 3.0, rel=1e-12)
+    assert result.straggler[0] == 1
+    # a's work is lost: the progress of a one-site round (b's batch)
+    assert result.state.progress[0] == pytest.approx(hand_delta_p(1), rel=1e-12)
+    assert result.state.absent_rounds.tolist() == [[1.0, 0.0]]
+    # a did not complete the round, so it is not joined: selected again, it pays its join
+    assert result.state.prev_selected.tolist() == [[False, True]]
+    assert core.available_now(params, result.state).tolist() == [[True, True]]  # row 2
+    again = step(params, result.state, 0, 1)
+    assert not again.dropped.any()
+    assert again.compute_s[0] == pytest.approx(60.0 + FETCH_S + 600.0, rel=1e-12)
+    assert again.straggler[0] == 0
+
+
+def test_dropped_sites_busy_energy_until_the_outage_counts_and_nothing_after(tmp_path):
+    # a joins (60 s at idle draw with its 5 powered GPUs), computes from 60 s to the outage at
+    # 300 s on 5 GPUs, then has nothing left to draw with. b computes 600 s, then waits.
+    join_fixed_s = 60.0 - FETCH_S  # a join of exactly 60 s
+    params = drop_out_params(tmp_path, [0.75, 1.0, 0.5], network={"join_fixed_s": join_fixed_s})
+    result = step(params, start(params, joined=[1]), 0, 1)
+    assert result.dropped.tolist() == [[True, False]]
+    round_s = 600.0 + 2.0 * 0.040 + 2.0 * 0.08 + 3.0
+    a_j = 0.3 * 5 * G100_WALL_W * 60.0 + 5 * G100_WALL_W * (300.0 - 60.0)
+    b_j = 10 * G100_WALL_W * 600.0 + 0.3 * 10 * G100_WALL_W * (round_s - 600.0)
+    assert result.round_time_s[0] == pytest.approx(round_s, rel=1e-12)
+    assert result.energy_j[0] == pytest.approx(a_j + b_j, rel=1e-12)
+
+
+def test_round_in_which_every_selected_site_drops_out_ends_at_the_last_drop_out(tmp_path):
+    # from t = 100 s: a loses its power at 300 s, b at 600 s; both would need 600 s
+    params = drop_out_params(tmp_path, [0.5, 1.0], util_b=[0.5, 0.5, 1.0])
+    state = start(params, 100.0, joined=[0, 1])
+    result = step(params, state, 0, 1)
+    assert result.dropped.tolist() == [[True, True]]
+    assert not result.idle[0] and not result.cut[0]
+    assert result.round_time_s[0] == pytest.approx(600.0 - 100.0, rel=1e-12)
+    assert result.compute_s[0] == pytest.approx(500.0, rel=1e-12)
+    assert result.comm_s[0] == 0.0  # no update to send, no aggregation
+    assert result.state.time_s[0] == pytest.approx(600.0, rel=1e-12)
+    assert result.state.progress[0] == 0.0
+    assert result.delta_accuracy[0] == 0.0
+    assert result.straggler[0] == -1
+    assert not result.state.prev_selected.any()
+    assert result.state.absent_rounds.tolist() == [[1.0, 1.0]]
+    busy_j = 10 * G100_WALL_W * (200.0 + 500.0)
+    assert result.energy_j[0] == pytest.approx(busy_j, rel=1e-12)
+
+
+def test_round_that_would_pass_the_budget_is_cut_there_and_teaches_nothing(tmp_path):
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5})  # 1 h budget
+    state = dataclasses.replace(start(params, 0.0, joined=[0]), time_s=np.array([3300.0]))
+    result = step(params, state, 0)  # 600 s of compute would end at 3,900 s
+    assert result.cut[0]
+    assert not result.dropped.any()
+    assert result.round_time_s[0] == pytest.approx(300.0, rel=1e-12)
+    assert result.state.time_s[0] == 3600.0  # exactly the budget, never past it
+    assert result.compute_s[0] == pytest.approx(300.0, rel=1e-12)
+    assert result.comm_s[0] == 0.0
+    assert result.state.progress[0] == 0.0
+    assert result.delta_accuracy[0] == 0.0
+    assert result.energy_j[0] == pytest.approx(10 * G100_WALL_W * 300.0, rel=1e-12)
+    # a round that ends 0.01 s before the budget is not cut
+    round_s = 600.0 + 2 * 0.002 + 2 * 0.08 + 3.0  # RTT = base_ms = 2 ms: the site is the hub
+    fits = dataclasses.replace(state, time_s=np.array([3600.0 - round_s - 0.01]))
+    whole = step(params, fits, 0)
+    assert not whole.cut[0]
+    assert whole.round_time_s[0] == pytest.approx(round_s, rel=1e-12)
+    assert whole.state.progress[0] == pytest.approx(hand_delta_p(1), rel=1e-12)
+
+
+def test_tta_is_the_elapsed_time_on_success_and_the_budget_on_failure(tmp_path):
+    sim = load_simulation(write_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5}))
+    state = dataclasses.replace(
+        core.initial_state(sim.params, np.array([100.0, 100.0])), time_s=np.array([1900.0, 2000.0])
+    )
+    np.testing.assert_array_equal(sim.tta_h(state, np.array([True, False])), [0.5, 1.0])
+
+
 # --------------------------------------------------------------------------- learning progress
 
 
