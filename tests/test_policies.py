@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scenario_files import toml_value
+from scenario_files import site, toml_value
+from scenario_files import write_scenario as write_toy_scenario
 
 from baselines.policies import (
     POLICIES,
@@ -506,6 +507,67 @@ def test_no_deployable_policy_reads_future_power(varying_scenario, name):
 
 def test_the_future_check_catches_a_policy_that_peeks(varying_scenario):
     assert _decisions_differ(varying_scenario, _Peeker)
+
+
+def _smooth_guess(phase: float):
+    return lambda issue, h: 0.5 + 0.5 * np.sin((issue + h) / 9.0 + phase)
+
+
+@pytest.fixture(scope="module")
+def solar_scenario(tmp_path_factory) -> Path:
+    """Four sites with on-site solar whose PV forecasts are wrong in their own way: the actual
+    sun is random per row, the forecast a smooth guess. Rounds of about two minutes."""
+    rng = np.random.default_rng(11)
+    rows = 2 * ROWS_PER_DAY
+    sites = [site(f"s{i}", f"g{i}", pv_kw=2.0 + i, pv_column=f"p{i}", longitude=-90.0 + 20 * i)
+             for i in range(4)]  # fmt: skip
+    return write_toy_scenario(
+        tmp_path_factory.mktemp("solar"),
+        sites,
+        {f"g{i}": rng.uniform(0.3, 1.0, rows) for i in range(4)},
+        pv={f"p{i}": rng.uniform(0.0, 1.0, rows) for i in range(4)},
+        forecast={f"p{i}": _smooth_guess(i) for i in range(4)},
+        horizons=6,
+        workload={"local_steps": 20},
+        network={"join_fixed_s": 5.0},
+        episode={"jitter_sigma": 0.05},
+    )
+
+
+@pytest.mark.parametrize("name", ["FedZeroLike", "PowerTrip", "MyopicOptimal"])
+def test_forecast_readers_never_read_future_actuals(solar_scenario, name):
+    """Their choices may depend on the forecasts issued so far, never on the actual future."""
+    assert not _decisions_differ(solar_scenario, lambda: make_policy(name, 4, seed=1))
+
+
+def test_fedzero_ranks_a_site_forecast_to_lose_its_sun_below_one_that_keeps_it(tmp_path):
+    # Both sites have the same power now (PV only); b's forecast has no sun from the next row.
+    path = write_toy_scenario(
+        tmp_path,
+        [site("a", "g", pv_kw=5.25, pv_column="pa"), site("b", "g", pv_kw=5.25, pv_column="pb")],
+        {"g": 1.0},
+        pv={"pa": 0.5, "pb": 0.5},
+        forecast={"pa": 0.5, "pb": lambda issue, h: np.where(h >= 1, 0.0, 0.5)},
+    )
+    env = PowerTripEnv(scenario=path, split="train", jitter=False)
+    env.reset(seed=0, options={"start_time": 3000.0})
+    env.step(np.array([1, 1]))  # a round of about 600 s: FedZero looks two rows ahead
+    now = Now.of(env)
+    assert now.power_w.tolist() == [2500.0, 2500.0]
+    assert now.forecast_power_w[1:, 1].tolist() == [0.0, 0.0, 0.0]
+    assert FedZeroLike().ranking(now).tolist() == [0, 1]
+    # ... and the other way round when a is the one forecast to go dark
+    swapped = write_toy_scenario(
+        tmp_path,
+        [site("a", "g", pv_kw=5.25, pv_column="pa"), site("b", "g", pv_kw=5.25, pv_column="pb")],
+        {"g": 1.0},
+        pv={"pa": 0.5, "pb": 0.5},
+        forecast={"pb": 0.5, "pa": lambda issue, h: np.where(h >= 1, 0.0, 0.5)},
+    )
+    env = PowerTripEnv(scenario=swapped, split="train", jitter=False)
+    env.reset(seed=0, options={"start_time": 3000.0})
+    env.step(np.array([1, 1]))
+    assert FedZeroLike().ranking(Now.of(env)).tolist() == [1, 0]
 
 
 # --------------------------------------------------------------------------- registry
