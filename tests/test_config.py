@@ -8,10 +8,13 @@ message parts, not only on the exception type.
 from __future__ import annotations
 
 import copy
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import pytest
 from scenario_files import GPU_CSV, dump_toml, scenario_doc, site, write_trace
 
@@ -587,3 +590,60 @@ def test_inherited_hub_keeps_working_when_the_sites_are_inherited_too(tmp_path):
     large = load_scenario("large")
     assert (scenario.network.hub, scenario.hub_index) == (large.network.hub, large.hub_index)
     assert type(scenario.network.hub) is str
+
+
+# --------------------------------------------------------------------------- simulation cache
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Write ``text`` and move the modification time on, as a later edit would."""
+    before = path.stat().st_mtime_ns
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def powered_now(path: Path) -> list[int]:
+    env = gym.make("PowerTrip-v0", scenario=str(path))
+    return env.unwrapped.params.powered[0].astype(int).tolist()
+
+
+def test_unchanged_scenario_files_share_one_simulation(folder):
+    path = _catalogue_doc(folder, SITE_HEADER + "trace_column\n" + SITE_ROWS)
+    assert load_simulation(path) is load_simulation(path)
+
+
+def test_editing_the_sites_csv_after_a_make_is_seen_by_the_next_make(folder):
+    path = _catalogue_doc(folder, SITE_HEADER + "trace_column\n" + SITE_ROWS)
+    # site-a: 5.25 kW at u = 0.5 -> 10 G100s; site-b: 6 kW at u = 0.25 -> 4.5 kW / 600 W -> 7
+    assert powered_now(path) == [10, 7]
+    rewrite(folder / "my_sites.csv", SITE_HEADER + "trace_column\n"
+            + SITE_ROWS.replace("G100,16,5.25", "G100,16,2.5"))  # fmt: skip
+    assert powered_now(path) == [5, 7]  # 1.25 kW -> 5 GPUs
+    rewrite(folder / "my_sites.csv", SITE_HEADER + "trace_column\n"
+            + SITE_ROWS.replace("G100,16,5.25", "G100,-16,5.25"))  # fmt: skip
+    with pytest.raises(ScenarioError, match="gpu_count"):
+        gym.make("PowerTrip-v0", scenario=str(path))
+
+
+def test_editing_the_trace_after_a_make_is_seen_by_the_next_make(folder):
+    path = _catalogue_doc(folder, SITE_HEADER + "trace_column\n" + SITE_ROWS)
+    assert powered_now(path) == [10, 7]
+    trace = folder / "trace.csv"
+    rewrite(trace, trace.read_text(encoding="utf-8").replace(",0.500000,", ",0.800000,"))
+    assert powered_now(path) == [4, 7]  # 5.25 kW · 0.2 = 1,050 W -> 4 GPUs
+    rewrite(trace, trace.read_text(encoding="utf-8").replace(",0.800000,", ",1.500000,", 1))
+    with pytest.raises(TraceError, match=r"1\.5.*\[0, 1\]"):
+        gym.make("PowerTrip-v0", scenario=str(path))
+
+
+def test_editing_a_base_scenario_after_a_make_is_seen_by_the_next_make(tmp_path):
+    base = write(tmp_path, 'extends = "lora"\nname = "base"\n[network]\njoin_fixed_s = 7.0\n',
+                 "base.toml")  # fmt: skip
+    child = write(tmp_path, 'extends = "base.toml"\nname = "child"\n', "child.toml")
+    first = gym.make("PowerTrip-v0", scenario=str(child)).unwrapped.params.join_s
+    rewrite(base, base.read_text(encoding="utf-8").replace("7.0", "70.0"))
+    second = gym.make("PowerTrip-v0", scenario=str(child)).unwrapped.params.join_s
+    np.testing.assert_allclose(second - first, 63.0)
+    rewrite(base, base.read_text(encoding="utf-8").replace("70.0", "-1.0"))
+    with pytest.raises(ScenarioError, match="join_fixed_s"):
+        gym.make("PowerTrip-v0", scenario=str(child))
