@@ -165,3 +165,14 @@ def test_beam_planner_is_never_slower_than_the_best_fixed_set_and_plays_its_plan
 def test_beam_planner_refuses_empty_settings():
     with pytest.raises(ValueError, match="width"):
         BeamPlanner(width=0)
+
+
+@pytest.mark.parametrize(("seed", "jitter"), [(0, False), (1, True)])
+def test_beam_planner_on_the_flagship_beats_the_best_fixed_set_as_planned(seed, jitter):
+    env = gym.make("PowerTrip-v0", split="test", jitter=jitter)
+    fixed_tta = play(env, BestFixedSet(), seed)["tta_h"]
+    planner = BeamPlanner()
+    end = play(env, planner, seed)
+    assert end["success"]
+    assert end["tta_h"] <= fixed_tta
+    assert end["tta_h"] == pytest.approx(planner.planned_tta_h, rel=1e-12)
