@@ -10,6 +10,9 @@ The numbers are chosen so that the model of DESIGN.md §3 can be worked by hand:
   60,000`` samples, so a G100 site with 10 powered GPUs computes a round in 600 s.
 * A site with ``capacity_kw = 5.25`` at utilisation ``u = 0.5`` has ``2,625 W`` of headroom:
   10.5 G100s' worth, so 10 are powered.
+* On-site solar: a site with ``pv_kw`` and a ``pv_column`` adds ``pv_kw · s(t)`` from the PV
+  trace (``write_scenario(..., pv=...)``), and PV forecasts (``forecast=...``) are written as
+  ``issued,timestamp,<columns>``: one forecast per row, ``horizons`` intervals deep.
 
 Every scenario is written into its own fresh folder, so the loaders' per-file caches never mix
 two variants up.
@@ -76,7 +79,7 @@ NETWORK = {
     "hub_gbps": 10.0,
     "rtt_factor": 2.0,
     "aggregation_s": 3.0,
-    "join_s": 0.0,
+    "join_fixed_s": 0.0,
 }
 
 EPISODE = {
@@ -134,31 +137,72 @@ def dump_toml(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+Column = float | Sequence[float] | np.ndarray | Callable[[np.ndarray], Any]
+
+
+def _stamp(unix: int) -> str:
+    return np.datetime64(int(unix), "s").astype(str) + "Z"
+
+
+def _column_values(spec: Column, rows: np.ndarray) -> np.ndarray:
+    """A constant, an array of row values (padded with its last value), or a function of rows."""
+    n = rows.size
+    if callable(spec):
+        return np.broadcast_to(np.asarray(spec(rows), dtype=float), (n,))
+    given = np.atleast_1d(np.asarray(spec, dtype=float))
+    return np.concatenate([given, np.full(max(0, n - given.size), given[-1])])[:n]
+
+
 def write_trace(
     path: Path,
-    columns: Mapping[str, float | Sequence[float] | np.ndarray | Callable[[np.ndarray], Any]],
+    columns: Mapping[str, Column],
     *,
     days: int = 2,
+    start: int = T0_UNIX,
+    interval_s: int = INTERVAL_S,
 ) -> Path:
-    """A trace CSV with ``days`` days of 5-minute rows starting at ``T0_ISO``.
+    """A trace CSV with ``days`` days of rows every ``interval_s`` from ``start`` (Unix s).
 
     Each column is a constant, an array of row values (padded with its last value), or a
-    function of the row index array.
+    function of the row index array. PV traces (fractions of peak) are written the same way.
     """
-    n = days * ROWS_PER_DAY
+    n = days * 86_400 // interval_s
     rows = np.arange(n)
-    data = {}
-    for name, spec in columns.items():
-        if callable(spec):
-            values = np.broadcast_to(np.asarray(spec(rows), dtype=float), (n,))
-        else:
-            given = np.atleast_1d(np.asarray(spec, dtype=float))
-            values = np.concatenate([given, np.full(max(0, n - given.size), given[-1])])[:n]
-        data[name] = values
+    data = {name: _column_values(spec, rows) for name, spec in columns.items()}
     lines = ["timestamp," + ",".join(data)]
     for r in range(n):
-        stamp = np.datetime64(T0_UNIX + r * INTERVAL_S, "s").astype(str) + "Z"
-        lines.append(stamp + "," + ",".join(f"{data[c][r]:.6f}" for c in data))
+        lines.append(
+            _stamp(start + r * interval_s) + "," + ",".join(f"{data[c][r]:.6f}" for c in data)
+        )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_forecast(
+    path: Path,
+    columns: Mapping[str, float | Callable[[np.ndarray, np.ndarray], Any]],
+    *,
+    horizons: int = 4,
+    days: int = 2,
+    start: int = T0_UNIX,
+) -> Path:
+    """A PV forecast CSV: at every 5-minute row from ``start``, a forecast ``horizons`` deep.
+
+    Each column is a constant or a function ``f(issue_rows, h)`` of the issue's row index and
+    the horizon (both arrays, broadcast), giving the forecast fraction of PV peak.
+    """
+    n = days * ROWS_PER_DAY
+    issue, h = np.meshgrid(np.arange(n), np.arange(horizons), indexing="ij")
+    data = {}
+    for name, spec in columns.items():
+        values = spec(issue, h) if callable(spec) else spec
+        data[name] = np.broadcast_to(np.asarray(values, dtype=float), issue.shape)
+    lines = ["issued,timestamp," + ",".join(data)]
+    for r in range(n):
+        issued = _stamp(start + r * INTERVAL_S)
+        for k in range(horizons):
+            cells = ",".join(f"{data[c][r, k]:.6f}" for c in data)
+            lines.append(f"{issued},{_stamp(start + (r + k) * INTERVAL_S)},{cells}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -174,16 +218,31 @@ def write_scenario(
     episode: Mapping[str, Any] | None = None,
     trace: Mapping[str, Any] | None = None,
     days: int = 2,
+    pv: Mapping[str, Column] | None = None,
+    forecast: Mapping[str, Any] | None = None,
+    horizons: int = 4,
+    pv_start: int = T0_UNIX,
+    pv_days: int | None = None,
 ) -> Path:
     """Write a complete scenario into a fresh folder under ``root`` and return the TOML path.
 
     ``sites`` with all-zero data shares get equal shares. ``util`` maps trace columns to
-    values (see ``write_trace``).
+    values (see ``write_trace``). ``pv`` writes a PV trace (``pv.csv``, ``pv_days`` days from
+    ``pv_start``) and ``forecast`` PV forecasts (``pv_forecast.csv``, see ``write_forecast``)
+    on the same rows; ``[trace]`` names them.
     """
     folder = root / f"scenario{next(_counter)}"
     folder.mkdir(parents=True)
     (folder / "gpus.csv").write_text(GPU_CSV, encoding="utf-8")
     write_trace(folder / "trace.csv", util, days=days)
+    trace = dict(trace or {})
+    if pv is not None:
+        write_trace(folder / "pv.csv", pv, days=pv_days or days, start=pv_start)
+        trace.setdefault("pv_file", "pv.csv")
+    if forecast is not None:
+        write_forecast(folder / "pv_forecast.csv", forecast, horizons=horizons,
+                       days=pv_days or days, start=pv_start)  # fmt: skip
+        trace.setdefault("pv_forecast_file", "pv_forecast.csv")
     doc = scenario_doc(
         sites, hub=hub, workload=workload, network=network, episode=episode, trace=trace
     )
