@@ -121,6 +121,16 @@ def test_episodes_are_identical_whichever_policies_run_beside(small_scenario):
     )
 
 
+def test_references_expand_to_the_clairvoyant_references_and_all_leaves_them_out(small_scenario):
+    kw = {"episodes": 1, "env_kwargs": {"scenario": str(small_scenario)}, "progress": False}
+    named = evaluate("PowerTrip-v0", ["references"], **kw).episodes
+    assert list(named["policy"]) == ["BestFixedSet", "BeamPlanner"]
+    assert named.loc[1, "tta_h"] <= named.loc[0, "tta_h"]
+    everything = evaluate("PowerTrip-v0", ["all"], **kw).episodes
+    assert not {"BestFixedSet", "BeamPlanner"} & set(everything["policy"])
+    assert {"PowerTrip", "FedZeroLike", "MyopicOptimal"} <= set(everything["policy"])
+
+
 def test_evaluate_accepts_policy_instances(small_scenario):
     class FirstSite(Policy):
         name = "FirstSite"
