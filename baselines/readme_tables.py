@@ -1,10 +1,11 @@
-"""Regenerate README.md's baseline tables with the evaluation harness.
+"""Regenerate README.md's baseline tables and its headroom table with the harness.
 
 The tables in README.md are harness output, never typed by hand: each sits between
 ``<!-- results:ID -->`` and ``<!-- /results:ID -->`` markers and this command replaces it with a
-fresh ``summary.md`` table. ``python -m baselines.readme_tables`` re-runs every registered ID and
-updates ``README.md`` in the current folder (run it from the repository root, or pass
-``--readme``): an installed package has no README of its own to find.
+fresh ``summary.md`` table; the block ``<!-- results:headroom -->`` gets
+``baselines.headroom``'s table over every ID. ``python -m baselines.readme_tables`` re-runs
+every registered ID and updates ``README.md`` in the current folder (run it from the
+repository root, or pass ``--readme``): an installed package has no README of its own to find.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import powertrip_env
+from baselines import headroom
 from baselines.evaluate import evaluate
 from powertrip_env.atomic import write_text
+
+HEADROOM = "headroom"  # the block of the headroom table
 
 DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in
 
@@ -53,6 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_README,
         help="the README to update (default: README.md in the current folder)",
     )
+    parser.add_argument(
+        "--tables",
+        choices=("all", "results", "headroom"),
+        default="all",
+        help="the per-ID baseline tables, the headroom table, or both (all)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     env_ids = args.env or list(powertrip_env.ENV_IDS)
@@ -65,15 +75,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             "from the repository root or pass --readme PATH"
         )
     text = args.readme.read_text(encoding="utf-8")
-    for env_id in env_ids:
+    blocks = ([] if args.tables == "headroom" else list(env_ids)) + (
+        [] if args.tables == "results" else [HEADROOM]
+    )
+    for block in blocks:
         try:
-            splice(text, env_id, "")  # fail before any long run if a marker is missing
+            splice(text, block, "")  # fail before any long run if a marker is missing
         except ValueError as exc:
             parser.error(f"--readme {str(args.readme)!r}: {exc}")
-    for env_id in env_ids:
+    progress = not args.no_progress
+    for env_id in (b for b in blocks if b != HEADROOM):
         print(f"evaluating {env_id} ...", file=sys.stderr)
-        table = table_for(env_id, args.episodes, args.seed, not args.no_progress)
-        text = splice(text, env_id, table)
+        text = splice(text, env_id, table_for(env_id, args.episodes, args.seed, progress))
+    if HEADROOM in blocks:
+        summaries = []
+        for env_id in env_ids:
+            print(f"headroom of {env_id} ...", file=sys.stderr)
+            summary, _ = headroom.headroom(
+                env_id, episodes=args.episodes, seed=args.seed, progress=progress
+            )
+            summaries.append(summary)
+        text = splice(text, HEADROOM, headroom.to_markdown(summaries))
     write_text(args.readme, text)
     return 0
 
