@@ -341,17 +341,25 @@ def test_readme_has_a_results_block_for_every_registered_id() -> None:
         splice(text, env_id, "")  # raises if the block is missing
 
 
-def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch):
+@pytest.mark.parametrize("tables", ["all", "results", "headroom"])
+def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch, tables):
     import baselines.readme_tables as readme_tables
+    from baselines import headroom
 
     monkeypatch.chdir(tmp_path)
-    block = "<!-- results:PowerTrip-v0 -->\nold\n<!-- /results:PowerTrip-v0 -->\n"
-    (tmp_path / "README.md").write_text("# mine\n" + block, encoding="utf-8")
+    results = "<!-- results:PowerTrip-v0 -->\nold\n<!-- /results:PowerTrip-v0 -->\n"
+    room = "<!-- results:headroom -->\nold\n<!-- /results:headroom -->\n"
+    (tmp_path / "README.md").write_text("# mine\n" + results + room, encoding="utf-8")
     monkeypatch.setattr(readme_tables, "table_for", lambda env_id, *a: f"| {env_id} |\n")
-    assert readme_tables.main(["--env", "PowerTrip-v0", "--no-progress"]) == 0
-    assert (tmp_path / "README.md").read_text(encoding="utf-8") == (
-        "# mine\n<!-- results:PowerTrip-v0 -->\n| PowerTrip-v0 |\n<!-- /results:PowerTrip-v0 -->\n"
-    )
+    monkeypatch.setattr(headroom, "headroom", lambda env_id, **kw: ({"env": env_id}, None))
+    monkeypatch.setattr(headroom, "to_markdown", lambda s: f"| room {s[0]['env']} |\n")
+    argv = ["--env", "PowerTrip-v0", "--tables", tables, "--no-progress"]
+    assert readme_tables.main(argv) == 0
+    if tables != "headroom":
+        results = results.replace("old", "| PowerTrip-v0 |")
+    if tables != "results":
+        room = room.replace("old", "| room PowerTrip-v0 |")
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == "# mine\n" + results + room
 
 
 def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeypatch, capsys):
