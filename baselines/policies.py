@@ -286,18 +286,24 @@ class FedZeroLike(PowerTrip):
 
     FedZero picks the clients with the most forecast excess energy over the coming round. Here a
     site's score is its forecast usable power (the GPUs the forecast can power, at their wall
-    power) averaged over the rows the coming round is expected to span: the longer of the last
-    round and one trace interval, from the forecast issued now. Sites about to lose their power
-    score low, sites about to gain it high. How many sites: PowerTrip's stopping rule on the
-    ranked prefixes. It reads forecasts, never future actuals.
+    power) averaged over the trace rows the coming round is expected to span, from the forecast
+    issued now. The round is expected to last as long as the last one; before the first, as
+    long as the quickest single site's predicted round. Sites about to lose their power score
+    low, sites about to gain it high. How many sites: PowerTrip's stopping rule on the ranked
+    prefixes. It reads forecasts, never future actuals.
     """
 
     name = "FedZeroLike"
 
     def ranking(self, now: Now) -> np.ndarray:
         p = now.params
-        expected_s = max(float(now.state.last_round_s[0]), p.interval_s)
-        rows = max(1, min(math.ceil(expected_s / p.interval_s), now.forecast_power_w.shape[0]))
+        expected_s = float(now.state.last_round_s[0])
+        if expected_s <= 0.0 and now.available.any():
+            alone = np.eye(p.n_sites, dtype=bool)[now.available]
+            expected_s = float(self.env.predict_round(alone).round_time_s.min())
+        into_row = float(now.state.time_s[0]) - now.row * p.interval_s
+        horizon = now.forecast_power_w.shape[0]
+        rows = min(max(math.ceil((into_row + expected_s) / p.interval_s), 1), horizon)
         score = now.forecast_power_w[:rows].mean(axis=0)
         return rank_available(score, now.available)
 

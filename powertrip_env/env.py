@@ -25,44 +25,51 @@ class PowerTripEnv(gym.Env):
     ## Description
 
     Geo-distributed training under fluctuating power, after PowerTrip (Mehboob et al., SoCC '25).
-    One model is trained across N datacenters whose spare power follows a trace. Every step is
-    one synchronous training round: the agent chooses which sites take part. More sites bring
-    more powered GPUs and a larger global batch, but each extra site adds network time (latency
-    and contention at the aggregator), can be the straggler, and pays a join cost if it sat out
-    the previous round. The episode ends when the model reaches its target accuracy; the goal is
-    the shortest time-to-accuracy (TTA). The model is DESIGN.md §3; the shipped power traces are
-    synthetic, made from the published statistics of Google's 2019 PDU traces.
+    One model is trained across N datacenters whose available power follows real or synthetic
+    traces. Every step is one synchronous training round: the agent chooses which sites take
+    part. More sites bring more powered GPUs and a larger global batch, but each extra site
+    adds network time (latency and contention at the aggregator), can be the straggler, pays a
+    join cost (start and fetch the model) if it did not complete the previous round, and drops
+    out of the round, its work lost, if its power fails before it finishes. The episode ends
+    when the model reaches its target accuracy; the goal is the shortest time-to-accuracy
+    (TTA). Every equation and parameter is in docs/model.md. `PowerTrip-v0` runs on real data:
+    Google's 2019 PDU spare capacity in each site's local time plus Solcast 2022 solar output,
+    with real solar forecasts; the other IDs run on a synthetic trace.
 
     ## Action Space
 
     `MultiBinary(N)` (default) or, with `action_mode="multidiscrete"`, `MultiDiscrete([2] * N)`:
-    1 means the site takes part in this round. Sites that have no powered GPU now are dropped
+    1 means the site takes part in this round. Sites that have no powered GPU now are left out
     and counted in `info["invalid_selections"]`; an empty set is an idle round (the clock moves
     one trace interval, nothing is learned, all sites are released). `action_masks()` returns
     the `(2N,)` mask that MaskablePPO expects. A malformed action raises `ValueError`.
 
     ## Observation Space
 
-    `obs_mode="flat"` (default): a `Box` of `N * 8 + 6` float32, the per-site features in site
-    order followed by the global ones. `obs_mode="dict"`: `{"sites": Box(N, 8), "global":
+    `obs_mode="flat"` (default): a `Box` of `N * 15 + 6` float32, the per-site features in site
+    order followed by the global ones. `obs_mode="dict"`: `{"sites": Box(N, 15), "global":
     Box(6)}` for permutation-invariant encoders.
 
-    | Num        | Observation (per site i)                                    | Min | Max |
-    |------------|-------------------------------------------------------------|-----|-----|
-    | 8i + 0     | available power: headroom / capacity                        | 0   | 1   |
-    | 8i + 1     | powered GPUs / GPU count                                    | 0   | 1   |
-    | 8i + 2     | throughput / largest full-power site throughput             | 0   | 1   |
-    | 8i + 3     | estimated compute time / time scale (1 if unavailable)      | 0   | 1   |
-    | 8i + 4     | RTT to the aggregator / largest site RTT                    | 0   | 1   |
-    | 8i + 5     | change of available power over the last hour / capacity     | -1  | 1   |
-    | 8i + 6     | took part in the previous round                             | 0   | 1   |
-    | 8i + 7     | available (at least one GPU can be powered)                 | 0   | 1   |
-    | 8N + 0     | progress toward the target: (a − a0) / (a* − a0)            | 0   | 1   |
-    | 8N + 1     | elapsed time / time budget                                  | 0   | 1   |
-    | 8N + 2     | sin of the UTC time of day                                  | -1  | 1   |
-    | 8N + 3     | cos of the UTC time of day                                  | -1  | 1   |
-    | 8N + 4     | last round time / time scale                                | 0   | 1   |
-    | 8N + 5     | data coverage of the last round (1 for IID data)            | 0   | 1   |
+    | Num          | Observation (per site i)                                  | Min | Max |
+    |--------------|-----------------------------------------------------------|-----|-----|
+    | 15i + 0      | available power / (grid capacity + PV peak)               | 0   | 1   |
+    | 15i + 1      | powered GPUs / GPU count                                  | 0   | 1   |
+    | 15i + 2      | throughput / largest full-power site throughput           | 0   | 1   |
+    | 15i + 3      | estimated compute time / time scale (1 if unavailable)    | 0   | 1   |
+    | 15i + 4      | RTT to the aggregator / largest site RTT (0 if all are 0) | 0   | 1   |
+    | 15i + 5      | change of feature 0 over the last hour                    | -1  | 1   |
+    | 15i + 6      | completed the previous round (joined)                     | 0   | 1   |
+    | 15i + 7      | available (at least one GPU can be powered)               | 0   | 1   |
+    | 15i + 8      | join time / time scale                                    | 0   | 1   |
+    | 15i + 9..12  | forecast of feature 0, mean over the next 0-15, 15-30,    | 0   | 1   |
+    |              | 30-45 and 45-60 minutes (issued now; no future actuals)   |     |     |
+    | 15i + 13, 14 | sin and cos of the site's local solar time of day         | -1  | 1   |
+    | 15N + 0      | progress toward the target: (a − a0) / (a* − a0)          | 0   | 1   |
+    | 15N + 1      | elapsed time / time budget                                | 0   | 1   |
+    | 15N + 2      | sin of the UTC time of day                                | -1  | 1   |
+    | 15N + 3      | cos of the UTC time of day                                | -1  | 1   |
+    | 15N + 4      | last round time / time scale                              | 0   | 1   |
+    | 15N + 5      | data coverage of the last round (1 for IID data)          | 0   | 1   |
 
     The time scale is 20 times the fastest site's full-power compute time for one round.
 
@@ -77,16 +84,19 @@ class PowerTripEnv(gym.Env):
 
     ## Starting State
 
-    Accuracy a0 at a start time drawn uniformly from the trace rows of the split (`"train"`:
-    days 1–21, `"test"`: days 22–31, `"all"`), leaving room for a whole time budget;
-    `options={"start_time": ...}` (seconds since the trace start, an ISO-8601 string or a
-    datetime) fixes it. No site took part in a previous round.
+    Accuracy a0 at a start time drawn uniformly from the rows of the split's days (`"train"`,
+    `"test"`: the scenario's `train_days` and `test_days`; `"all"`), leaving room for a whole
+    time budget; `options={"start_time": ...}` (seconds since the calendar's start, an ISO-8601
+    string or a datetime) fixes it. No site took part in a previous round.
 
     ## Episode End
 
     1. Termination: the accuracy reaches the target a*.
-    2. Truncation: the elapsed time reaches the scenario's time budget, or the number of rounds
-       reaches `max_rounds` (registered as `max_episode_steps`).
+    2. Truncation: the elapsed time reaches the scenario's time budget (a round that would end
+       later is cut there and teaches nothing), or the number of rounds reaches `max_rounds`
+       (registered as `max_episode_steps`).
+
+    At the end `info["tta_h"]` is the elapsed hours on success and the time budget on failure.
 
     ## Arguments
 
@@ -113,8 +123,8 @@ class PowerTripEnv(gym.Env):
     | `jitter`      | bool or float | `True`          | time noise: scenario's σ, none, or a σ     |
     | `render_mode` | str or None   | `None`          | `"ansi"` or `"rgb_array"`                  |
 
-    Registered IDs: `PowerTrip-v0` (default), `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`,
-    `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`.
+    Registered IDs: `PowerTrip-v0` (the flagship, scenario `default`), `PowerTrip-LoRA-v0`,
+    `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`, `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`.
 
     ## Vectorized environment
 
@@ -123,7 +133,9 @@ class PowerTripEnv(gym.Env):
 
     ## Version History
 
-    * v0: Initial version.
+    * v0: The flagship became a day-long DiLoCo job on real grid and solar power, with joins
+      that fetch the model, drop-outs, forecasts in the observation and rounds cut at the
+      budget; the earlier default scenario is `PowerTrip-LoRA-v0`. Initial version before that.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
