@@ -1,6 +1,6 @@
 """Train a Stable-Baselines3 agent on a PowerTrip environment and compare it with the baselines.
 
-    python train_agent.py                          # PPO + SitePolicy on PowerTrip-v0, ~7 min
+    python train_agent.py                          # PPO + SitePolicy on PowerTrip-v0, ~9 min
     python train_agent.py --algo a2c --extractor mlp --timesteps 500_000
     python train_agent.py --resume runs/PowerTrip-v0-ppo-0/interrupted.zip --timesteps 200_000
     tensorboard --logdir runs
@@ -44,9 +44,9 @@ from agents.hyperparams import ConfigError
 from agents.reference import PowerTripReference
 from agents.saving import save_model, write_text
 
-# Measured on 2 cores: 1.2M steps of the default config take ~6.2 min at ~3,000 steps/s, the
-# final table ~20 s; the whole default run 6.5 min, leaving room for a busier machine.
-DEFAULT_TIMESTEPS = 1_200_000
+# Measured on 2 cores: 700k steps of the default config on PowerTrip-v0 take ~6.6 min at ~1,750
+# steps/s and the final table (BeamPlanner plans each episode) ~2 min: about 9 min in all.
+DEFAULT_TIMESTEPS = 700_000
 # One PowerTrip step costs less than the policy's forward pass, so many envs in one process
 # (one batched forward for all) beat worker processes: 60k PPO steps took 17 s with 16 envs
 # in-process, 29 s with 4, 44 s with 2 or 4 forkserver workers.

@@ -1,4 +1,4 @@
-"""Atomic saving of SB3 models (the mechanism is ``powertrip_env.atomic``, DESIGN.md §9)."""
+"""Atomic saving of SB3 models (the mechanism is ``powertrip_env.atomic``)."""
 
 from __future__ import annotations
 

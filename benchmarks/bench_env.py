@@ -3,14 +3,14 @@
     python benchmarks/bench_env.py            # the full run (15-30 seconds)
     python benchmarks/bench_env.py --quick    # a rough look in a few seconds
 
-Measures what DESIGN.md §8 budgets: steps per second of ``gym.make("PowerTrip-v0")`` against
-``gym.make("CartPole-v1")`` (at least 40%), and of the native vector env at 1,024 envs against
-Gymnasium's CartPole vector env (at least 25%); also ``PowerTrip-Large-v0``, ``predict_round``
-calls per second, and the resident memory of 16 env instances (traces are shared, so the first
-instance costs the data and the others almost nothing). Both sides of a ratio run the same number
-of steps of pre-generated random actions, resetting when an episode ends, after a warm-up; the
-repeats of the two sides alternate so that a busy machine slows both alike, and the best repeat
-counts. It prints a table and, as its last line, one JSON object with every figure.
+Measures the budgets README.md's Performance section states: steps per second of
+``gym.make("PowerTrip-v0")`` against ``gym.make("CartPole-v1")`` (at least 40%), and of the native
+vector env at 1,024 envs against Gymnasium's CartPole vector env (at least 25%); also ``PowerTrip-
+Large-v0``, ``predict_round`` calls per second, and the resident memory of 16 env instances (traces
+are shared, so the first instance costs the data and the others almost nothing). Both sides of a
+ratio run the same number of steps of pre-generated random actions, resetting when an episode ends,
+after a warm-up; the repeats of the two sides alternate so that a busy machine slows both alike, and
+the best repeat counts. It prints a table and, as its last line, one JSON object with every figure.
 
 This is a measurement, not a test: timings depend on the machine, and CI does not assert them.
 """

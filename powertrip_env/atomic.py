@@ -1,4 +1,4 @@
-"""Atomic file writes for results, models and documents (DESIGN.md §9).
+"""Atomic file writes for results, models, data and documents.
 
 A run can be stopped at any moment (Ctrl-C, a killed job, a full disk). Writing straight onto
 ``summary.md`` or ``best_model.zip`` would leave a truncated file where a good one was if that

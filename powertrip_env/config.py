@@ -44,7 +44,7 @@ def data_dir() -> Path:
 
 @dataclass(frozen=True)
 class GpuType:
-    """One accelerator model from the GPU catalogue (REFERENCES.md, "GPUs")."""
+    """One accelerator model from the GPU catalogue (docs/references.md, "GPUs")."""
 
     name: str
     tflops_bf16: float  # dense BF16/FP16 tensor TFLOPS
@@ -85,7 +85,7 @@ class Workload:
     model_bytes: float  # size of the update exchanged with the aggregator each round
     site_batch: int  # samples per local step at one site
     local_steps: int  # local steps per round
-    mfu: float  # model FLOPs utilisation (REFERENCES.md: 30-50% for large models)
+    mfu: float  # model FLOPs utilisation (docs/references.md: 30-50% for large models)
     eta_local: float  # discount of a local-SGD step against a true large-batch step
     noise_b0: float  # gradient noise scale B_noise at P = 0 (samples)
     noise_p_b: float  # progress over which B_noise grows: B0 * (1 + P / P_B) ** gamma
@@ -103,7 +103,7 @@ class Workload:
 
 @dataclass(frozen=True)
 class Network:
-    """Latency and bandwidth model (DESIGN.md §3)."""
+    """Latency and bandwidth model (docs/model.md)."""
 
     hub: str  # name of the aggregator site, or of an extra location
     hub_latitude: float

@@ -192,7 +192,7 @@ class Simulation:
         return self.as_masks(action, space, 1)[0]
 
     def rewards(self, result: core.RoundResult, reward_mode: str) -> np.ndarray:
-        """Per-episode reward of a round (DESIGN.md §4).
+        """Per-episode reward of a round (docs/model.md).
 
         ``excess_gain``: ``(Δa − ρ_ref·T_r) / (a* − a0)``, whose sum over a successful episode
         is exactly ``1 − TTA/H_ref``. ``gain_rate``: ``Δa / (a* − a0) · H_ref / T_r``, the

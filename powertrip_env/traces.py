@@ -9,13 +9,13 @@ at ``timestamp`` (docs/data.md).
 
 Why the loader is strict and cached:
 
-* Bad input must fail at load time with a message a user can act on (DESIGN.md section 9), not
+* Bad input must fail at load time with a message a user can act on (docs/scenarios.md), not
   as a NaN deep inside the simulator. Every ``TraceError`` names the file, the column, the line
   and the bad value, and says what is allowed. **Line numbers are lines of the file as an editor
   shows them: line 1 is the header, so the first data row is line 2.**
 * pandas is used once, at load time; the simulator only sees plain read-only numpy arrays.
   Loading the same unchanged file again returns the *same* ``PowerTrace`` object, so every env
-  instance in a process shares one copy of the data (DESIGN.md section 8).
+  instance in a process shares one copy of the data (README.md, Performance).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Write small, hand-checkable scenarios (TOML + GPU catalogue + power trace) for the tests.
 
-The numbers are chosen so that the model of DESIGN.md §3 can be worked by hand:
+The numbers are chosen so that the model of docs/model.md can be worked by hand:
 
 * GPU ``G100``: 100 TFLOPS, 100 W board power. With ``server_overhead = 2`` and ``pue = 1.25`` a
   powered GPU costs ``p_g = 100 · 2 · 1.25 = 250 W`` at the wall.

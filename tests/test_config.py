@@ -1,8 +1,8 @@
 """Scenario loading (powertrip_env/config.py) and the errors a malformed scenario gives.
 
-DESIGN.md §9: every malformed scenario raises ``ScenarioError`` (a ``ValueError``) whose message
-names the file, the field, the bad value and what is allowed. The tests below assert on those
-message parts, not only on the exception type.
+docs/scenarios.md: every malformed scenario raises ``ScenarioError`` (a ``ValueError``) whose
+message names the file, the field, the bad value and what is allowed. The tests below assert on
+those message parts, not only on the exception type.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_llm_full_keeps_lora_sites_and_replaces_the_workload():
     lora, full = load_scenario("lora"), load_scenario("llm-full")
     full_path = Path(full.source)
     assert full.sites == lora.sites
-    assert full.workload.model_bytes == 2.64e9  # REFERENCES.md: 1.32e9 params in bf16
+    assert full.workload.model_bytes == 2.64e9  # docs/references.md: 1.32e9 params in bf16
     with full_path.open("rb") as fh:
         written = tomllib.load(fh)
     assert full.episode.time_budget_h == written["episode"]["time_budget_h"]

@@ -1,4 +1,4 @@
-"""The simulator (powertrip_env/core.py) against DESIGN.md §3, worked by hand.
+"""The simulator (powertrip_env/core.py) against docs/model.md, worked by hand.
 
 Every scenario here is a tiny TOML file and trace written by ``scenario_files`` whose numbers
 make the model easy to evaluate on paper (see that module's docstring): a G100 costs 250 W at
@@ -472,8 +472,8 @@ CITIES = {
     "sydney": (-33.87, 151.21),
 }
 
-# REFERENCES.md "Wide-area network": AWS (cloudping) and IBM Cloud RTTs in ms. Frankfurt–Tokyo is
-# published as a range (233–264 ms); both ends are checked.
+# docs/references.md "Wide-area network": AWS (cloudping) and IBM Cloud RTTs in ms.
+# Frankfurt–Tokyo is published as a range (233–264 ms); both ends are checked.
 PUBLISHED_RTT_MS = [
     ("us-east-1", "us-east-2", 13),
     ("us-east-1", "us-west-1", 62),
@@ -540,7 +540,7 @@ def test_great_circle_distance_of_known_arcs():
 def test_rtt_formula_adds_base_to_routed_fibre_round_trip():
     # 2 ms + 2 · 1.5 · 1,000 km / 204 km/ms
     assert core.rtt_ms(np.array(1000.0), 2.0, 1.5, 204.0) == pytest.approx(2.0 + 3000.0 / 204.0)
-    # REFERENCES.md: 1,000 km of fibre is about 10 ms of round trip
+    # docs/references.md: 1,000 km of fibre is about 10 ms of round trip
     assert core.rtt_ms(np.array(1000.0), 0.0, 1.0, 204.0) == pytest.approx(9.8, abs=0.1)
 
 

@@ -1,4 +1,4 @@
-"""The Gymnasium environment (powertrip_env/env.py) against DESIGN.md §4."""
+"""The Gymnasium environment (powertrip_env/env.py) against docs/model.md."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_gymnasium_and_sb3_env_checkers_pass_without_warnings(env_id, obs_mode, 
     assert not ours, [str(w.message) for w in ours]
 
     # The one warning allowed is SB3's advice about the (N, F) "sites" block of the dict
-    # observation, which DESIGN.md §4 specifies on purpose for set encoders.
+    # observation, which docs/model.md specifies on purpose for set encoders.
     def expected(w: warnings.WarningMessage) -> bool:
         return obs_mode == "dict" and "unconventional shape" in str(w.message)
 

@@ -1,6 +1,6 @@
 """Properties of every registered environment under random seeds, modes and action sequences.
 
-DESIGN.md §4: every observation feature is scaled to a documented finite range and is never NaN
+docs/model.md: every observation feature is scaled to a documented finite range and is never NaN
 or inf; time only moves forward and never past the time budget; training never loses accuracy;
 energy only accumulates; only selected sites drop out; a cut round teaches nothing.
 """

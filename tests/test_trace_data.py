@@ -2,7 +2,7 @@
 
 The statistical assertions are chosen so that the shipped file passes but a broken generator
 (no diurnal cycle, diurnal cycle in UTC instead of local time, white noise, wrong level, no
-events) fails. The figures they encode come from traces/README.md and REFERENCES.md.
+events) fails. The figures they encode come from traces/README.md and docs/references.md.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_shipped_grid(shipped) -> None:
 
 def test_shipped_levels_match_published_range(shipped) -> None:
     u = shipped.util
-    assert 0.6 <= u.mean() <= 0.8  # REFERENCES.md: typical 0.4-0.9, our target mean ~0.7
+    assert 0.6 <= u.mean() <= 0.8  # docs/references.md: typical 0.4-0.9, our target mean ~0.7
     inside = np.mean((u >= 0.4) & (u <= 0.9))
     assert inside >= 0.95
     means = u.mean(axis=0)
@@ -193,10 +193,10 @@ def test_site_catalogue_well_formed(name: str, gpus, shipped) -> None:
         assert s["gpu"] in gpus
         assert int(s["gpu_count"]) > 0
         pue = float(s["pue"])
-        assert 1.08 <= pue <= 1.6  # REFERENCES.md: Google fleet 1.10, industry average 1.57
+        assert 1.08 <= pue <= 1.6  # docs/references.md: Google fleet 1.10, industry average 1.57
         assert 2 <= float(s["wan_gbps"]) <= 10
         per_gpu_kw = float(gpus[s["gpu"]]["power_w"]) * 1.8 * pue / 1000.0
-        # Share of GPUs the headroom powers at the typical utilisation 0.7 (DESIGN.md 3).
+        # Share of GPUs the headroom powers at the typical utilisation 0.7 (docs/data.md).
         fracs.append(float(s["capacity_kw"]) * 0.3 / per_gpu_kw / int(s["gpu_count"]))
     assert min(fracs) >= 0.35 and max(fracs) <= 0.95
     assert min(fracs) < 0.5 and max(fracs) > 0.8  # some sites power-starved, some not

@@ -1,8 +1,8 @@
 """Tests for powertrip_env.traces: validation messages, caching, read-only arrays, day splits.
 
 Every bad-input test checks the exception type and that the message names the file, the column,
-the line (line 1 = header, first data row = line 2) and the bad value, because DESIGN.md
-section 9 promises errors a user can act on without reading a traceback.
+the line (line 1 = header, first data row = line 2) and the bad value, because the project
+promises errors a user can act on without reading a traceback (docs/scenarios.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The native vector environment (powertrip_env/vector_env.py) against DESIGN.md §4.
+"""The native vector environment (powertrip_env/vector_env.py) against docs/model.md.
 
 Its contract is simple to state: sub-environment i of ``gym.make_vec(ID, num_envs=B)`` reset
 with seed s *is* ``gym.make(ID)`` reset with seed s + i, autoreset by Gymnasium's NEXT_STEP

@@ -1,10 +1,11 @@
 """Convert Google's real ``powerdata_2019`` CSV files into PowerTrip's trace format.
 
-Why: the shipped trace is synthetic. A user who downloads the real Google PDU traces
-(``gs://powerdata_2019/``, CC-BY 4.0, Sakalkar et al., ASPLOS 2020; REFERENCES.md) can turn them
-into the same wide format with this tool and point a scenario at the result.
+Why: the project ships five of Google's PDUs (``traces/google_cella_2019.csv``, made with this
+tool). A user who downloads the others (``gs://powerdata_2019/``, CC-BY 4.0, Sakalkar et al.,
+ASPLOS 2020; docs/references.md) can turn them into the same wide format and point a scenario
+at the result.
 
-Input schema (REFERENCES.md): one row per power domain and 5-minute window with ``time``
+Input schema (docs/references.md): one row per power domain and 5-minute window with ``time``
 (microseconds since 600 s before the trace start, 2019-05-01 00:00 US/Pacific = 07:00 UTC, and
 the start of the window), ``cell``, ``pdu``, ``measured_power_util``, ``production_power_util``,
 ``bad_measurement_data``, ``bad_production_power_data``. Only the columns the chosen field needs

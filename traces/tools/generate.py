@@ -52,7 +52,8 @@ DEFAULT_OUT = HERE / "power_synthetic_2019.csv"
 DEFAULT_SITES = HERE / "sites_large.csv"
 
 SEED = 20190501
-# Google's 2019 trace starts 2019-05-01 00:00 US/Pacific (PDT, UTC-7) = 07:00 UTC (REFERENCES.md).
+# Google's 2019 trace starts 2019-05-01 00:00 US/Pacific (PDT, UTC-7) = 07:00 UTC
+# (docs/references.md).
 START = datetime(2019, 5, 1, 7, 0, 0, tzinfo=UTC)
 STEP_S = 300  # 5-minute windows, as in powerdata_2019
 DAYS = 31
@@ -235,7 +236,7 @@ def stats_rows(
     """Per-column summary used to compare the trace with the published figures.
 
     ``hours`` is the local hour of each value (same shape as ``values``); the diurnal amplitude
-    is the max minus min of the mean-by-hour profile, the figure REFERENCES.md quotes for one
+    is the max minus min of the mean-by-hour profile, the figure docs/references.md quotes for one
     Google PDU (hourly means 0.694-0.759 on a day).
     """
     out: list[tuple[str, list[float]]] = []
