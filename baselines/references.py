@@ -20,6 +20,7 @@ references cost a few hundred batched rounds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,7 +298,7 @@ def _best_distinct(score: np.ndarray, joined: np.ndarray, width: int) -> np.ndar
 # --------------------------------------------------------------------------- the lower bound
 
 
-def lower_bound_h(env: Any, step_s: float = 4.0) -> float:
+def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
     """A time to accuracy (hours) that no policy can beat in this episode, from its start.
 
     A relaxation, with every simplification in the policy's favour:
@@ -314,10 +315,12 @@ def lower_bound_h(env: Any, step_s: float = 4.0) -> float:
     which also caps its rate at ΔP_max / τ), evaluated at the least progress its start could
     have had (P̃ − ΔP_max, since progress only falls with P through B_noise). The solution of
     dP/dt = R(t, P) from P = 0 then stays above every policy's P̃, so the time it reaches the
-    target is a lower bound. It is integrated on a grid of ``step_s`` seconds, conservatively:
-    single-site compute times are lowered by one step (a compute time falls at most one second
-    per second of later start), and each step uses the rate at the step's start and its largest
-    window. The result is capped at the time budget, which every failing episode counts.
+    target is a lower bound. It is integrated on a time grid, conservatively: single-site
+    compute times are lowered by one grid step (a compute time falls at most one second per
+    second of later start), and each step uses the rate at the step's start and its largest
+    window. The step is a 25th of the fastest possible compute time, or the budget over
+    ``max_steps`` if that is longer, so the bound stays tight for rounds of seconds and of
+    minutes alike. The result is capped at the time budget, which every failing episode counts.
 
     Clairvoyant: reads the true trace and the episode's jitter. Valid for ``fixed_quota``
     rounds; raises ``ValueError`` for ``fixed_time`` scenarios.
@@ -330,10 +333,12 @@ def lower_bound_h(env: Any, step_s: float = 4.0) -> float:
     start, t_begin = float(state.start_s[0]), float(state.time_s[0])
     need = core.progress_needed(p)
     budget_end = start + p.time_budget_s
-    grid = np.arange(t_begin, budget_end + step_s, step_s)
     jitter = env.clairvoyant_jitter(p.max_rounds - int(state.rounds[0]))
     compute_min = float(jitter[:, :n].min()) if jitter.size else 1.0
     comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
+    fastest_s = float((p.quota / (p.gpu_count * p.gpu_rate)).min()) * compute_min
+    step_s = max(fastest_s / 25.0, (budget_end - t_begin) / max_steps)
+    grid = t_begin + step_s * np.arange(math.ceil((budget_end - t_begin) / step_s) + 1)
 
     # k-th smallest single-site compute time from each grid point, lowered by one step
     begin = np.repeat(grid[:, None], n, axis=1)
@@ -345,27 +350,51 @@ def lower_bound_h(env: Any, step_s: float = 4.0) -> float:
         p.rtt_factor * np.sort(p.rtt_s) + 2.0 * np.maximum(np.sort(p.site_tx_s), k * p.hub_tx_s)
     ) * comm_min
     inv_time = 1.0 / (compute + comm + p.aggregation_s)  # (J, K): the best rate per round, k sites
+    history = np.maximum.accumulate(inv_time, axis=0)  # any start so far: rounds of any length
 
     batch = np.cumsum(np.sort(p.site_batch)[::-1])  # the k largest batches
     dp_max = float(p.local_steps * p.eta_local / (1.0 + p.noise_b0 / batch[-1]))
-    # windowed maxima: level m covers the last 2^m grid cells
-    levels = [inv_time]
-    while (1 << (len(levels) - 1)) < grid.size:
-        prev, w = levels[-1], 1 << (len(levels) - 1)
-        shifted = np.concatenate([np.repeat(prev[:1], w, axis=0), prev[:-w]])
-        levels.append(np.maximum(prev, shifted))
-    windows = np.stack(levels[1:], axis=1)  # (J, M, K): cells [j − 2^(m+1) + 1, j]
-    tau = step_s * (1 << np.arange(windows.shape[1]))  # round lengths up to τ_m use level m + 1
-    cap = np.concatenate([[np.inf], dp_max / tau[:-1]])  # ΔP_max / τ_(m−1)
+    # Rounds up to τ_m = 2^m steps long started in the last 2^m + 1 cells; longer ones are
+    # capped by ΔP_max / τ_(m−1) and may have started anywhere before.
+    levels = _BOUND_LEVELS
+    tau = step_s * (1 << np.arange(levels))
+    cap = np.concatenate([[np.inf], dp_max / tau])  # cap of each window, then the catch-all
 
     progress = float(state.progress[0])
-    for j in range(grid.size - 1):
-        least = max(progress - dp_max, 0.0)
-        noise = p.noise_b0 * (1.0 + least / p.noise_p_b) ** p.noise_gamma
-        dp = p.local_steps * p.eta_local / (1.0 + noise / batch)  # (K,)
-        rate = float(np.max(np.minimum(cap, (windows[j] * dp).max(axis=1))))
-        if progress + rate * step_s >= need:
-            reached = grid[j] + (need - progress) / rate
-            return (min(reached, budget_end) - start) / 3600.0
-        progress += rate * step_s
+    for j0 in range(0, grid.size - 1, _BOUND_CHUNK):
+        j1 = min(j0 + _BOUND_CHUNK, grid.size - 1)
+        windows = _window_maxima(inv_time, j0, j1, levels)  # (j1 - j0, levels, K)
+        for j in range(j0, j1):
+            least = max(progress - dp_max, 0.0)
+            noise = p.noise_b0 * (1.0 + least / p.noise_p_b) ** p.noise_gamma
+            dp = p.local_steps * p.eta_local / (1.0 + noise / batch)  # (K,)
+            best = np.concatenate([(windows[j - j0] * dp).max(axis=1), [(history[j] * dp).max()]])
+            rate = float(np.max(np.minimum(cap, best)))
+            if progress + rate * step_s >= need:
+                reached = grid[j] + (need - progress) / rate
+                return (min(reached, budget_end) - start) / 3600.0
+            progress += rate * step_s
     return (budget_end - start) / 3600.0
+
+
+_BOUND_LEVELS = 12  # windows of 2^1 ... 2^12 grid cells; longer rounds use the catch-all
+_BOUND_CHUNK = 4096  # grid cells whose windows are built at a time (memory stays bounded)
+
+
+def _window_maxima(values: np.ndarray, j0: int, j1: int, levels: int) -> np.ndarray:
+    """(j1 − j0, levels, K): for each row j of ``values`` in [j0, j1) and level m, the maximum
+    over rows [j − 2^(m+1) + 1, j] (rows before 0 count as row 0)."""
+    reach = 1 << levels
+    lo = max(j0 - reach, 0)
+    part = values[lo:j1]
+    pad = reach - (j0 - lo)
+    if pad > 0:
+        part = np.concatenate([np.repeat(part[:1], pad, axis=0), part])
+    out = np.empty((j1 - j0, levels, values.shape[1]))
+    level = part
+    for m in range(levels + 1):
+        if m > 0:
+            out[:, m - 1] = level[reach:]
+        w = 1 << m
+        level = np.maximum(level, np.concatenate([np.repeat(level[:1], w, axis=0), level[:-w]]))
+    return out
