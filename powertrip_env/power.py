@@ -83,8 +83,19 @@ def site_power(scenario: Scenario) -> SitePower:
     forecast = load_forecast(files.pv_forecast_file) if files.pv_forecast_file else None
     step = _common_step(grid, pv, forecast)
     sites = scenario.sites
-    where = f"{scenario.sites_source} (sites)"
-    grid_cols = grid.column_indices([s.trace_column for s in sites], source=where + " trace_column")
+
+    def columns(series: PowerTrace | PowerForecast, field: str, indices: list[int]) -> np.ndarray:
+        """The series' column of each site in ``indices``; a miss names the site and its file."""
+        found = [
+            series.column_indices(
+                [getattr(sites[i], field)],
+                source=f"{scenario.sites_source}: site {sites[i].name!r} field {field!r}",
+            )[0]
+            for i in indices
+        ]
+        return np.array(found, dtype=np.int64)
+
+    grid_cols = columns(grid, "trace_column", list(range(len(sites))))
     shifts = np.array([files.site_shift_s(s) for s in sites], dtype=np.int64)
     for site, shift in zip(sites, shifts, strict=True):
         if shift % step:
@@ -125,7 +136,7 @@ def site_power(scenario: Scenario) -> SitePower:
     solar = [i for i, s in enumerate(sites) if s.has_pv]
     pv_now = np.zeros((rows, len(sites)))
     if solar and pv is not None:
-        cols = pv.column_indices([sites[i].pv_column for i in solar], source=where + " pv_column")
+        cols = columns(pv, "pv_column", solar)
         pv_rows = (t - int(pv.timestamps_s[0])) // step
         pv_now[:, solar] = pv.util[pv_rows][:, cols]
     available_w = headroom_w + pv_w * pv_now
@@ -133,8 +144,7 @@ def site_power(scenario: Scenario) -> SitePower:
     if forecast is None:
         forecast_w = available_w[:, None, :].copy()
     else:
-        cols = forecast.column_indices([sites[i].pv_column for i in solar],
-                                       source=where + " pv_column (in the forecasts)")  # fmt: skip
+        cols = columns(forecast, "pv_column", solar)
         pv_ahead = np.zeros((rows, forecast.horizons, len(sites)))
         issue_rows = (t - int(forecast.issued_s[0])) // step
         pv_ahead[:, :, solar] = forecast.values[issue_rows][:, :, cols]

@@ -339,7 +339,38 @@ def test_site_trace_column_missing_from_trace_is_a_trace_error_naming_the_column
     with pytest.raises(TraceError) as info:
         load_simulation(path)
     assert isinstance(info.value, ValueError)
-    assert_mentions(str(info.value), "'no_such_column'", "trace.csv", path.name, "ca")
+    # the file the typo is in, the site, the field, the value, and the columns there are
+    assert_mentions(
+        str(info.value), path.name, "site 'site-b'", "'trace_column'", "'no_such_column'",
+        "trace.csv", "ca",
+    )  # fmt: skip
+
+
+def test_trace_column_typo_in_a_sites_csv_names_the_csv_and_the_site(folder):
+    csv = folder / "my_sites.csv"
+    csv.write_text(
+        "name,region,latitude,longitude,gpu,gpu_count,capacity_kw,pue,wan_gbps,data_share,"
+        "trace_column\nsite-a,europe,50,8,G100,16,5.25,1.25,10,0.5,ca\n"
+        "site-b,europe,51,9,G100,16,5.25,1.25,10,0.5,cx\n",
+        encoding="utf-8",
+    )
+    doc = two_site_doc()
+    del doc["sites"]["site"]
+    doc["sites"]["catalogue"] = "my_sites.csv"
+    path = write(folder, doc)
+    with pytest.raises(TraceError) as info:
+        load_simulation(path)
+    assert_mentions(str(info.value), "my_sites.csv", "site 'site-b'", "'cx'", "ca, cb")
+
+
+def test_time_budget_longer_than_a_split_is_a_scenario_error_naming_the_split(folder):
+    doc = two_site_doc()
+    doc["episode"]["time_budget_h"] = 30.0  # each split is one day
+    path = write(folder, doc)
+    load_scenario(path)  # well formed on its own: the split's length is known with the data
+    with pytest.raises(ScenarioError) as info:
+        load_simulation(path).split_start_rows("train")
+    assert_mentions(str(info.value), path.name, "train split", "time_budget_h", "30.0")
 
 
 def test_data_shares_not_summing_to_one_are_rejected(folder):

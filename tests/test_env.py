@@ -745,3 +745,35 @@ def test_rgb_array_render_is_an_image():
         assert image.shape[2] == 3
         assert image.dtype == np.uint8
         assert image.std() > 0  # something is drawn
+
+
+@pytest.mark.parametrize(
+    ("table", "field", "value"),
+    [
+        ("network", "join_fixed_s", 1e9),
+        ("network", "join_fixed_s", 1e15),
+        ("workload", "flops_per_sample", 1e22),
+        ("workload", "flops_per_sample", 1e30),
+        ("workload", "site_batch", 10**19),
+    ],
+)
+def test_absurdly_slow_rounds_are_cut_at_the_budget_and_fail_honestly(
+    tmp_path, table, field, value
+):
+    # Huge inputs are accepted and modelled: a round that cannot finish inside the budget is cut
+    # at it, teaches nothing, and the episode fails with tta_h equal to the budget (not a time
+    # clamped somewhere past it, and the same whatever the size of the input).
+    overrides = {table: {field: value}}
+    path = write_scenario(tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 0.5},
+                          **overrides)  # fmt: skip
+    env = gym.make("PowerTrip-v0", scenario=str(path))
+    budget_s = env.unwrapped.params.time_budget_s
+    obs, _ = env.reset(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        obs, reward, terminated, truncated, info = env.step(np.ones(2, dtype=np.int8))
+    assert truncated and not terminated
+    assert info["cut"] and info["round_time_s"] == pytest.approx(budget_s)
+    assert info["tta_h"] == budget_s / 3600.0 and info["success"] is False
+    assert info["accuracy"] == env.unwrapped.params.a0
+    assert np.isfinite(obs).all() and np.isfinite(reward)
