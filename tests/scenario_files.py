@@ -274,3 +274,105 @@ def scenario_doc(
         "episode": {**EPISODE, **(episode or {})},
         "sites": {"hub": hub if hub is not None else site_tables[0]["name"], "site": site_tables},
     }
+
+
+# --------------------------------------------------------------------------- powered-GPU scenarios
+# ``write_powered_scenario`` writes a scenario whose trace is computed from the number of GPUs
+# each site should have powered in each row, so a policy's expected choice can be worked by hand:
+# ``G100`` 100 TFLOPS and 100 W, ``G200`` twice both, ``GSLOW`` drawing like a G200 (500 W at the
+# wall) for half a G100's speed; ``server_overhead = 2`` and PUE 1.25 give ``p_g = 250 W`` for a
+# G100; ``θ = 100e12 · 0.5 / 5e12 = 10`` samples/s per powered G100; the quota is
+# ``site_batch · local_steps = 100 · 10 = 1,000`` samples, so 10 powered G100s compute a round in
+# 10 s.
+
+POWERED_GPUS = {"G100": (100.0, 100.0), "G200": (200.0, 200.0), "GSLOW": (50.0, 200.0)}
+POWERED_OVERHEAD = 2.0
+POWERED_PUE = 1.25
+POWERED_WORKLOAD: dict[str, Any] = {
+    **WORKLOAD,
+    "model_bytes": 1e6,
+    "site_batch": 100,
+    "local_steps": 10,
+    "noise_b0": 300.0,
+    "noise_p_b": 100.0,
+    "p0": 20.0,
+}
+
+
+def write_powered_scenario(
+    folder: Path,
+    powered: np.ndarray | Sequence[Sequence[int]],
+    *,
+    gpus: Sequence[str] | None = None,
+    gpu_count: int | Sequence[int] | None = None,
+    rtt_ms: Sequence[float] | None = None,
+    days: int = 3,
+    workload: Mapping[str, Any] | None = None,
+    network: Mapping[str, Any] | None = None,
+    episode: Mapping[str, Any] | None = None,
+    data_shares: Sequence[float] | None = None,
+) -> Path:
+    """A self-contained scenario whose sites have exactly ``powered`` GPUs on at each row.
+
+    ``powered`` is (N,) for a constant trace or (rows, N), repeated to fill ``days`` days.
+    Utilisation is set so that the headroom is ``powered + 0.5`` GPUs' worth of wall power.
+    Every site has ``gpu_count`` GPUs (default: 16, or the most ever powered).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    table = np.atleast_2d(np.asarray(powered, dtype=np.int64))
+    n = table.shape[1]
+    rows = days * ROWS_PER_DAY
+    table = np.resize(table, (rows, n)) if table.shape[0] < rows else table[:rows]
+    gpus = list(gpus or ["G100"] * n)
+    counts = np.broadcast_to(np.asarray(gpu_count or max(16, int(table.max()))), (n,))
+    wall_w = np.array([POWERED_GPUS[g][1] * POWERED_OVERHEAD * POWERED_PUE for g in gpus])
+    capacity_w = (counts + 1.0) * wall_w
+    util = 1.0 - (table + 0.5) * wall_w / capacity_w
+
+    (folder / "gpus.csv").write_text(
+        "name,tflops_bf16,power_w,memory_gb\n"
+        + "".join(f"{g},{tf:g},{w:g},16\n" for g, (tf, w) in POWERED_GPUS.items())
+    )
+    lines = ["timestamp," + ",".join(f"c{i}" for i in range(n))]
+    for r in range(rows):
+        lines.append(_stamp(T0_UNIX + r * INTERVAL_S) + "," + ",".join(f"{u:.6f}" for u in util[r]))
+    (folder / "trace.csv").write_text("\n".join(lines) + "\n")
+
+    shares = list(data_shares) if data_shares is not None else [1.0 / n] * n
+    shares[-1] = 1.0 - sum(shares[:-1])
+    sites = [
+        site(
+            f"s{i}",
+            f"c{i}",
+            region="test",
+            longitude=-90.0 + i,
+            gpu=gpus[i],
+            gpu_count=int(counts[i]),
+            capacity_kw=float(capacity_w[i] / 1e3),
+            pue=POWERED_PUE,
+            data_share=shares[i],
+        )
+        for i in range(n)
+    ]
+    net = {
+        "hub_gbps": 10.0,
+        "rtt_factor": 1.0,
+        "aggregation_s": 1.0,
+        "join_fixed_s": 0.0,
+        "rtt_to_hub_ms": list(rtt_ms) if rtt_ms is not None else [1.0 + 5.0 * i for i in range(n)],
+    }
+    doc = scenario_doc(
+        sites,
+        workload={**POWERED_WORKLOAD, **(workload or {})},
+        network={**net, **(network or {})},
+        episode={
+            "time_budget_h": 2.0,
+            "h_ref_h": 1.0,
+            "server_overhead": POWERED_OVERHEAD,
+            **(episode or {}),
+        },
+    )
+    doc["name"] = "hand-made"
+    path = folder / "scenario.toml"
+    path.write_text(dump_toml(doc), encoding="utf-8")
+    return path

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 from scenario_files import site
 from scenario_files import write_scenario as write_toy_scenario
-from test_policies import write_scenario
 
 import powertrip_env
 from baselines.evaluate import (
@@ -27,21 +26,6 @@ from baselines.evaluate import (
 from baselines.policies import Policy
 
 OUTPUT_FILES = {"episodes.csv", "summary.md", "tta.png", "accuracy_vs_time.png"}
-
-
-@pytest.fixture(scope="module")
-def small_scenario(tmp_path_factory) -> Path:
-    """Four sites with power that changes every interval; episodes of a few dozen rounds."""
-    rng = np.random.default_rng(3)
-    powered = rng.integers(0, 13, size=(288 * 3, 4))
-    return write_scenario(
-        tmp_path_factory.mktemp("small"),
-        powered,
-        gpus=["G100", "G200", "G100", "G100"],
-        rtt_ms=[1, 30, 60, 120],
-        network={"join_fixed_s": 2.0, "rtt_factor": 10.0},
-        episode={"jitter_sigma": 0.05},
-    )
 
 
 # --------------------------------------------------------------------------- statistics

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from scenario_files import site, toml_value
+from scenario_files import INTERVAL_S, ROWS_PER_DAY, site
+from scenario_files import write_powered_scenario as write_scenario
 from scenario_files import write_scenario as write_toy_scenario
 
 from baselines.policies import (
@@ -49,121 +49,7 @@ from baselines.policies import (
 from powertrip_env import core
 from powertrip_env.env import PowerTripEnv
 
-INTERVAL_S = 300
-ROWS_PER_DAY = 288
-T0_UNIX = 1_556_668_800  # 2019-05-01T00:00:00Z
-GPUS = {"G100": (100.0, 100.0), "G200": (200.0, 200.0), "GSLOW": (50.0, 200.0)}  # TFLOPS, W
-SERVER_OVERHEAD = 2.0
-PUE = 1.25
 DAY2_S = ROWS_PER_DAY * INTERVAL_S  # start of the test day
-
-WORKLOAD: dict[str, Any] = {
-    "name": "toy",
-    "flops_per_sample": 5e12,
-    "model_bytes": 1e6,
-    "site_batch": 100,
-    "local_steps": 10,
-    "mfu": 0.5,
-    "eta_local": 0.8,
-    "noise_b0": 300.0,
-    "noise_p_b": 100.0,
-    "noise_gamma": 1.0,
-    "a0": 0.1,
-    "a_max": 0.9,
-    "a_target": 0.8,
-    "p0": 20.0,
-    "alpha": 1.0,
-}
-
-
-def _table(name: str, values: dict[str, Any]) -> str:
-    body = "".join(f"{k} = {toml_value(v)}\n" for k, v in values.items())
-    return f"[{name}]\n{body}\n"
-
-
-def write_scenario(
-    folder: Path,
-    powered: np.ndarray | Sequence[Sequence[int]],
-    *,
-    gpus: Sequence[str] | None = None,
-    gpu_count: int | Sequence[int] | None = None,
-    rtt_ms: Sequence[float] | None = None,
-    days: int = 3,
-    workload: dict[str, Any] | None = None,
-    network: dict[str, Any] | None = None,
-    episode: dict[str, Any] | None = None,
-    data_shares: Sequence[float] | None = None,
-) -> Path:
-    """A self-contained scenario whose sites have exactly ``powered`` GPUs on at each row.
-
-    ``powered`` is (N,) for a constant trace or (rows, N), repeated to fill ``days`` days.
-    Utilisation is set so that the headroom is ``powered + 0.5`` GPUs' worth of wall power.
-    Every site has ``gpu_count`` GPUs (default: 16, or the most ever powered).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    table = np.atleast_2d(np.asarray(powered, dtype=np.int64))
-    n = table.shape[1]
-    rows = days * ROWS_PER_DAY
-    table = np.resize(table, (rows, n)) if table.shape[0] < rows else table[:rows]
-    gpus = list(gpus or ["G100"] * n)
-    counts = np.broadcast_to(np.asarray(gpu_count or max(16, int(table.max()))), (n,))
-    wall_w = np.array([GPUS[g][1] * SERVER_OVERHEAD * PUE for g in gpus])
-    capacity_w = (counts + 1.0) * wall_w
-    util = 1.0 - (table + 0.5) * wall_w / capacity_w
-    names = [f"s{i}" for i in range(n)]
-
-    (folder / "gpus.csv").write_text(
-        "name,tflops_bf16,power_w,memory_gb\n"
-        + "".join(f"{g},{tf:g},{w:g},16\n" for g, (tf, w) in GPUS.items())
-    )
-    lines = ["timestamp," + ",".join(f"c{i}" for i in range(n))]
-    for r in range(rows):
-        stamp = np.datetime64(T0_UNIX + r * INTERVAL_S, "s").astype(str) + "Z"
-        lines.append(stamp + "," + ",".join(f"{u:.6f}" for u in util[r]))
-    (folder / "trace.csv").write_text("\n".join(lines) + "\n")
-
-    shares = list(data_shares) if data_shares is not None else [1.0 / n] * n
-    shares[-1] = 1.0 - sum(shares[:-1])
-    text = 'name = "hand-made"\n\n'
-    text += _table("gpus", {"catalogue": "gpus.csv"})
-    text += _table("trace", {"file": "trace.csv", "train_days": [1, 1], "test_days": [2, 2]})
-    text += _table("sites", {"hub": names[0]})
-    for i, name in enumerate(names):
-        site = {
-            "name": name,
-            "region": "test",
-            "latitude": 40.0,
-            "longitude": -90.0 + i,
-            "gpu": gpus[i],
-            "gpu_count": int(counts[i]),
-            "capacity_kw": float(capacity_w[i] / 1e3),
-            "pue": PUE,
-            "wan_gbps": 10.0,
-            "data_share": shares[i],
-            "trace_column": f"c{i}",
-        }
-        text += "[[sites.site]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in site.items())
-        text += "\n"
-    text += _table("workload", {**WORKLOAD, **(workload or {})})
-    net = {
-        "hub_gbps": 10.0,
-        "rtt_factor": 1.0,
-        "aggregation_s": 1.0,
-        "join_fixed_s": 0.0,
-        "rtt_to_hub_ms": list(rtt_ms) if rtt_ms is not None else [1.0 + 5.0 * i for i in range(n)],
-    }
-    text += _table("network", {**net, **(network or {})})
-    ep = {
-        "time_budget_h": 2.0,
-        "h_ref_h": 1.0,
-        "jitter_sigma": 0.0,
-        "server_overhead": SERVER_OVERHEAD,
-        "max_rounds": 1000,
-    }
-    text += _table("episode", {**ep, **(episode or {})})
-    path = folder / "scenario.toml"
-    path.write_text(text)
-    return path
 
 
 def make_env(path: Path, start_s: float = DAY2_S, **kwargs: Any) -> PowerTripEnv:

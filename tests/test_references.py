@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from test_policies import write_scenario
+from scenario_files import write_powered_scenario as write_scenario
 
 from baselines.policies import AllSites, Policy, PowerTrip, subset_matrix
 from baselines.references import (
@@ -30,17 +30,8 @@ SEEDS = (0, 1, 2, 3)
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(3)
-    powered = rng.integers(0, 13, size=(288 * 3, 4))
-    return write_scenario(
-        tmp_path_factory.mktemp("small"),
-        powered,
-        gpus=["G100", "G200", "G100", "G100"],
-        rtt_ms=[1, 30, 60, 120],
-        network={"join_fixed_s": 2.0, "rtt_factor": 10.0},
-        episode={"jitter_sigma": 0.05},
-    )
+def small(small_scenario: Path) -> Path:
+    return small_scenario
 
 
 class RandomActions(Policy):
