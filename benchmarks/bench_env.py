@@ -70,7 +70,7 @@ def measure_memory() -> dict[str, float]:
         envs[-1].reset(seed=i)
     gc.collect()
     after = rss_mib()
-    shared = all(e.unwrapped.sim.trace is envs[0].unwrapped.sim.trace for e in envs)
+    shared = all(e.unwrapped.sim.power is envs[0].unwrapped.sim.power for e in envs)
     return {
         "memory_first_instance_mib": first - before,
         "memory_16_instances_mib": after - before,
