@@ -42,7 +42,7 @@ def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Simulation:
-    """A scenario bound to its trace and simulator tables."""
+    """A scenario bound to its power data and simulator tables."""
 
     scenario: Scenario
     power: SitePower

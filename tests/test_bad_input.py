@@ -455,6 +455,32 @@ TRACE = [
          "line 4, column 'ca'", "'1.5'", "outside [0, 1]", error=TraceError)),
 ]  # fmt: skip
 
+# The power-data fields of the flagship's format: on-site solar, local time, replay, forecasts.
+POWER = [
+    case("sites.pv_kw=-1", Bad(set_field("sites.site.1.pv_kw", -1.0), SCENARIO,
+         "field 'pv_kw'", "-1.0", ">= 0")),
+    case("pv_kw-without-pv_column", Bad(set_field("sites.site.1.pv_kw", 5.0), SCENARIO,
+         "field 'pv_kw'", "5.0", "needs 'pv_column'")),
+    case("pv-site-without-pv_file", Bad(
+         lambda doc, folder: doc["sites"]["site"][1].update(pv_kw=5.0, pv_column="pv_b"),
+         SCENARIO, "site-b", "pv_kw > 0", "'pv_file'")),
+    case("sites.utc_offset_h=15", Bad(set_field("sites.site.1.utc_offset_h", 15.0), SCENARIO,
+         "field 'utc_offset_h'", "15.0", "<= 14")),
+    case("trace.utc_offset_h=-13", Bad(set_field("trace.utc_offset_h", -13.0), SCENARIO,
+         "field 'utc_offset_h'", "-13.0", ">= -12")),
+    case("local-time-without-site-offsets", Bad(set_field("trace.utc_offset_h", -4.0),
+         SCENARIO, "'utc_offset_h'", "-4.0", "missing for ['site-a', 'site-b']")),
+    case("trace.shift_days-text", Bad(set_field("trace.shift_days", "ten"), SCENARIO,
+         "field 'shift_days'", "'ten'", "must be an integer")),
+    case("forecast-without-pv_file", Bad(with_file("fc.csv", "issued,timestamp,pv\n",
+         set_field("trace.pv_forecast_file", "fc.csv")), SCENARIO, "'pv_forecast_file'",
+         "needs 'pv_file'")),
+    case("pv_file-missing", Bad(set_field("trace.pv_file", "no_pv.csv"), SCENARIO,
+         "field 'pv_file'", "'no_pv.csv'", "file not found")),
+    case("network:join_s-renamed", Bad(set_field("network.join_s", 30.0), SCENARIO,
+         "field 'join_s'", "renamed", "'join_fixed_s'")),
+]  # fmt: skip
+
 BAD_INPUT = [
     *WRONG_TYPES,
     *WORKLOAD_RANGES,
@@ -467,6 +493,7 @@ BAD_INPUT = [
     *SYNTAX,
     *EXTENDS,
     *TRACE,
+    *POWER,
 ]
 
 
