@@ -22,6 +22,7 @@ scenario or trace, a missing or incompatible model, an unwritable output folder)
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -40,7 +41,14 @@ from gymnasium import spaces
 from gymnasium.envs.registration import registry
 
 import powertrip_env
-from baselines.policies import REFERENCES, Policy, SB3Policy, default_policy_names, make_policy
+from baselines.policies import (
+    REFERENCES,
+    Policy,
+    RLlibPolicy,
+    SB3Policy,
+    default_policy_names,
+    make_policy,
+)
 from powertrip_env.atomic import atomic_path, write_text
 from powertrip_env.config import scenario_names
 from powertrip_env.errors import ScenarioError, TraceError
@@ -74,6 +82,7 @@ ALGOS: dict[str, tuple[str, str]] = {
     "ppo": ("stable_baselines3", "PPO"),
     "a2c": ("stable_baselines3", "A2C"),
     "maskable_ppo": ("sb3_contrib", "MaskablePPO"),
+    "rllib": ("powertrip_env.rllib", "load_module"),  # a checkpoint folder of Algorithm.save
 }
 REFERENCE = "PowerTrip"
 _CURVE_POINTS = 200
@@ -270,6 +279,10 @@ def _load_model(path: str, algo: str) -> Any:
         raise EvaluationError(
             f"unknown algorithm {algo!r} for {path!r}; allowed: {', '.join(ALGOS)}"
         )
+    if algo == "rllib":
+        return _load_rllib(path)
+    if Path(path).is_dir() and (Path(path) / "rllib_checkpoint.json").is_file():
+        raise EvaluationError(f"model {path!r} is an RLlib checkpoint; pass --algo rllib")
     file = _resolve_model_path(path)
     saved = _saved_algo(file)
     if saved != algo:
@@ -283,6 +296,25 @@ def _load_model(path: str, algo: str) -> Any:
         return getattr(module, class_name).load(str(file), device="cpu")
     except Exception as exc:  # SB3 raises many types for a broken file; report, don't trace
         raise EvaluationError(f"cannot load model {str(file)!r} as {algo}: {exc}") from None
+
+
+def _load_rllib(path: str) -> Any:
+    """The RLModule of an RLlib checkpoint folder (needs the ``rllib`` extra)."""
+    if importlib.util.find_spec("ray") is None:
+        raise EvaluationError(
+            f"model {path!r}: evaluating an RLlib checkpoint needs Ray RLlib; "
+            "pip install 'powertrip-env[rllib]'"
+        )
+    if not Path(path).is_dir():
+        raise EvaluationError(f"model {path!r}: not a folder; give the folder Algorithm.save wrote")
+    from powertrip_env.rllib import load_module
+
+    try:
+        return load_module(path)
+    except FileNotFoundError as exc:
+        raise EvaluationError(str(exc)) from None
+    except Exception as exc:  # a broken checkpoint raises many types; report, don't trace
+        raise EvaluationError(f"cannot load the RLlib checkpoint {path!r}: {exc}") from None
 
 
 def _model_env_kwargs(model: Any, label: str) -> dict[str, str]:
@@ -497,7 +529,7 @@ def _entries(
     labels = [e.label for e in entries]
     for path, algo in models:
         model = _load_model(path, algo)
-        label = Path(path).stem if Path(path).suffix == ".zip" else Path(path).name
+        label = Path(path).stem if Path(path).suffix == ".zip" else Path(path).resolve().name
         if label in labels:
             label = f"{label}-{algo}"
         kwargs = {**base_kwargs, **_model_env_kwargs(model, label)}
@@ -515,7 +547,8 @@ def _entries(
                     )
         finally:
             env.close()
-        entries.append(_Entry(label, SB3Policy(model, label), kwargs))
+        agent = RLlibPolicy(model, label) if algo == "rllib" else SB3Policy(model, label)
+        entries.append(_Entry(label, agent, kwargs))
         labels.append(label)
     seen: set[str] = set()
     for label in labels:
@@ -533,8 +566,8 @@ class _NoBar:
 
 
 def _progress_bar(total: int, enabled: bool) -> Any:
-    if not enabled or not sys.stderr.isatty():
-        return _NoBar()
+    if not enabled or not sys.stderr.isatty() or importlib.util.find_spec("tqdm") is None:
+        return _NoBar()  # tqdm comes with the 'train' extra; a bare install runs without a bar
     from tqdm import tqdm
 
     return tqdm(total=total, file=sys.stderr, unit="episode", dynamic_ncols=True)
@@ -544,10 +577,21 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 
 
 def write_outputs(result: Evaluation, out_dir: Path) -> None:
-    """``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png``."""
+    """``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png``.
+
+    The plots need matplotlib (the ``train`` extra); without it they are left out with a note,
+    so that evaluation runs on an install that has only the environment and RLlib.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text(out_dir / "episodes.csv", result.episodes.to_csv(index=False, lineterminator="\n"))
     write_text(out_dir / "summary.md", result.to_markdown())
+    if importlib.util.find_spec("matplotlib") is None:
+        print(
+            "note: matplotlib is not installed, so tta.png and accuracy_vs_time.png were not "
+            "written (pip install 'powertrip-env[train]' adds it)",
+            file=sys.stderr,
+        )
+        return
     for name, plot in (("tta.png", _plot_tta), ("accuracy_vs_time.png", _plot_accuracy)):
         with atomic_path(out_dir / name) as tmp:
             plot(result).savefig(tmp, format="png")
@@ -636,7 +680,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default="test", choices=SPLITS, help="trace days (test)")
     parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
     parser.add_argument(
-        "--model", action="append", default=[], help="saved SB3 agent (.zip); may repeat"
+        "--model",
+        action="append",
+        default=[],
+        help="saved SB3 agent (.zip) or RLlib checkpoint folder (with --algo rllib); may repeat",
     )
     parser.add_argument(
         "--algo",

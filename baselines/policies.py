@@ -445,6 +445,24 @@ class SB3Policy(Policy):
         return (np.asarray(action).reshape(-1) > 0.5).astype(np.int8)
 
 
+class RLlibPolicy(Policy):
+    """A trained RLlib RLModule (``powertrip_env.rllib.load_module``) behind the same interface.
+
+    It plays the module's most likely action (each site's likelier choice), as SB3Policy plays
+    SB3's deterministic one. Needs the ``rllib`` extra, imported only when it acts.
+    """
+
+    def __init__(self, module: Any, name: str) -> None:
+        super().__init__()
+        self.module = module
+        self.name = name
+
+    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
+        from powertrip_env.rllib import greedy_action
+
+        return greedy_action(self.module, obs).astype(np.int8)
+
+
 # --------------------------------------------------------------------------- registry
 
 

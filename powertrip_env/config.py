@@ -363,7 +363,7 @@ SITE_FIELDS = (
     "name", "region", "latitude", "longitude", "gpu", "gpu_count", "capacity_kw", "pue",
     "wan_gbps", "data_share", "trace_column",
 )  # fmt: skip
-_SITE_KINDS: dict[str, type] = {
+SITE_KINDS: dict[str, type] = {
     "name": str, "region": str, "latitude": float, "longitude": float, "gpu": str,
     "gpu_count": int, "capacity_kw": float, "pue": float, "wan_gbps": float,
     "data_share": float, "trace_column": str,
@@ -408,7 +408,7 @@ def _sites_from_csv(path: Path) -> list[Site]:
     for i, row in enumerate(rows, start=2):
         values = {}
         for column in SITE_FIELDS:
-            kind = _SITE_KINDS[column]
+            kind = SITE_KINDS[column]
             if kind is str:
                 values[column] = (row[column] or "").strip()
             else:
@@ -435,7 +435,7 @@ def _sites_from_toml(entries: Any, source: str) -> list[Site]:
         table = _Table(entry, source, f"sites.site #{i + 1}")
         values: dict[str, Any] = {}
         for key in SITE_FIELDS:
-            kind = _SITE_KINDS[key]
+            kind = SITE_KINDS[key]
             if kind is str:
                 values[key] = table.string(key)
             elif kind is int:

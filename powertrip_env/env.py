@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -115,7 +116,8 @@ class PowerTripEnv(gym.Env):
 
     | Parameter     | Type          | Default         | Description                                |
     |---------------|---------------|-----------------|--------------------------------------------|
-    | `scenario`    | str, path     | `"default"`     | a named scenario or a user's TOML file     |
+    | `scenario`    | str, path     | `"default"`     | a named scenario or a user's TOML file;    |
+    |               | or dict       |                 | or a portable scenario (by value)          |
     | `reward_mode` | str           | `"excess_gain"` | `"excess_gain"` or `"gain_rate"`           |
     | `obs_mode`    | str           | `"flat"`        | `"flat"` (Box) or `"dict"` (sites, global) |
     | `action_mode` | str           | `"multibinary"` | `"multibinary"` or `"multidiscrete"`       |
@@ -142,7 +144,7 @@ class PowerTripEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str | os.PathLike[str] | Scenario = "default",
+        scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any] = "default",
         *,
         reward_mode: str = "excess_gain",
         obs_mode: str = "flat",

@@ -23,6 +23,7 @@ from gymnasium import spaces
 from powertrip_env import core
 from powertrip_env.config import Scenario, load_scenario, scenario_path
 from powertrip_env.errors import ScenarioError
+from powertrip_env.portable import from_portable
 from powertrip_env.power import SitePower, site_power
 from powertrip_env.traces import iso_utc
 
@@ -256,14 +257,21 @@ def _fast_mask(actions: np.ndarray) -> np.ndarray | None:
     return mask if np.count_nonzero(actions == mask) == mask.size else None
 
 
-def load_simulation(scenario: str | os.PathLike[str] | Scenario) -> Simulation:
-    """The simulation for a scenario name, TOML path or ``Scenario``.
+def load_simulation(
+    scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any],
+) -> Simulation:
+    """The simulation for a scenario name, TOML path, ``Scenario`` or portable scenario.
 
-    Cached per scenario file, and valid only while every file the scenario reads (the TOMLs it
-    extends, the catalogues, the traces) is unchanged: an edited input is read again.
+    A file is cached per path, and the cache holds only while every file the scenario reads
+    (the TOMLs it extends, the catalogues, the traces) is unchanged: an edited input is read
+    again. A portable scenario (``powertrip_env.portable``) carries its power data and reads no
+    file at all.
     """
     if isinstance(scenario, Scenario):
         return _build(scenario)
+    if isinstance(scenario, Mapping):
+        loaded, power = from_portable(scenario)
+        return Simulation(scenario=loaded, power=power, params=core.build_params(loaded, power))
     path = str(scenario_path(scenario))
     with _LOCK:
         hit = _CACHE.get(path)

@@ -13,7 +13,7 @@ operations over the whole batch.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -72,7 +72,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
     def __init__(
         self,
         num_envs: int = 1,
-        scenario: str | os.PathLike[str] | Scenario = "default",
+        scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any] = "default",
         *,
         reward_mode: str = "excess_gain",
         obs_mode: str = "flat",

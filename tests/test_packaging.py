@@ -71,3 +71,27 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
     assert first.startswith(str(target)), first  # not the checkout
     assert "Scenario 'default': 10 sites" in done.stdout
     assert done.stdout.splitlines()[-2:] == ["(156,)", "(126,)"]  # 10 and 8 sites of 15 + 6
+
+
+def test_the_environment_runs_without_importing_any_training_library() -> None:
+    # `pip install powertrip-env` brings gymnasium, numpy and pandas only; a cluster worker that
+    # runs the environment must never need torch, SB3, Ray or matplotlib.
+    script = """
+import sys
+import gymnasium as gym
+import numpy as np
+import powertrip_env
+import baselines.evaluate, baselines.headroom, baselines.policies, baselines.references
+for env_id in powertrip_env.ENV_IDS:
+    for obs_mode in ("flat", "dict"):
+        env = gym.make(env_id, obs_mode=obs_mode)
+        env.reset(seed=0)
+        for _ in range(3):
+            env.step(np.ones(env.unwrapped.params.n_sites, dtype=np.int8))
+heavy = {"torch", "stable_baselines3", "sb3_contrib", "ray", "matplotlib", "tensorboard"}
+print(sorted({name.split(".")[0] for name in sys.modules} & heavy))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]", out
