@@ -95,7 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         PPOConfig()
         .environment(rllib.ENV_NAME, env_config=env_config)
         .env_runners(
-            num_env_runners=args.num_env_runners, num_envs_per_env_runner=args.envs_per_runner
+            num_env_runners=args.num_env_runners,
+            num_envs_per_env_runner=args.envs_per_runner,
+            gym_env_vectorize_mode="vector_entry_point",  # the native vector env: one array call
         )
         .rl_module(rl_module_spec=RLModuleSpec(module_class=rllib.SiteRLModule))
         .training(**PPO_HYPERPARAMETERS)
