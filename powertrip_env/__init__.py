@@ -22,6 +22,7 @@ ENV_IDS: dict[str, str] = {
     "PowerTrip-EMNIST-v0": "emnist",
     "PowerTrip-LLMFull-v0": "llm-full",
     "PowerTrip-Large-v0": "large",
+    "PowerTrip-Digits-v0": "digits",
 }
 MAX_EPISODE_STEPS = 1000
 # Where Gymnasium finds the environments; tools compare registry entries against these to tell

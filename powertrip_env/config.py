@@ -97,6 +97,7 @@ class Workload:
     alpha: float  # exponent of the accuracy curve
     non_iid: float  # 0 = replicated/IID data; 1 = leaving sites out loses their share entirely
     coverage_tau_rounds: float  # rounds after which an absent site's data is mostly forgotten
+    coverage_ceiling: float  # κ: the accuracy ceiling falls as coverage^κ (0: no effect)
     round_mode: str  # "fixed_quota" (default) or "fixed_time"
     round_s: float  # compute seconds per round in "fixed_time" mode
 
@@ -157,6 +158,24 @@ class TraceFiles:
 
 
 @dataclass(frozen=True)
+class LearnerConfig:
+    """How the real learner (``learner="torch"``) trains; the surrogate ignores it.
+
+    The defaults train a one-hidden-layer MLP on scikit-learn's digits with FedAvg.
+    """
+
+    dataset: str = "digits"  # the shipped data set the sites' shards are cut from
+    hidden: int = 32  # width of the MLP's hidden layer
+    lr: float = 0.1  # SGD step size of the sites' local steps
+    aggregation: str = "fedavg"  # "fedavg", or "diloco": an outer Nesterov step on the mean delta
+    outer_lr: float = 0.7  # DiLoCo's outer learning rate
+    outer_momentum: float = 0.9  # DiLoCo's outer Nesterov momentum
+    dirichlet_alpha: float = 0.0  # label skew of the shards (smaller: more skewed); 0: IID
+    test_fraction: float = 0.2  # share of the data held out to measure accuracy
+    data_seed: int = 0  # seeds the held-out split and the shards (the episode seeds the model)
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A complete, validated scenario."""
 
@@ -172,6 +191,7 @@ class Scenario:
     hub_index: int = field(default=-1)  # index of the hub among sites, -1 if it is extra
     inputs: tuple[Path, ...] = ()  # every file the scenario was read from (cache validation)
     sites_source: str = ""  # where the sites are written: the catalogue CSV or the TOML
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
 
     @property
     def trace_file(self) -> Path:
@@ -556,6 +576,7 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     sites_table.finish()
     episode = _load_episode(_Table(top.raw("episode", {}), source, "episode"), trace_table)
     trace_table.finish()
+    learner = load_learner_config(_Table(top.raw("learner", {}), source, "learner"))
     top.finish()
     data_files = [gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file]
     inputs = dict.fromkeys([*tomls, *(f for f in data_files if f is not None)])
@@ -572,7 +593,30 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
         hub_index=hub_index,
         inputs=tuple(inputs),
         sites_source=sites_source,
+        learner=learner,
     )
+
+
+DATASETS = ("digits",)
+AGGREGATIONS = ("fedavg", "diloco")
+
+
+def load_learner_config(t: _Table) -> LearnerConfig:
+    """``[learner]``: the real learner's model, optimiser and data split (all optional)."""
+    d = LearnerConfig()
+    config = LearnerConfig(
+        dataset=t.string("dataset", d.dataset, choices=DATASETS),
+        hidden=t.integer("hidden", d.hidden, lo=1),
+        lr=t.number("lr", d.lr, lo=0.0, lo_open=True, hi=10.0),
+        aggregation=t.string("aggregation", d.aggregation, choices=AGGREGATIONS),
+        outer_lr=t.number("outer_lr", d.outer_lr, lo=0.0, lo_open=True, hi=10.0),
+        outer_momentum=t.number("outer_momentum", d.outer_momentum, lo=0.0, hi=0.999),
+        dirichlet_alpha=t.number("dirichlet_alpha", d.dirichlet_alpha, lo=0.0),
+        test_fraction=t.number("test_fraction", d.test_fraction, lo=0.05, hi=0.5),
+        data_seed=t.integer("data_seed", d.data_seed, lo=0),
+    )
+    t.finish()
+    return config
 
 
 def _load_trace_files(t: _Table, path: Path, sites: list[Site]) -> TraceFiles:
@@ -745,6 +789,7 @@ def _load_workload(t: _Table) -> Workload:
         alpha=t.number("alpha", lo=0.0, lo_open=True),
         non_iid=t.number("non_iid", 0.0, lo=0.0, hi=1.0),
         coverage_tau_rounds=t.number("coverage_tau_rounds", 5.0, lo=0.0, lo_open=True),
+        coverage_ceiling=t.number("coverage_ceiling", 0.0, lo=0.0, hi=10.0),
         round_mode=t.string("round_mode", "fixed_quota", choices=("fixed_quota", "fixed_time")),
         round_s=t.number("round_s", 60.0, lo=0.0, lo_open=True),
     )

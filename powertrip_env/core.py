@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -127,6 +127,7 @@ class SimParams:
     alpha: float
     non_iid: float
     coverage_tau: float
+    coverage_ceiling: float
     fixed_time: bool
     round_s: float
     idle_s: float
@@ -265,6 +266,7 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
         alpha=wl.alpha,
         non_iid=wl.non_iid,
         coverage_tau=wl.coverage_tau_rounds,
+        coverage_ceiling=wl.coverage_ceiling,
         fixed_time=wl.round_mode == "fixed_time",
         round_s=wl.round_s,
         idle_s=ep.idle_s if ep.idle_s > 0 else iv,
@@ -334,15 +336,21 @@ def noise_scale(params: SimParams, progress: np.ndarray) -> np.ndarray:
     return params.noise_b0 * (1.0 + progress / params.noise_p_b) ** params.noise_gamma
 
 
-def accuracy(params: SimParams, progress: np.ndarray) -> np.ndarray:
+def accuracy(params: SimParams, progress: np.ndarray, cover: Any = 1.0) -> np.ndarray:
     """Surrogate accuracy curve ``a(P) = a_max − (a_max − a0)(1 + P/P0)^−α``.
 
     Written as ``a0 + (a_max − a0)(1 − (1 + P/P0)^−α)`` so that ``a(0)`` is exactly ``a0`` in
     floating point: an idle round must not move the accuracy by a rounding error.
+
+    Under non-IID data the ceiling also falls with the data the model covers: ``a_max`` becomes
+    ``a_max · coverage^κ`` (``coverage_ceiling`` κ; 0, the default, leaves it alone). A model
+    trained only on some sites' label-skewed shards cannot classify what it never sees, so
+    leaving sites out caps its accuracy, and taking them back lifts the cap (docs/model.md).
     """
-    return params.a0 + (params.a_max - params.a0) * (
-        1.0 - (1.0 + progress / params.p0) ** (-params.alpha)
-    )
+    a_max = params.a_max
+    if params.coverage_ceiling > 0.0:
+        a_max = params.a_max * np.asarray(cover) ** params.coverage_ceiling
+    return params.a0 + (a_max - params.a0) * (1.0 - (1.0 + progress / params.p0) ** (-params.alpha))
 
 
 def progress_needed(params: SimParams) -> float:
@@ -599,7 +607,7 @@ def step_round(
     cover = coverage(params, absent)
     dp = delta_progress(params, state.progress, batch, cover)
     progress = state.progress + dp
-    acc = accuracy(params, progress)
+    acc = accuracy(params, progress, np.where(idle, state.coverage, cover))
     delta_acc = np.minimum(acc, params.a_target) - np.minimum(state.accuracy, params.a_target)
 
     # Busy GPUs from the end of the join to the end of compute (or the outage, or the cut);
@@ -747,8 +755,9 @@ def predict_round(
     else:
         batch = np.sum(np.where(done, params.site_batch, 0.0), axis=-1)
     absent = np.where(done, 0.0, state.absent_rounds[:, None, :] + 1.0)
-    dp = delta_progress(params, state.progress[:, None], batch, coverage(params, absent))
-    da = accuracy(params, state.progress[:, None] + dp) - state.accuracy[:, None]
+    cover = coverage(params, absent)
+    dp = delta_progress(params, state.progress[:, None], batch, cover)
+    da = accuracy(params, state.progress[:, None] + dp, cover) - state.accuracy[:, None]
     out = RoundPrediction(round_time, compute_s, comm_s, dp, da)
     if squeeze:
         out = RoundPrediction(*(a[:, 0] for a in out))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -12,6 +13,7 @@ import numpy as np
 
 from powertrip_env import core
 from powertrip_env.config import Scenario
+from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.simulation import (
     NOISE_BLOCK,
     OBS_MODES,
@@ -124,6 +126,8 @@ class PowerTripEnv(gym.Env):
     | `split`       | str           | `"train"`       | days episodes start in: train, test, all   |
     | `jitter`      | bool or float | `True`          | time noise: scenario's σ, none, or a σ     |
     | `render_mode` | str or None   | `None`          | `"ansi"` or `"rgb_array"`                  |
+    | `learner`     | str, Learner  | `"surrogate"`   | accuracy model: `"surrogate"` or `"torch"` |
+    |               |               |                 | (real training, powertrip_env.learners)    |
 
     Registered IDs: `PowerTrip-v0` (the flagship, scenario `default`), `PowerTrip-LoRA-v0`,
     `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`, `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`.
@@ -152,8 +156,10 @@ class PowerTripEnv(gym.Env):
         split: str = "train",
         jitter: bool | float = True,
         render_mode: str | None = None,
+        learner: str | Learner = "surrogate",
     ) -> None:
         self.sim = load_simulation(scenario).with_jitter(jitter)
+        self.learner = make_learner(learner)
         self.params = self.sim.params
         self.scenario = self.sim.scenario
         self.reward_mode = check_choice("reward_mode", reward_mode, REWARD_MODES)
@@ -179,6 +185,12 @@ class PowerTripEnv(gym.Env):
         start = self.sim.start_time_s(self.np_random, self.split, options)
         self.state = core.initial_state(self.params, np.array([start]))
         self._refill_noise()
+        if not is_surrogate(self.learner):
+            # The learner's seed follows the episode's without drawing from its generator, so
+            # the start time and jitter stay those of the same seed under any learner.
+            learner_seed = int(copy.deepcopy(self.np_random).integers(2**31))
+            accuracy = self.learner.reset(self.sim, learner_seed)
+            self.state = dataclasses.replace(self.state, accuracy=np.array([accuracy]))
         self._history = [(0.0, float(self.state.accuracy[0]))]
         info = {
             "start_time_s": start,
@@ -196,6 +208,8 @@ class PowerTripEnv(gym.Env):
         if r == 0 and rounds > 0:
             self._refill_noise()
         result = core.step_round(self.params, self.state, mask, self._jitter[r : r + 1])
+        if not is_surrogate(self.learner):
+            result = self._learn(result)
         self.state = state = result.state
         reward = float(self.sim.rewards(result, self.reward_mode)[0])
         terminated, truncated = (bool(x[0]) for x in self.sim.outcome(state))
@@ -273,6 +287,20 @@ class PowerTripEnv(gym.Env):
         return np.concatenate(out)[:rounds]
 
     # ------------------------------------------------------------------ helpers
+
+    def _learn(self, result: core.RoundResult) -> core.RoundResult:
+        """The round with the accuracy the learner reached in place of the surrogate's.
+
+        The clock, the surrogate's progress (which ``predict_round`` reads) and everything
+        else stay the simulator's; the accuracy, its gain (the reward) and so the episode's
+        end come from the learner.
+        """
+        before = float(self.state.accuracy[0])
+        after = self.learner.round(result, 0)
+        target = self.params.a_target
+        gain = min(after, target) - min(before, target)
+        state = dataclasses.replace(result.state, accuracy=np.array([after]))
+        return result._replace(state=state, delta_accuracy=np.array([gain]))
 
     def _observe(self) -> Any:
         obs = self.sim.observe(self.state, self.obs_mode)

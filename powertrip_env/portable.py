@@ -38,6 +38,7 @@ from powertrip_env.config import (
     _load_workload,
     _make_site,
     _Table,
+    load_learner_config,
     load_scenario,
 )
 from powertrip_env.errors import ScenarioError
@@ -235,6 +236,7 @@ def _scenario(data: Any, where: str) -> Scenario:
         trace=files,
         hub_index=hub_index,
         sites_source=data["sites_source"],
+        learner=load_learner_config(_Table(dict(data["learner"]), where, "learner")),
     )
 
 

@@ -81,7 +81,13 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         jitter: bool | float = True,
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
+        learner: str = "surrogate",
     ) -> None:
+        if learner != "surrogate":
+            raise ValueError(
+                f"learner={learner!r}: the vector env runs the surrogate learner only (real "
+                "training keeps one model per episode); use gym.make(ID, learner=...)"
+            )
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r}: give a whole number of at least 1")
         if max_episode_steps is not None and (
