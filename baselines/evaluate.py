@@ -49,9 +49,10 @@ from baselines.policies import (
     default_policy_names,
     make_policy,
 )
-from powertrip_env.atomic import atomic_path, write_text
+from powertrip_env.atomic import write_text
 from powertrip_env.config import scenario_names
 from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.render import agg_figure, has_matplotlib, save_png
 from powertrip_env.simulation import SPLITS
 from powertrip_env.traces import iso_utc
 
@@ -585,7 +586,7 @@ def write_outputs(result: Evaluation, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text(out_dir / "episodes.csv", result.episodes.to_csv(index=False, lineterminator="\n"))
     write_text(out_dir / "summary.md", result.to_markdown())
-    if importlib.util.find_spec("matplotlib") is None:
+    if not has_matplotlib():
         print(
             "note: matplotlib is not installed, so tta.png and accuracy_vs_time.png were not "
             "written (pip install 'powertrip-env[train]' adds it)",
@@ -593,25 +594,14 @@ def write_outputs(result: Evaluation, out_dir: Path) -> None:
         )
         return
     for name, plot in (("tta.png", _plot_tta), ("accuracy_vs_time.png", _plot_accuracy)):
-        with atomic_path(out_dir / name) as tmp:
-            plot(result).savefig(tmp, format="png")
-
-
-def _figure(width: float, height: float) -> Any:
-    """A matplotlib figure on the Agg canvas, without touching pyplot's global backend."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=120, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
+        save_png(plot(result), out_dir / name)
 
 
 def _plot_tta(result: Evaluation) -> Any:
     """Box plot of TTA per policy with the mean and its 95% CI drawn over it."""
     labels = list(result.summary["policy"])
     data = [result.episodes.loc[result.episodes["policy"] == p, "tta_h"].to_numpy() for p in labels]
-    fig = _figure(max(6.0, 0.7 * len(labels) + 2.0), 4.5)
+    fig = agg_figure(max(6.0, 0.7 * len(labels) + 2.0), 4.5, layout="constrained")
     ax = fig.add_subplot()
     pos = np.arange(1, len(labels) + 1)
     ax.boxplot(data, positions=pos, widths=0.6, showfliers=True)
@@ -643,7 +633,7 @@ def _plot_accuracy(result: Evaluation) -> Any:
     """Mean accuracy against wall-clock hours, one line per policy."""
     end = max((h[-1] for eps in result.curves.values() for h, _ in eps), default=1.0)
     grid = np.linspace(0.0, max(end, 1e-9), _CURVE_POINTS)
-    fig = _figure(8.0, 5.0)
+    fig = agg_figure(8.0, 5.0, layout="constrained")
     ax = fig.add_subplot()
     for label in result.summary["policy"]:
         if result.curves.get(label):

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from baselines.evaluate import EvaluationError, evaluate
-from powertrip_env.atomic import atomic_path, write_text
+from powertrip_env.atomic import write_text
+from powertrip_env.render import agg_figure, has_matplotlib, save_png
 
 DEFAULT_POLICIES = "PowerTrip,AllSites,MyopicOptimal,RandomK,Nearest-2,TopPower-4,FastestK-4"
 
@@ -129,13 +130,9 @@ def to_markdown(summary: dict[str, Any]) -> str:
 
 def plot(summary: dict[str, Any], path: Path) -> bool:
     """Surrogate against real TTA, one point per policy, with the diagonal."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
+    if not has_matplotlib():
         return False
-    fig = Figure(figsize=(6, 5), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = agg_figure(6, 5, dpi=110, layout="constrained")
     ax = fig.add_subplot()
     real = [v["real_tta_h"] for v in summary["policies"].values()]
     sur = [v["surrogate_tta_h"] for v in summary["policies"].values()]
@@ -148,8 +145,7 @@ def plot(summary: dict[str, Any], path: Path) -> bool:
     ax.set_ylabel("mean TTA with the surrogate (h)")
     ax.set_title(f"τ = {summary['kendall_tau']:.2f}, median |error| = "
                  f"{summary['median_abs_tta_error']:.0%}")  # fmt: skip
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
+    save_png(fig, path)
     return True
 
 

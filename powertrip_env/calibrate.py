@@ -43,8 +43,9 @@ import gymnasium as gym
 import numpy as np
 
 import powertrip_env
-from powertrip_env.atomic import atomic_path, write_text
+from powertrip_env.atomic import write_text
 from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.render import agg_figure, has_matplotlib, save_png
 
 TARGET_BAND = 0.05  # accuracies within about this of the target weigh more in the fit ...
 TARGET_WEIGHT = 4.0  # ... up to this many times more (they decide the time to accuracy)
@@ -263,14 +264,10 @@ def calibrated_toml(fitted: dict[str, float], base: str, command: str) -> str:
 
 
 def plot(recorded: Sequence[Recorded], predicted: np.ndarray, path: Path) -> bool:
-    """Real and fitted accuracy against hours, mean over each rule's episodes."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
+    """Real and fitted accuracy against hours, every recorded episode, coloured by rule."""
+    if not has_matplotlib():
         return False
-    fig = Figure(figsize=(8, 5), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = agg_figure(8, 5, dpi=110, layout="constrained")
     ax = fig.add_subplot()
     rules = list(dict.fromkeys(r.rule for r in recorded))
     colours = {rule: f"C{i}" for i, rule in enumerate(rules)}
@@ -282,8 +279,7 @@ def plot(recorded: Sequence[Recorded], predicted: np.ndarray, path: Path) -> boo
     ax.set_ylabel("accuracy")
     ax.set_title("real training (solid) and the fitted surrogate (dashed)")
     ax.legend(fontsize="small")
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
+    save_png(fig, path)
     return True
 
 

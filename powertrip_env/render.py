@@ -1,12 +1,16 @@
-"""Views of an environment: a text table (``ansi``) and a picture (``rgb_array``)."""
+"""Views of an environment (a text table, ``ansi``, and a picture, ``rgb_array``), and the
+off-screen matplotlib figures every plot of the project is drawn on."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib.util
+import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from powertrip_env import core
+from powertrip_env.atomic import atomic_path
 
 if TYPE_CHECKING:
     from powertrip_env.env import PowerTripEnv
@@ -47,14 +51,34 @@ def ansi(env: PowerTripEnv) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rgb_array(env: PowerTripEnv) -> np.ndarray:
-    """Sites on a longitude/latitude plane with power bars and the chosen set, and the
-    accuracy curve so far. Drawn with matplotlib's Agg backend, off screen."""
+def agg_figure(width: float, height: float, dpi: int = 120, layout: str | None = None) -> Any:
+    """A matplotlib figure on the Agg canvas: off screen, without pyplot's global state.
+
+    matplotlib comes with the ``train`` extra; ``has_matplotlib()`` says whether it is there.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 3.6), dpi=80)
-    canvas = FigureCanvasAgg(fig)
+    fig = Figure(figsize=(width, height), dpi=dpi, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def has_matplotlib() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def save_png(fig: Any, path: str | os.PathLike[str]) -> None:
+    """Write ``fig`` as a PNG, atomically."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+
+
+def rgb_array(env: PowerTripEnv) -> np.ndarray:
+    """Sites on a longitude/latitude plane with power bars and the chosen set, and the
+    accuracy curve so far. Drawn with matplotlib's Agg backend, off screen."""
+    fig = agg_figure(8, 3.6, dpi=80)
+    canvas = fig.canvas
     ax_map, ax_acc = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.6, 1]})
     if env.state is not None:
         rows = _site_rows(env)
