@@ -122,7 +122,7 @@ def to_markdown(summaries: Sequence[dict[str, Any]]) -> str:
     head = "| ID | " + " | ".join(names) + " | headroom | poses |"
     lines = [head, "|---|" + "---:|" * (len(names) + 1) + "---|"]
     for s in summaries:
-        cells = [f"{s['mean_tta_h'][n]:.2f}" if n in s["mean_tta_h"] else "–" for n in names]
+        cells = [_hours(s["mean_tta_h"][n]) if n in s["mean_tta_h"] else "–" for n in names]
         label = s["env"] if s["scenario"] is None else f"{s['env']} with {s['scenario']}"
         poses = "a one-shot choice" if s["one_shot"] else "a sequential problem"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {s['headroom']:.3f} | {poses} |")
@@ -136,6 +136,11 @@ def to_markdown(summaries: Sequence[dict[str, Any]]) -> str:
         "time budget.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _hours(value: float) -> str:
+    """Two decimals, or three significant digits for jobs of minutes."""
+    return f"{value:.2f}" if value >= 1 else f"{value:.3g}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
