@@ -44,9 +44,9 @@ from agents.hyperparams import ConfigError
 from agents.reference import PowerTripReference
 from agents.saving import save_model, write_text
 
-# Measured on 2 cores: 700k steps of the default config on PowerTrip-v0 take ~6.3 min at ~1,800
+# Measured on 2 cores: 700k steps of the default config on PowerTrip-v0 take ~7 min at ~1,700
 # steps/s and the final table (BeamPlanner plans each episode) ~2 min: README's main-job command
-# took 542 s in a fresh virtual environment, the install included.
+# took 616 s in a fresh virtual environment, the install included.
 DEFAULT_TIMESTEPS = 700_000
 # One PowerTrip step costs less than the policy's forward pass, so many envs in one process
 # (one batched forward for all) beat worker processes: 60k PPO steps took 17 s with 16 envs
