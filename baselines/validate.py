@@ -32,6 +32,7 @@ import pandas as pd
 
 from baselines.evaluate import EvaluationError, evaluate
 from powertrip_env.atomic import write_text
+from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 
 DEFAULT_POLICIES = "PowerTrip,AllSites,MyopicOptimal,RandomK,Nearest-2,TopPower-4,FastestK-4"
@@ -165,10 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(policies) < 2:
         p.error("--policies: give at least two policies to rank")
     try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("error: validation trains real models; pip install 'powertrip-env[train]'",
-              file=sys.stderr)  # fmt: skip
+        require_torch("validation (it trains real models)")
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         summary, frame = validate(

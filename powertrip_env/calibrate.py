@@ -45,6 +45,7 @@ import numpy as np
 import powertrip_env
 from powertrip_env.atomic import write_text
 from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 
 TARGET_BAND = 0.05  # accuracies within about this of the target weigh more in the fit ...
@@ -303,10 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.episodes < 1 or args.iterations < 1:
         p.error("--episodes and --iterations must be at least 1")
     try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("error: calibration trains real models; pip install 'powertrip-env[train]'",
-              file=sys.stderr)  # fmt: skip
+        require_torch("calibration (it trains real models)")
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         env = gym.make(args.env, **({"scenario": args.scenario} if args.scenario else {}))

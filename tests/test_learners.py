@@ -70,6 +70,17 @@ def test_an_unknown_learner_is_refused_naming_the_allowed_ones() -> None:
         gym.make_vec("PowerTrip-Digits-v0", num_envs=2, learner="torch")
 
 
+def test_without_torch_the_real_learner_and_its_commands_name_the_extra(monkeypatch, capsys):
+    # None in sys.modules makes ``import torch`` raise ImportError, as on a light install.
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)
+    with pytest.raises(ImportError, match=r"learner='torch'.*powertrip-env\[train\]"):
+        make_learner("torch")
+    assert calibrate.main(["--env", "PowerTrip-Digits-v0", "--episodes", "1"]) == 2
+    assert "calibration (it trains real models) needs PyTorch" in capsys.readouterr().err
+    assert validate_main(["--env", "PowerTrip-Digits-v0", "--policies", "PowerTrip,AllSites"]) == 2
+    assert "powertrip-env[train]" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- the real learner
 
 

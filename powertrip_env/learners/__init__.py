@@ -29,6 +29,21 @@ if TYPE_CHECKING:
 LEARNERS = ("surrogate", "torch")
 
 
+def require_torch(purpose: str) -> None:
+    """Fail early, with the install that fixes it, when PyTorch is absent.
+
+    The package itself needs only gymnasium, numpy and pandas (cluster workers stay light), so
+    real training is the one path that can meet a missing torch; a bare ``ModuleNotFoundError``
+    deep in the learner would not say which extra to install.
+    """
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"{purpose} needs PyTorch, which is not installed; pip install 'powertrip-env[train]'"
+        ) from exc
+
+
 @runtime_checkable
 class Learner(Protocol):
     """What the environment asks of a progress model, once per episode and once per round."""
@@ -68,6 +83,7 @@ def make_learner(spec: str | Learner) -> Learner:
         if spec == "surrogate":
             return SurrogateLearner()
         if spec == "torch":
+            require_torch("learner='torch'")
             from powertrip_env.learners.torch_fed import TorchFedLearner
 
             return TorchFedLearner()
