@@ -426,34 +426,31 @@ def test_forecast_readers_never_read_future_actuals(solar_scenario, name):
     assert not _decisions_differ(solar_scenario, lambda: make_policy(name, 4, seed=1))
 
 
-def test_fedzero_ranks_a_site_forecast_to_lose_its_sun_below_one_that_keeps_it(tmp_path):
-    # Both sites have the same power now (PV only); b's forecast has no sun from the next row.
+def _after_a_round_with_one_site_going_dark(tmp_path, dark: str) -> Now:
+    """Two PV-only sites, equal power now; ``dark``'s forecast loses its sun from the next row."""
+    sunny = "pa" if dark == "pb" else "pb"
     path = write_toy_scenario(
         tmp_path,
         [site("a", "g", pv_kw=5.25, pv_column="pa"), site("b", "g", pv_kw=5.25, pv_column="pb")],
         {"g": 1.0},
         pv={"pa": 0.5, "pb": 0.5},
-        forecast={"pa": 0.5, "pb": lambda issue, h: np.where(h >= 1, 0.0, 0.5)},
+        forecast={sunny: 0.5, dark: lambda issue, h: np.where(h >= 1, 0.0, 0.5)},
     )
     env = PowerTripEnv(scenario=path, split="train", jitter=False)
     env.reset(seed=0, options={"start_time": 3000.0})
     env.step(np.array([1, 1]))  # a round of about 600 s: FedZero looks two rows ahead
-    now = Now.of(env)
+    return Now.of(env)
+
+
+def test_fedzero_ranks_a_site_forecast_to_lose_its_sun_below_one_that_keeps_it(tmp_path):
+    now = _after_a_round_with_one_site_going_dark(tmp_path, dark="pb")
     assert now.power_w.tolist() == [2500.0, 2500.0]
     assert now.forecast_power_w[1:, 1].tolist() == [0.0, 0.0, 0.0]
     assert FedZeroLike().ranking(now).tolist() == [0, 1]
     # ... and the other way round when a is the one forecast to go dark
-    swapped = write_toy_scenario(
-        tmp_path,
-        [site("a", "g", pv_kw=5.25, pv_column="pa"), site("b", "g", pv_kw=5.25, pv_column="pb")],
-        {"g": 1.0},
-        pv={"pa": 0.5, "pb": 0.5},
-        forecast={"pb": 0.5, "pa": lambda issue, h: np.where(h >= 1, 0.0, 0.5)},
-    )
-    env = PowerTripEnv(scenario=swapped, split="train", jitter=False)
-    env.reset(seed=0, options={"start_time": 3000.0})
-    env.step(np.array([1, 1]))
-    assert FedZeroLike().ranking(Now.of(env)).tolist() == [1, 0]
+    now = _after_a_round_with_one_site_going_dark(tmp_path, dark="pa")
+    assert now.forecast_power_w[1:, 0].tolist() == [0.0, 0.0, 0.0]
+    assert FedZeroLike().ranking(now).tolist() == [1, 0]
 
 
 # --------------------------------------------------------------------------- registry
