@@ -3,6 +3,8 @@
     python train_agent.py                          # PPO + SitePolicy on PowerTrip-v0, ~9 min
     python train_agent.py --algo a2c --extractor mlp --timesteps 500_000
     python train_agent.py --resume runs/PowerTrip-v0-ppo-0/interrupted.zip --timesteps 200_000
+    python train_agent.py --env PowerTrip-Random-v0        # one agent for any site catalogue
+    python train_agent.py --scenario a.toml --scenario b.toml --max-sites 16
     tensorboard --logdir runs
 
 The run directory (``--out``, default ``runs/<env>-<algo>-<seed>``) receives:
@@ -37,7 +39,7 @@ import yaml
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
-import powertrip_env  # noqa: F401  (registers the environment IDs)
+import powertrip_env  # registers the environment IDs
 from agents import callbacks, checks, hyperparams
 from agents.checks import UsageError
 from agents.hyperparams import ConfigError
@@ -74,7 +76,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--env", default="PowerTrip-v0", help="registered environment ID")
-    p.add_argument("--scenario", default=None, help="scenario name or TOML file for the env")
+    p.add_argument(
+        "--scenario",
+        action="append",
+        default=None,
+        help="scenario name or TOML file for the env; repeat it to train on several (the "
+        "training envs take them in turn, padded to --max-sites)",
+    )
+    p.add_argument(
+        "--max-sites",
+        type=checks.positive_int,
+        default=None,
+        help="pad observations and actions to this many sites, so that the agent can act on "
+        "any scenario with at most that many (default: none; with several --scenario, their "
+        "largest site count; PowerTrip-Random-v0 registers 32)",
+    )
+    p.add_argument(
+        "--final-env",
+        default=None,
+        help="ID of the final comparison (default: --env; for PowerTrip-Random-v0, "
+        "PowerTrip-v0, whose job it draws sites for)",
+    )
     p.add_argument("--algo", default="ppo", choices=sorted(hyperparams.ALGOS))
     p.add_argument(
         "--timesteps",
@@ -177,7 +199,7 @@ def make_env(
     """
 
     def thunk() -> gym.Env:
-        import powertrip_env  # noqa: F401, F811  (registers the IDs in a fresh worker)
+        import powertrip_env  # noqa: F401  (registers the IDs in a fresh worker)
 
         if in_worker:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -187,12 +209,23 @@ def make_env(
 
 
 def make_vec_env(
-    env_id: str, env_kwargs: dict[str, Any], n_envs: int, kind: str = "dummy"
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    n_envs: int,
+    kind: str = "dummy",
+    scenarios: Sequence[str] = (),
 ) -> VecEnv:
-    """``n_envs`` copies in this process (``dummy``, always for 1) or in forkserver workers."""
+    """``n_envs`` envs in this process (``dummy``, always for 1) or in forkserver workers.
+
+    With ``scenarios``, env i runs scenario ``i mod len(scenarios)``.
+    """
+    per_env = [
+        {**env_kwargs, "scenario": scenarios[i % len(scenarios)]} if scenarios else env_kwargs
+        for i in range(n_envs)
+    ]
     if n_envs == 1 or kind == "dummy":
-        return DummyVecEnv([make_env(env_id, env_kwargs) for _ in range(n_envs)])
-    thunks = [make_env(env_id, env_kwargs, in_worker=True) for _ in range(n_envs)]
+        return DummyVecEnv([make_env(env_id, kwargs) for kwargs in per_env])
+    thunks = [make_env(env_id, kwargs, in_worker=True) for kwargs in per_env]
     return SubprocVecEnv(thunks, start_method="forkserver")
 
 
@@ -205,25 +238,38 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
         "reward_mode": args.reward_mode,
         "obs_mode": "dict" if args.extractor == "sites" else "flat",
     }
-    if args.scenario is not None:
-        env_kwargs["scenario"] = args.scenario
-    n_sites = checks.check_env(args.env, env_kwargs)
+    scenarios = list(args.scenario or [])
+    each = [{"scenario": sc} for sc in scenarios] or [{}]
+    site_counts = [checks.check_env(args.env, {**env_kwargs, **sc}) for sc in each]
+    # The padding: asked for, or the one the ID registers, or the largest of several scenarios.
+    max_sites = args.max_sites or gym.spec(args.env).kwargs.get("max_sites")
+    if max_sites is not None or len(scenarios) > 1:
+        env_kwargs["max_sites"] = max_sites or max(site_counts)
+        for sc in each:  # each scenario fits the padding
+            checks.check_env(args.env, {**env_kwargs, **sc})
+    final_env = args.final_env or checks.final_env_for(args.env)
+    final_kwargs = {k: v for k, v in env_kwargs.items() if k != "reward_mode"}
+    final_counts = [checks.check_env(final_env, {**final_kwargs, **sc}) for sc in each]
     config_path = args.config or hyperparams.default_config_path(args.algo)
     config = hyperparams.load_config(config_path, args.algo)
     config = hyperparams.apply_overrides(config, args.hp, args.algo)
     if args.resume is not None:
         checks.check_readable_file(args.resume, "--resume")
     final_policies = (
-        checks.check_final_policies(args.final_policies, n_sites) if args.final_episodes else []
+        checks.check_final_policies(args.final_policies, max(final_counts))
+        if args.final_episodes
+        else []
     )
     out = checks.check_out_dir(args.out or Path("runs") / f"{args.env}-{args.algo}-{args.seed}")
     return {
         "env_kwargs": env_kwargs,
+        "scenarios": scenarios,
+        "final_env": final_env,
         "config_path": str(config_path),
         "config": config,
         "final_policies": final_policies,
         "out": out,
-        "n_sites": n_sites,
+        "n_sites": max(site_counts),
     }
 
 
@@ -232,8 +278,10 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     out: Path = run["out"]
     algo_cls = hyperparams.ALGOS[args.algo]
     torch.set_num_threads(args.torch_threads)
-    env = make_vec_env(args.env, run["env_kwargs"], args.n_envs, args.vec_env)
-    eval_env = DummyVecEnv([make_env(args.env, {**run["env_kwargs"], "split": "test"})])
+    scenarios = run["scenarios"]
+    env = make_vec_env(args.env, run["env_kwargs"], args.n_envs, args.vec_env, scenarios)
+    first = {"scenario": scenarios[0]} if scenarios else {}
+    eval_env = DummyVecEnv([make_env(args.env, {**run["env_kwargs"], **first, "split": "test"})])
     try:
         if args.resume is None:
             policy, kwargs = hyperparams.model_kwargs(run["config"], args.algo, args.extractor)
@@ -280,7 +328,10 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     else:  # a best model left by an earlier run in this directory is not this run's
         for stale in ("best_model.zip", "best_model.json"):
             (out / stale).unlink(missing_ok=True)
-    reference = PowerTripReference(args.env, run["env_kwargs"])
+    # PowerTrip's return from the same start time says how far the agent is ahead, on one fixed
+    # catalogue only: with several, or with catalogues drawn per episode, it has no single value.
+    fixed = len(scenarios) <= 1 and args.env not in powertrip_env.SAMPLED_ENV_IDS
+    reference = PowerTripReference(args.env, {**run["env_kwargs"], **first}) if fixed else None
     callback_list = [callbacks.PowerTripMetrics(reference), evaluation]
     if args.checkpoint_freq:
         callback_list.append(callbacks.Checkpoint(args.checkpoint_freq, out / "checkpoints"))
@@ -303,7 +354,9 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
         path = save_model(model, out / "interrupted.zip")
         again = ["python", "train_agent.py", "--env", args.env, "--algo", args.algo]
         again += ["--extractor", args.extractor, "--reward-mode", args.reward_mode]
-        again += ["--scenario", args.scenario] if args.scenario else []
+        for scenario in scenarios:
+            again += ["--scenario", scenario]
+        again += ["--max-sites", str(args.max_sites)] if args.max_sites else []
         again += ["--resume", str(path), "--out", str(out)]
         print(
             f"\ninterrupted at {model.num_timesteps:,} steps; model saved to {path}\n"
@@ -328,26 +381,30 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     best = out / "best_model.zip"
     chosen = best if best.exists() else final
     agent = SB3Policy(algo_cls.load(chosen, device="cpu"), f"{args.algo} ({chosen.stem})")
-    print(
-        f"final comparison: {agent.name} against {', '.join(run['final_policies'])} on "
-        f"{args.final_episodes} test episodes"
-    )
-    try:
-        result = evaluate(
-            args.env,
-            [*run["final_policies"], agent],
-            episodes=args.final_episodes,
-            split="test",
-            seed=args.eval_seed,
-            env_kwargs={k: v for k, v in run["env_kwargs"].items() if k != "reward_mode"},
-            out_dir=out,
-            progress=not args.no_progress,
+    env_kwargs = {k: v for k, v in run["env_kwargs"].items() if k != "reward_mode"}
+    for scenario in scenarios or [None]:
+        where = run["final_env"] + (f" (scenario {scenario})" if scenario else "")
+        print(
+            f"final comparison on {where}: {agent.name} against "
+            f"{', '.join(run['final_policies'])} on {args.final_episodes} test episodes"
         )
-    except EvaluationError as exc:
-        print(f"train_agent.py: error: final comparison failed: {exc}", file=sys.stderr)
-        return 1
-    print(result.to_markdown())
-    print(f"results written to {out}")
+        table_dir = out / Path(scenario).stem if len(scenarios) > 1 else out
+        try:
+            result = evaluate(
+                run["final_env"],
+                [*run["final_policies"], agent],
+                episodes=args.final_episodes,
+                split="test",
+                seed=args.eval_seed,
+                env_kwargs={**env_kwargs, **({"scenario": scenario} if scenario else {})},
+                out_dir=table_dir,
+                progress=not args.no_progress,
+            )
+        except EvaluationError as exc:
+            print(f"train_agent.py: error: final comparison failed: {exc}", file=sys.stderr)
+            return 1
+        print(result.to_markdown())
+        print(f"results written to {table_dir}")
     return 0
 
 

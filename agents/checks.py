@@ -18,7 +18,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import registry
 
-from powertrip_env import ENTRY_POINT, ENV_IDS
+from powertrip_env import ENTRY_POINT, ENV_IDS, SAMPLED_ENV_IDS
 from powertrip_env.env import PowerTripEnv
 
 
@@ -51,7 +51,7 @@ def _int(text: str) -> int:
 
 def check_env(env_id: str, env_kwargs: Mapping[str, Any]) -> int:
     """Build the environment once to check ID, scenario and kwargs; returns its site count."""
-    known = ", ".join(ENV_IDS)
+    known = ", ".join([*ENV_IDS, *SAMPLED_ENV_IDS])
     if env_id not in registry:
         raise UsageError(f"argument --env: unknown environment {env_id!r}; allowed: {known}")
     if registry[env_id].entry_point not in (ENTRY_POINT, PowerTripEnv):
@@ -67,7 +67,18 @@ def check_env(env_id: str, env_kwargs: Mapping[str, Any]) -> int:
     return n_sites
 
 
+def final_env_for(env_id: str) -> str:
+    """Where the final table runs by default: the env itself, or for an ID that draws its
+    sites, the fixed ID of the same scenario (PowerTrip-Random-v0 -> PowerTrip-v0)."""
+    if env_id in SAMPLED_ENV_IDS:
+        scenario = SAMPLED_ENV_IDS[env_id][0]
+        return next(eid for eid, name in ENV_IDS.items() if name == scenario)
+    return env_id
+
+
 def _argument_for(message: str, env_kwargs: Mapping[str, Any]) -> str:
+    if "max_sites" in message:
+        return f"argument --max-sites: {env_kwargs.get('max_sites')!r}: "
     if "reward_mode" in message:
         return f"argument --reward-mode: {env_kwargs.get('reward_mode')!r}: "
     if "scenario" in env_kwargs:

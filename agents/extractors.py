@@ -17,8 +17,13 @@ pooled                 (B, 2H) = [mean over N, max over N]
 context                (B, context_dim) = context_mlp([pooled, global])
 output                 (B, context_dim + N · site_out): the context, then (if ``site_out``
                        > 0) a ``site_out``-wide projection of every site's embedding, in site
-                       order
+                       order; with padding, then the N valid flags
 =====================  ==================================================================
+
+Padding: an env made with ``max_sites`` (M) adds ``obs["valid"]`` (B, M), 1 for the scenario's
+real sites. The encoder then pools over the valid sites only, zeroes the padded sites' blocks
+and appends the flags to its output, so that the action head can rule padded sites out. The
+output does not depend on how many padded rows there are, and one model acts on any N <= M.
 
 Why the per-site block: after the extractor, SB3's default policies put a dense linear layer
 with one output per site. Given only the pooled context (``site_out=0``), that layer would see
@@ -72,9 +77,9 @@ class SiteEncoder(BaseFeaturesExtractor):
         site_out: int = 8,
         activation: type[nn.Module] | str = nn.ReLU,
     ) -> None:
-        if not isinstance(observation_space, spaces.Dict) or not {"sites", "global"} <= set(
-            observation_space.spaces
-        ):
+        is_dict = isinstance(observation_space, spaces.Dict)
+        keys = set(observation_space.spaces) if is_dict else set()
+        if not {"sites", "global"} <= keys:
             raise ValueError(
                 f"SiteEncoder needs a Dict observation with 'sites' and 'global' "
                 f"(obs_mode='dict'); got {observation_space}"
@@ -94,7 +99,11 @@ class SiteEncoder(BaseFeaturesExtractor):
         n_sites, n_site_features = sites_space.shape
         n_global = global_space.shape[0]
         act = activation_class(activation) if isinstance(activation, str) else activation
-        super().__init__(observation_space, features_dim=context_dim + n_sites * site_out)
+        self.padded = "valid" in keys
+        super().__init__(
+            observation_space,
+            features_dim=context_dim + n_sites * site_out + (n_sites if self.padded else 0),
+        )
 
         width = int(site_hidden[-1])
         self.n_sites, self.context_dim, self.site_out = int(n_sites), context_dim, site_out
@@ -105,12 +114,25 @@ class SiteEncoder(BaseFeaturesExtractor):
     def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
         """(B, N, F) sites and (B, G) global → (B, features_dim), as laid out in the module doc."""
         embedded = self.site_mlp(observations["sites"])  # (B, N, H)
-        pooled = th.cat([embedded.mean(dim=1), embedded.amax(dim=1)], dim=-1)  # (B, 2H)
+        if self.padded:
+            valid = observations["valid"] > 0.5  # (B, N)
+            weight = valid.unsqueeze(-1).to(embedded.dtype)
+            mean = (embedded * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
+            top = embedded.masked_fill(~valid.unsqueeze(-1), -th.inf).amax(dim=1)
+            top = th.where(valid.any(dim=1, keepdim=True), top, th.zeros_like(top))
+            pooled = th.cat([mean, top], dim=-1)
+        else:
+            pooled = th.cat([embedded.mean(dim=1), embedded.amax(dim=1)], dim=-1)  # (B, 2H)
         context = self.context_mlp(th.cat([pooled, observations["global"]], dim=-1))
-        if self.site_head is None:
-            return context
-        per_site = self.site_head(embedded).flatten(start_dim=1)  # (B, N · site_out)
-        return th.cat([context, per_site], dim=-1)
+        parts = [context]
+        if self.site_head is not None:
+            per_site = self.site_head(embedded)  # (B, N, site_out)
+            if self.padded:
+                per_site = per_site * weight
+            parts.append(per_site.flatten(start_dim=1))  # (B, N · site_out)
+        if self.padded:
+            parts.append(weight.squeeze(-1))
+        return th.cat(parts, dim=-1) if len(parts) > 1 else context
 
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {

@@ -43,7 +43,12 @@ class SiteActionHead(nn.Module):
     :param logits_per_site: k; the output is (B, N·k), site-major.
     :param hidden: hidden widths of the shared MLP.
     :param activation: activation class.
+    :param padded: the latent ends with N valid flags (``SiteEncoder`` on a padded env); a
+        padded site then gets fixed logits that never select it: ``PADDED_LOGIT`` for its last
+        logit (the "take part" one), 0 for the others.
     """
+
+    PADDED_LOGIT = -30.0
 
     def __init__(
         self,
@@ -53,19 +58,29 @@ class SiteActionHead(nn.Module):
         logits_per_site: int,
         hidden: Sequence[int] = (64,),
         activation: type[nn.Module] = nn.Tanh,
+        padded: bool = False,
     ) -> None:
         super().__init__()
         self.context_dim, self.n_sites, self.site_dim = context_dim, n_sites, site_dim
+        self.padded = padded
+        fill = th.zeros(logits_per_site)
+        fill[-1] = self.PADDED_LOGIT
+        self.register_buffer("padded_logits", fill, persistent=False)
         self.hidden = mlp([site_dim + context_dim, *hidden], activation)
         self.out = nn.Linear(hidden[-1] if hidden else site_dim + context_dim, logits_per_site)
 
     def forward(self, latent: th.Tensor) -> th.Tensor:
-        """(B, C + N·K) → (B, N·k)."""
+        """(B, C + N·K) → (B, N·k); (B, C + N·K + N) → (B, N·k) when padded."""
         batch = latent.shape[0]
-        context = latent[:, : self.context_dim]
-        sites = latent[:, self.context_dim :].reshape(batch, self.n_sites, self.site_dim)
-        joined = th.cat([sites, context.unsqueeze(1).expand(-1, self.n_sites, -1)], dim=-1)
-        return self.out(self.hidden(joined)).reshape(batch, -1)
+        c, n = self.context_dim, self.n_sites
+        context = latent[:, :c]
+        sites = latent[:, c : c + n * self.site_dim].reshape(batch, n, self.site_dim)
+        joined = th.cat([sites, context.unsqueeze(1).expand(-1, n, -1)], dim=-1)
+        logits = self.out(self.hidden(joined))  # (B, N, k)
+        if self.padded:
+            valid = latent[:, c + n * self.site_dim :].unsqueeze(-1) > 0.5
+            logits = th.where(valid, logits, self.padded_logits)
+        return logits.reshape(batch, -1)
 
 
 class SiteHeadMixin:
@@ -116,6 +131,7 @@ class SiteHeadMixin:
             n_logits // encoder.n_sites,
             self.head_hidden,
             self.activation_fn,
+            padded=encoder.padded,
         )
         if self.ortho_init:
             self.action_net.hidden.apply(partial(self.init_weights, gain=np.sqrt(2)))

@@ -266,7 +266,23 @@ def _is_maskable_policy(policy_class: dict[str, Any]) -> bool:
     return isinstance(cls, type) and issubclass(cls, MaskableActorCriticPolicy)
 
 
+# ``--model pretrained``: the general agent shipped in agents/pretrained (see its README.md).
+PRETRAINED = "pretrained"
+
+
+def pretrained_model_path() -> Path:
+    """The shipped pretrained agent's zip, found next to the ``agents`` package."""
+    import agents
+
+    return Path(agents.__file__).resolve().parent / "pretrained" / "model.zip"
+
+
 def _resolve_model_path(path: str) -> Path:
+    if path == PRETRAINED:
+        shipped = pretrained_model_path()
+        if not shipped.is_file():
+            raise EvaluationError(f"the pretrained agent {str(shipped)!r} is missing; reinstall")
+        return shipped
     candidates = [Path(path), Path(f"{path}.zip")]
     for candidate in candidates:
         if candidate.is_file():
@@ -282,7 +298,7 @@ def _load_model(path: str, algo: str) -> Any:
         )
     if algo == "rllib":
         return _load_rllib(path)
-    if Path(path).is_dir() and (Path(path) / "rllib_checkpoint.json").is_file():
+    if path != PRETRAINED and (Path(path) / "rllib_checkpoint.json").is_file():
         raise EvaluationError(f"model {path!r} is an RLlib checkpoint; pass --algo rllib")
     file = _resolve_model_path(path)
     saved = _saved_algo(file)
@@ -318,9 +334,17 @@ def _load_rllib(path: str) -> Any:
         raise EvaluationError(f"cannot load the RLlib checkpoint {path!r}: {exc}") from None
 
 
-def _model_env_kwargs(model: Any, label: str) -> dict[str, str]:
-    """Observation and action modes of the env a model was trained on, from its spaces."""
-    obs_mode = "dict" if isinstance(model.observation_space, spaces.Dict) else "flat"
+def _model_env_kwargs(model: Any, label: str) -> dict[str, Any]:
+    """Observation and action modes (and padding) of the env a model was trained on.
+
+    A model trained with ``max_sites`` has a ``"valid"`` entry in its (dict) observation; it
+    runs on an env padded to the same M, whatever the scenario's N.
+    """
+    space = model.observation_space
+    obs_mode = "dict" if isinstance(space, spaces.Dict) else "flat"
+    padding = {}
+    if isinstance(space, spaces.Dict) and "valid" in space.spaces:
+        padding = {"max_sites": int(space["valid"].shape[0])}
     if isinstance(model.action_space, spaces.MultiBinary):
         action_mode = "multibinary"
     elif isinstance(model.action_space, spaces.MultiDiscrete):
@@ -330,7 +354,7 @@ def _model_env_kwargs(model: Any, label: str) -> dict[str, str]:
             f"model {label!r} acts in {model.action_space}; only MultiBinary(N) and "
             "MultiDiscrete([2]*N) agents of PowerTripEnv can be evaluated here"
         )
-    return {"obs_mode": obs_mode, "action_mode": action_mode}
+    return {"obs_mode": obs_mode, "action_mode": action_mode, **padding}
 
 
 def _spaces_match(a: spaces.Space, b: spaces.Space) -> bool:
@@ -370,8 +394,12 @@ def run_episode(
     hours = [0.0]
     acc = [float(env.unwrapped.state.accuracy[0])]
     sites: list[int] = []
+    width = env.action_space.shape[0]
     while True:
-        obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
+        action = policy.act(obs, info)
+        if len(action) < width:  # a baseline acts on the N real sites of a padded env
+            action = np.concatenate([action, np.zeros(width - len(action), action.dtype)])
+        obs, _, terminated, truncated, info = env.step(action)
         hours.append(info["elapsed_s"] / 3600.0)
         acc.append(info["accuracy"])
         if not info["idle"]:
@@ -477,10 +505,10 @@ def evaluate(
     rows: list[dict[str, Any]] = []
     curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {e.label: [] for e in entries}
     bar = _progress_bar(len(entries) * episodes, progress)
-    envs: dict[tuple[Any, Any], gym.Env] = {}  # one env per (obs_mode, action_mode)
+    envs: dict[tuple[Any, ...], gym.Env] = {}  # one env per (obs_mode, action_mode, max_sites)
     try:
         for entry in entries:
-            key = (entry.env_kwargs.get("obs_mode"), entry.env_kwargs.get("action_mode"))
+            key = tuple(entry.env_kwargs.get(k) for k in ("obs_mode", "action_mode", "max_sites"))
             if key not in envs:
                 envs[key] = gym.make(env_id, **entry.env_kwargs)
             env = envs[key]
@@ -530,11 +558,19 @@ def _entries(
     labels = [e.label for e in entries]
     for path, algo in models:
         model = _load_model(path, algo)
-        label = Path(path).stem if Path(path).suffix == ".zip" else Path(path).resolve().name
+        if path == PRETRAINED:
+            label = PRETRAINED
+        elif Path(path).suffix == ".zip":
+            label = Path(path).stem
+        else:
+            label = Path(path).resolve().name
         if label in labels:
             label = f"{label}-{algo}"
         kwargs = {**base_kwargs, **_model_env_kwargs(model, label)}
-        env = gym.make(env_id, **kwargs)
+        try:
+            env = gym.make(env_id, **kwargs)
+        except ValueError as exc:  # e.g. more sites than the model's max_sites
+            raise EvaluationError(f"model {path!r} cannot run on {env_id}: {exc}") from None
         try:
             for what, model_space, env_space in (
                 ("observation", model.observation_space, env.observation_space),
@@ -673,7 +709,8 @@ def _parser() -> argparse.ArgumentParser:
         "--model",
         action="append",
         default=[],
-        help="saved SB3 agent (.zip) or RLlib checkpoint folder (with --algo rllib); may repeat",
+        help="saved SB3 agent (.zip), RLlib checkpoint folder (with --algo rllib), or "
+        "'pretrained' for the shipped general agent (agents/pretrained); may repeat",
     )
     parser.add_argument(
         "--algo",

@@ -24,6 +24,11 @@ ENV_IDS: dict[str, str] = {
     "PowerTrip-Large-v0": "large",
     "PowerTrip-Digits-v0": "digits",
 }
+# IDs that draw a new site catalogue every episode (powertrip_env.sampling): ID -> the
+# scenario whose job and power data they use, and the padded site count of their spaces (32
+# covers every shipped scenario, PowerTrip-Large-v0 included). Their catalogue changes per
+# episode, so they have no native vector env: gym.make_vec runs them in a SyncVectorEnv.
+SAMPLED_ENV_IDS: dict[str, tuple[str, int]] = {"PowerTrip-Random-v0": ("default", 32)}
 MAX_EPISODE_STEPS = 1000
 # Where Gymnasium finds the environments; tools compare registry entries against these to tell
 # PowerTrip IDs (including a user's own registrations) from other environments.
@@ -40,9 +45,19 @@ for _env_id, _scenario in ENV_IDS.items():
             kwargs={"scenario": _scenario},
         )
 
+for _env_id, (_scenario, _max_sites) in SAMPLED_ENV_IDS.items():
+    if _env_id not in registry:
+        register(
+            id=_env_id,
+            entry_point=ENTRY_POINT,
+            max_episode_steps=MAX_EPISODE_STEPS,
+            kwargs={"scenario": _scenario, "sites": "random", "max_sites": _max_sites},
+        )
+
 __all__ = [
     "ENTRY_POINT",
     "ENV_IDS",
+    "SAMPLED_ENV_IDS",
     "VECTOR_ENTRY_POINT",
     "Scenario",
     "ScenarioError",

@@ -422,6 +422,11 @@ def _make_site(values: dict[str, Any], where: str) -> Site:
     return Site(**values)
 
 
+def load_site_catalogue(path: str | os.PathLike[str]) -> list[Site]:
+    """The validated sites of a site-catalogue CSV (traces/README.md documents the columns)."""
+    return _sites_from_csv(Path(path))
+
+
 def _sites_from_csv(path: Path) -> list[Site]:
     rows = _read_csv_rows(path, SITE_FIELDS, "site catalogue")
     sites = []

@@ -14,12 +14,15 @@ import numpy as np
 from powertrip_env import core
 from powertrip_env.config import Scenario
 from powertrip_env.learners import Learner, is_surrogate, make_learner
+from powertrip_env.sampling import SiteSampler, as_sampler
 from powertrip_env.simulation import (
     NOISE_BLOCK,
     OBS_MODES,
     REWARD_MODES,
+    Simulation,
     check_choice,
     load_simulation,
+    pad_sites,
 )
 
 
@@ -128,9 +131,25 @@ class PowerTripEnv(gym.Env):
     | `render_mode` | str or None   | `None`          | `"ansi"` or `"rgb_array"`                  |
     | `learner`     | str, Learner  | `"surrogate"`   | accuracy model: `"surrogate"` or `"torch"` |
     |               |               |                 | (real training, powertrip_env.learners)    |
+    | `max_sites`   | int or None   | `None`          | pad sites to M (see "Any number of sites") |
+    | `sites`       | None, str or  | `None`          | `"random"` or a `SiteSampler`: a new site  |
+    |               | SiteSampler   |                 | catalogue every episode (sampling.py)      |
+
+    ## Any number of sites
+
+    With `max_sites=M` (M ≥ N) the spaces have M sites whatever the scenario's N, so one agent
+    can act on every scenario with at most M sites: the site features of sites N..M−1 are zeros,
+    the observation gains a per-site `valid` flag (dict: `obs["valid"]`, (M,); flat: the last M
+    numbers), actions are (M,) and their padded entries are ignored, `action_masks()` never
+    allows a padded site, and the per-site arrays of `info` have M entries. `predict_round` and
+    `available()` stay in the scenario's N sites. With `sites="random"` (`PowerTrip-Random-v0`)
+    every reset draws a new catalogue of 1 to 16 sites (`powertrip_env.sampling.SiteSampler`)
+    on the scenario's job and power data; `env.unwrapped.scenario` is the episode's.
 
     Registered IDs: `PowerTrip-v0` (the flagship, scenario `default`), `PowerTrip-LoRA-v0`,
-    `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`, `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`.
+    `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`, `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`,
+    `PowerTrip-Digits-v0`, and `PowerTrip-Random-v0` (the flagship's job on drawn sites,
+    `max_sites=32`).
 
     ## Vectorized environment
 
@@ -157,11 +176,20 @@ class PowerTripEnv(gym.Env):
         jitter: bool | float = True,
         render_mode: str | None = None,
         learner: str | Learner = "surrogate",
+        max_sites: int | None = None,
+        sites: str | SiteSampler | None = None,
     ) -> None:
-        self.sim = load_simulation(scenario).with_jitter(jitter)
+        self._base = load_simulation(scenario).with_jitter(jitter)
+        self._use(self._base)
+        self._jitter_arg = jitter
+        self.sampler = as_sampler(sites, self.scenario)
+        self.max_sites = self.sim.check_max_sites(max_sites, self.sampler)
         self.learner = make_learner(learner)
-        self.params = self.sim.params
-        self.scenario = self.sim.scenario
+        if self.sampler is not None and not is_surrogate(self.learner):
+            raise ValueError(
+                f"learner={learner!r} with sites={sites!r}: real training keeps one model per "
+                "site catalogue; drawn catalogues run the surrogate learner only"
+            )
         self.reward_mode = check_choice("reward_mode", reward_mode, REWARD_MODES)
         self.obs_mode = check_choice("obs_mode", obs_mode, OBS_MODES)
         self.split = split
@@ -169,9 +197,8 @@ class PowerTripEnv(gym.Env):
         if render_mode is not None:
             check_choice("render_mode", render_mode, tuple(self.metadata["render_modes"]))
         self.render_mode = render_mode
-        self.action_space = self.sim.action_space(action_mode)
-        self.observation_space = self.sim.observation_space(obs_mode)
-        self.site_names = tuple(s.name for s in self.scenario.sites)
+        self.action_space = self.sim.action_space(action_mode, self.max_sites)
+        self.observation_space = self.sim.observation_space(obs_mode, self.max_sites)
         self.state: core.SimState | None = None  # the episode, as a batch of one
         self._jitter = np.ones((0, self.params.n_sites + 1))  # exp(σ·noise) of NOISE_BLOCK rounds
         self._history: list[tuple[float, float]] = []
@@ -182,6 +209,9 @@ class PowerTripEnv(gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
+        if self.sampler is not None:  # a new catalogue, drawn before the start time
+            drawn = self.sampler.draw(self._base.scenario, self.np_random)
+            self._use(load_simulation(drawn).with_jitter(self._jitter_arg))
         start = self.sim.start_time_s(self.np_random, self.split, options)
         self.state = core.initial_state(self.params, np.array([start]))
         self._refill_noise()
@@ -195,14 +225,14 @@ class PowerTripEnv(gym.Env):
         info = {
             "start_time_s": start,
             "trace_time": self.params.trace_t0_s + start,
-            "available": self.available(),
+            "available": self._padded(self.available()),
         }
         return self._observe(), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self.state is None:
             raise RuntimeError("call reset() before step()")
-        mask = self.sim.as_masks(action, self.action_space, 1)
+        mask = self.sim.as_masks(action, self.action_space, 1, self.max_sites)
         rounds = int(self.state.rounds[0])
         r = rounds % NOISE_BLOCK
         if r == 0 and rounds > 0:
@@ -214,6 +244,9 @@ class PowerTripEnv(gym.Env):
         reward = float(self.sim.rewards(result, self.reward_mode)[0])
         terminated, truncated = (bool(x[0]) for x in self.sim.outcome(state))
         info = round_info(result, self.params.trace_t0_s, self.site_names, 0)
+        if self.max_sites is not None:
+            for key in ("selected", "dropped", "powered_gpus"):
+                info[key] = self._padded(info[key])
         self._history.append((info["elapsed_s"], info["accuracy"]))
         if terminated or truncated:
             info["tta_h"] = float(self.sim.tta_h(state, np.array([terminated]))[0])
@@ -233,9 +266,10 @@ class PowerTripEnv(gym.Env):
     # ------------------------------------------------------------------ for policies
 
     def action_masks(self) -> np.ndarray:
-        """(2N,) bool for MaskablePPO: per site [may choose 0, may choose 1]."""
-        out = np.ones((self.params.n_sites, 2), dtype=bool)
-        out[:, 1] = self.available()
+        """(2N,) bool for MaskablePPO: per site [may choose 0, may choose 1]; (2M,) when padded."""
+        available = self._padded(self.available())
+        out = np.ones((available.size, 2), dtype=bool)
+        out[:, 1] = available
         return out.ravel()
 
     def available(self) -> np.ndarray:
@@ -302,8 +336,19 @@ class PowerTripEnv(gym.Env):
         state = dataclasses.replace(result.state, accuracy=np.array([after]))
         return result._replace(state=state, delta_accuracy=np.array([gain]))
 
+    def _use(self, sim: Simulation) -> None:
+        """Run episodes on ``sim`` from now on (at construction, and per drawn catalogue)."""
+        self.sim = sim
+        self.params = sim.params
+        self.scenario = sim.scenario
+        self.site_names = tuple(s.name for s in sim.scenario.sites)
+
+    def _padded(self, values: np.ndarray) -> np.ndarray:
+        """An (N,) per-site array as (M,) with zeros for padded sites, when padding."""
+        return pad_sites(values[None], self.max_sites)[0]
+
     def _observe(self) -> Any:
-        obs = self.sim.observe(self.state, self.obs_mode)
+        obs = self.sim.observe(self.state, self.obs_mode, self.max_sites)
         if self.obs_mode == "dict":
             return {key: value[0] for key, value in obs.items()}
         return obs[0]

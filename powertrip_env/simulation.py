@@ -25,6 +25,7 @@ from powertrip_env.config import Scenario, load_scenario, scenario_path
 from powertrip_env.errors import ScenarioError
 from powertrip_env.portable import from_portable
 from powertrip_env.power import SitePower, site_power
+from powertrip_env.sampling import SiteSampler
 from powertrip_env.traces import iso_utc
 
 REWARD_MODES = ("excess_gain", "gain_rate")
@@ -126,71 +127,109 @@ class Simulation:
         return seconds
 
     # ------------------------------------------------------------------ spaces
+    #
+    # ``max_sites`` (M >= N) pads the per-site parts of the spaces to M rows, so that one agent
+    # can act on scenarios of any N <= M. A padded row is all zeros, and the observation gains a
+    # per-site ``valid`` flag (1 for the N real sites); padded actions are checked like real
+    # ones and then ignored. ``None`` keeps the unpadded spaces of N sites.
 
-    def action_space(self, action_mode: str) -> spaces.Space:
-        n = self.params.n_sites
+    def check_max_sites(
+        self, max_sites: int | None, sampler: SiteSampler | None = None
+    ) -> int | None:
+        """Validate ``max_sites`` against the site count (a sampler's largest, if drawn).
+
+        Drawn catalogues change N every episode, so they need the padding: ``None`` then
+        means the sampler's most sites.
+        """
+        if sampler is not None:
+            n, what = sampler.max_sites, f"the site sampler draws up to {sampler.max_sites} sites"
+            if max_sites is None:
+                return n
+        else:
+            n = self.params.n_sites
+            what = f"the scenario {self.scenario.name!r} ({self.scenario.source}) has {n} sites"
+            if max_sites is None:
+                return None
+        if isinstance(max_sites, bool) or not isinstance(max_sites, int | np.integer):
+            raise ValueError(f"max_sites={max_sites!r}: give a whole number >= {n}, or None")
+        if max_sites < n:
+            raise ValueError(f"max_sites={max_sites}: {what}; give max_sites >= {n}, or None")
+        return int(max_sites)
+
+    def action_space(self, action_mode: str, max_sites: int | None = None) -> spaces.Space:
+        n = max_sites or self.params.n_sites
         if check_choice("action_mode", action_mode, ACTION_MODES) == "multibinary":
             return spaces.MultiBinary(n)
         return spaces.MultiDiscrete(np.full(n, 2, dtype=np.int64))
 
-    def observation_space(self, obs_mode: str) -> spaces.Space:
-        n = self.params.n_sites
+    def observation_space(self, obs_mode: str, max_sites: int | None = None) -> spaces.Space:
+        n = max_sites or self.params.n_sites
         site_low = np.tile(core.SITE_LOW, (n, 1))
         site_high = np.tile(core.SITE_HIGH, (n, 1))
+        valid = spaces.Box(0.0, 1.0, (n,), dtype=np.float32)
         if check_choice("obs_mode", obs_mode, OBS_MODES) == "dict":
-            return spaces.Dict(
-                {
-                    "sites": spaces.Box(site_low, site_high, dtype=np.float32),
-                    "global": spaces.Box(core.GLOBAL_LOW, core.GLOBAL_HIGH, dtype=np.float32),
-                }
-            )
-        low = np.concatenate([site_low.ravel(), core.GLOBAL_LOW])
-        high = np.concatenate([site_high.ravel(), core.GLOBAL_HIGH])
-        return spaces.Box(low, high, dtype=np.float32)
+            parts = {
+                "sites": spaces.Box(site_low, site_high, dtype=np.float32),
+                "global": spaces.Box(core.GLOBAL_LOW, core.GLOBAL_HIGH, dtype=np.float32),
+            }
+            return spaces.Dict(parts if max_sites is None else {**parts, "valid": valid})
+        low = [site_low.ravel(), core.GLOBAL_LOW]
+        high = [site_high.ravel(), core.GLOBAL_HIGH]
+        if max_sites is not None:
+            low.append(valid.low)
+            high.append(valid.high)
+        return spaces.Box(np.concatenate(low), np.concatenate(high), dtype=np.float32)
 
-    def observe(self, state: core.SimState, obs_mode: str) -> Any:
-        """Batched observation: (B, N·F + G) float32, or a dict of (B, N, F) and (B, G)."""
+    def observe(self, state: core.SimState, obs_mode: str, max_sites: int | None = None) -> Any:
+        """Batched observation: (B, N·F + G) float32, or a dict of (B, N, F) and (B, G).
+
+        With ``max_sites`` M: (B, M·F + G + M), the valid flags last, or a dict that adds
+        ``"valid"`` (B, M) to the (B, M, F) sites.
+        """
         sites = core.site_observation(self.params, state)
         glob = core.global_observation(self.params, state)
+        if max_sites is None:
+            if obs_mode == "dict":
+                return {"sites": sites, "global": glob}
+            return np.concatenate([sites.reshape(state.batch, -1), glob], axis=1)
+        sites = pad_sites(sites, max_sites)
+        valid = pad_sites(np.ones((state.batch, self.params.n_sites), np.float32), max_sites)
         if obs_mode == "dict":
-            return {"sites": sites, "global": glob}
-        return np.concatenate([sites.reshape(state.batch, -1), glob], axis=1)
+            return {"sites": sites, "global": glob, "valid": valid}
+        return np.concatenate([sites.reshape(state.batch, -1), glob, valid], axis=1)
 
     # ------------------------------------------------------------------ actions and rewards
 
-    def as_masks(self, actions: Any, space: spaces.Space, batch: int) -> np.ndarray:
+    def as_masks(
+        self, actions: Any, space: spaces.Space, batch: int, max_sites: int | None = None
+    ) -> np.ndarray:
         """Check a batch of actions and return them as a (B, N) bool mask.
 
         Accepts 0/1 values of any integer, bool or float dtype (SB3 emits float32), and refuses
-        everything else with a message that names the expected space.
+        everything else with a message that names the expected space. With ``max_sites`` the
+        actions are (B, M) and the padded columns are dropped after the check.
         """
         n = self.params.n_sites
-        if type(actions) is np.ndarray and actions.shape == (batch, n):
+        width = max_sites or n
+        if type(actions) is np.ndarray and actions.shape == (batch, width):
             mask = _fast_mask(actions)
             if mask is not None:
-                return mask
+                return mask[:, :n]
         arr = np.asarray(actions)
-        if arr.shape == (n,) and batch == 1:
-            arr = arr.reshape(1, n)
+        if arr.shape == (width,) and batch == 1:
+            arr = arr.reshape(1, width)
         if (
-            arr.shape != (batch, n)
+            arr.shape != (batch, width)
             or arr.dtype.kind not in "biuf"
             or not np.all((arr == 0) | (arr == 1))
         ):
-            shape = f"({n},)" if batch == 1 else f"({batch}, {n})"
+            shape = f"({width},)" if batch == 1 else f"({batch}, {width})"
+            padded = f"; entries {n}..{width - 1} are padding and ignored" if width > n else ""
             raise ValueError(
                 f"action {actions!r} is not in the action space {space}: expected an array of "
-                f"shape {shape} with values 0 or 1 (1 = the site takes part this round)"
+                f"shape {shape} with values 0 or 1 (1 = the site takes part this round){padded}"
             )
-        return arr.astype(bool)
-
-    def as_mask(self, action: Any, space: spaces.Space) -> np.ndarray:
-        """`as_masks` for one episode: the (N,) bool mask of a single env's action."""
-        if type(action) is np.ndarray and action.shape == (self.params.n_sites,):
-            mask = _fast_mask(action)
-            if mask is not None:
-                return mask
-        return self.as_masks(action, space, 1)[0]
+        return arr.astype(bool)[:, :n]
 
     def rewards(self, result: core.RoundResult, reward_mode: str) -> np.ndarray:
         """Per-episode reward of a round (docs/model.md).
@@ -237,6 +276,16 @@ class Simulation:
             raise ValueError(f"jitter={jitter!r}: give True, False or a sigma in [0, 1]")
         params = dataclasses.replace(self.params, jitter_sigma=sigma)
         return dataclasses.replace(self, params=params)
+
+
+def pad_sites(values: np.ndarray, max_sites: int | None) -> np.ndarray:
+    """A (B, N, ...) per-site array as (B, M, ...), zeros in the padded rows; as is for None."""
+    n = values.shape[1]
+    if max_sites is None or max_sites == n:
+        return values
+    out = np.zeros((values.shape[0], max_sites, *values.shape[2:]), dtype=values.dtype)
+    out[:, :n] = values
+    return out
 
 
 def _fast_mask(actions: np.ndarray) -> np.ndarray | None:

@@ -31,6 +31,7 @@ from powertrip_env.simulation import (
     REWARD_MODES,
     check_choice,
     load_simulation,
+    pad_sites,
 )
 
 _SECONDS_PER_KWH = 3.6e6
@@ -82,7 +83,15 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
         learner: str = "surrogate",
+        max_sites: int | None = None,
+        sites: str | None = None,
     ) -> None:
+        if sites is not None:
+            raise ValueError(
+                f"sites={sites!r}: the native vector env steps one site catalogue for every "
+                "sub-environment; for catalogues drawn per episode use "
+                "gym.make_vec(ID, num_envs, vectorization_mode='sync')"
+            )
         if learner != "surrogate":
             raise ValueError(
                 f"learner={learner!r}: the vector env runs the surrogate learner only (real "
@@ -111,8 +120,9 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             check_choice("render_mode", render_mode, tuple(self.metadata["render_modes"]))
         self.render_mode = render_mode
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self.single_action_space = self.sim.action_space(action_mode)
-        self.single_observation_space = self.sim.observation_space(obs_mode)
+        self.max_sites = self.sim.check_max_sites(max_sites)
+        self.single_action_space = self.sim.action_space(action_mode, self.max_sites)
+        self.single_observation_space = self.sim.observation_space(obs_mode, self.max_sites)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.site_names = tuple(s.name for s in self.scenario.sites)
@@ -159,12 +169,12 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 self._rngs[i], _ = seeding.np_random(seeds[i])
         self._restart(rows, options or None)
         self._autoreset[rows] = False
-        return self.sim.observe(self.state, self.obs_mode), self._reset_info(rows)
+        return self._observe(), self._reset_info(rows)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self.state is None:
             raise RuntimeError("call reset() before step()")
-        masks = self.sim.as_masks(actions, self.action_space, self.num_envs)
+        masks = self.sim.as_masks(actions, self.action_space, self.num_envs, self.max_sites)
         restart = self._autoreset
         active = ~restart
         state = self.state
@@ -196,8 +206,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         info["trace_time"] = self.params.trace_t0_s + self.state.time_s
         info["_trace_time"] = np.ones(self.num_envs, dtype=bool)
         self._autoreset = terminated | truncated
-        obs = self.sim.observe(self.state, self.obs_mode)
-        return obs, rewards, terminated, truncated, info
+        return self._observe(), rewards, terminated, truncated, info
 
     def render(self) -> str | None:
         """The first sub-environment's site table (``render_mode="ansi"``)."""
@@ -215,9 +224,9 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
     # ------------------------------------------------------------------ for policies
 
     def action_masks(self) -> np.ndarray:
-        """(B, 2N) bool for MaskablePPO: per site [may choose 0, may choose 1]."""
-        available = self.available()
-        out = np.ones((self.num_envs, self.params.n_sites, 2), dtype=bool)
+        """(B, 2N) bool for MaskablePPO: per site [may choose 0, may choose 1]; (B, 2M) padded."""
+        available = pad_sites(self.available(), self.max_sites)
+        out = np.ones((*available.shape, 2), dtype=bool)
         out[:, :, 1] = available
         return out.reshape(self.num_envs, -1)
 
@@ -228,6 +237,9 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         return core.available_now(self.params, self.state)
 
     # ------------------------------------------------------------------ helpers
+
+    def _observe(self) -> Any:
+        return self.sim.observe(self.state, self.obs_mode, self.max_sites)
 
     def _step_limit(self) -> int | None:
         """``max_episode_steps``, from the constructor or else the registration."""
@@ -290,7 +302,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             "_start_time_s": rows.copy(),
             "trace_time": np.where(rows, self.params.trace_t0_s + start, 0.0),
             "_trace_time": rows.copy(),
-            "available": available,
+            "available": pad_sites(available, self.max_sites),
             "_available": rows.copy(),
         }
 
@@ -312,13 +324,13 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             "comm_s": result.comm_s,
             "elapsed_s": elapsed,
             "accuracy": state.accuracy.copy(),
-            "selected": result.selected.copy(),
+            "selected": pad_sites(result.selected, self.max_sites).copy(),
             "n_selected": np.count_nonzero(result.selected, axis=-1).astype(np.int64),
-            "dropped": result.dropped.copy(),
+            "dropped": pad_sites(result.dropped, self.max_sites).copy(),
             "invalid_selections": result.invalid.astype(np.int64),
             "idle": result.idle,
             "cut": result.cut,
-            "powered_gpus": result.powered.astype(np.int64),
+            "powered_gpus": pad_sites(result.powered, self.max_sites).astype(np.int64),
             "straggler": result.straggler.astype(np.int64),
             "straggler_site": self._straggler_names[result.straggler],
             "round_energy_kwh": result.energy_j / _SECONDS_PER_KWH,
