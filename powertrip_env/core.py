@@ -593,7 +593,9 @@ def step_round(
     round_s = np.minimum(round_s, budget_left)
     compute_s = np.minimum(compute_s, round_s)
     comm_s = np.minimum(comm_s, round_s - compute_s)
-    t_end = t + round_s
+    # A round that reaches the budget ends exactly at it: t + (deadline − t) can round below
+    # the deadline, and the episode would then never see its budget run out.
+    t_end = np.where(round_s >= budget_left, state.start_s + params.time_budget_s, t + round_s)
 
     if params.fixed_time:
         samples = _samples_at(params, np.minimum(end, drop_at)) - samples_begin

@@ -251,7 +251,7 @@ class Simulation:
         """(terminated, truncated) per episode after a round."""
         p = self.params
         terminated = state.accuracy >= p.a_target
-        over = (state.time_s - state.start_s >= p.time_budget_s) | (state.rounds >= p.max_rounds)
+        over = (state.time_s >= state.start_s + p.time_budget_s) | (state.rounds >= p.max_rounds)
         return terminated, ~terminated & over
 
     def tta_h(self, state: core.SimState, terminated: np.ndarray) -> np.ndarray:

@@ -772,3 +772,19 @@ def test_absurdly_slow_rounds_are_cut_at_the_budget_and_fail_honestly(
     assert info["tta_h"] == budget_s / 3600.0 and info["success"] is False
     assert info["accuracy"] == env.unwrapped.params.a0
     assert np.isfinite(obs).all() and np.isfinite(reward)
+
+
+def test_a_fractional_start_still_truncates_exactly_at_the_budget() -> None:
+    """start + (deadline − t) can round below the deadline; the clock must stop on it anyway."""
+    env = gym.make("PowerTrip-KWS-v0")
+    sim = env.unwrapped.sim
+    env.reset(seed=0, options={"start_time": 0.022 * sim.power.rows * sim.params.interval_s})
+    budget_s = sim.params.time_budget_s
+    limit = int(budget_s // sim.params.idle_s) + 1
+    for _ in range(limit):
+        *_, terminated, truncated, info = env.step(np.zeros(env.action_space.shape, np.int8))
+        if truncated:
+            break
+    assert truncated and not terminated
+    assert info["tta_h"] == budget_s / 3600
+    assert env.unwrapped.state.time_s[0] == env.unwrapped.state.start_s[0] + budget_s
