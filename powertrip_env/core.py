@@ -194,10 +194,13 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
 
     # Wrap once; C order because episodes read whole rows.
     avail_w = np.ascontiguousarray(np.concatenate([power.available_w] * 2), dtype=np.float64)
-    fc_w = np.ascontiguousarray(np.concatenate([power.forecast_w] * 2), dtype=np.float64)
+    # The forecast tables are (rows, H, N), H times the others: computed on one calendar and
+    # then wrapped, which gives the same values in half the time (a drawn catalogue builds
+    # its tables at every reset).
+    fc_w = np.asarray(power.forecast_w, dtype=np.float64)
     powered = powered_gpus(avail_w)
     rate = powered * gpu_rate
-    forecast_rate = powered_gpus(fc_w) * gpu_rate
+    forecast_rate = np.concatenate([powered_gpus(fc_w) * gpu_rate] * 2)
     rows = rate.shape[0]
     zero = np.zeros((1, n))
     cum_samples = np.concatenate([zero, np.cumsum(rate * iv, axis=0)])
@@ -293,7 +296,11 @@ def _site_obs_table(
     longitude: np.ndarray,
     time_scale_s: float,
 ) -> np.ndarray:
-    """(rows, N, F) float32: every site feature that depends only on the trace row."""
+    """(rows, N, F) float32: every site feature that depends only on the trace row.
+
+    ``avail_w`` and the others are wrapped once (2T rows); ``fc_w`` is the forecast of one
+    calendar (T rows), whose features are wrapped here.
+    """
     rows, n = rate.shape
     iv = float(power.interval_s)
     frac = np.clip(avail_w / power.peak_w, 0.0, 1.0)
@@ -319,10 +326,11 @@ def _site_obs_table(
     obs[..., 6] = 0.0
     obs[..., 7] = available
     obs[..., 8] = np.minimum(join_s / time_scale_s, 1.0)
+    wraps = rows // fc_frac.shape[0]
     for q in range(FORECAST_QUARTERS):
         lo = min(q * per_quarter, horizons - 1)
         hi = max(lo + 1, min((q + 1) * per_quarter, horizons))
-        obs[..., 9 + q] = fc_frac[:, lo:hi, :].mean(axis=1)
+        obs[..., 9 + q] = np.concatenate([fc_frac[:, lo:hi, :].mean(axis=1)] * wraps)
     obs[..., 13] = np.sin(solar_day)
     obs[..., 14] = np.cos(solar_day)
     return obs
