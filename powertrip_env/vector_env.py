@@ -46,8 +46,9 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
 
     * Spaces: ``single_observation_space`` and ``single_action_space`` are those of the single
       env; ``observation_space`` and ``action_space`` are them batched: observations
-      ``(B, N·8 + 6)`` float32 (``obs_mode="dict"``: a dict of ``(B, N, 8)`` and ``(B, 6)``),
-      actions ``(B, N)`` of 0/1.
+      ``(B, N·15 + 6)`` float32 (``obs_mode="dict"``: a dict of ``(B, N, 15)`` and ``(B, 6)``),
+      actions ``(B, N)`` of 0/1; with ``max_sites`` M they are padded to M sites as in the single
+      env. ``sites`` (a catalogue per episode) is refused: use a ``SyncVectorEnv``.
     * ``step`` returns rewards float64 ``(B,)``, terminations and truncations bool ``(B,)``, and
       the single env's info keys as arrays in Gymnasium's vector format, each with a ``_key``
       bool mask of the sub-environments that reported it (entries outside the mask are 0, or

@@ -41,6 +41,8 @@ def test_wheel_carries_scenarios_catalogues_and_trace(wheel: Path) -> None:
     for data in ("gpus.csv", "sites_default.csv", "sites_large.csv", "sites_solar.csv",
                  "power_synthetic_2019.csv"):  # fmt: skip
         assert f"powertrip_env/_data/{data}" in names
+    for shipped in ("model.zip", "config.yaml", "RESULTS.md"):  # the pretrained agent
+        assert f"agents/pretrained/{shipped}" in names
 
 
 def test_wheel_data_holds_the_real_traces_and_no_tools(wheel: Path) -> None:
@@ -61,7 +63,8 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
         "import powertrip_env, gymnasium as gym; "
         "print(powertrip_env.__file__); print(powertrip_env.load_scenario('default')); "
         "env = gym.make('PowerTrip-v0'); print(env.reset(seed=0)[0].shape); "
-        "env = gym.make('PowerTrip-LoRA-v0'); print(env.reset(seed=0)[0].shape)"
+        "env = gym.make('PowerTrip-LoRA-v0'); print(env.reset(seed=0)[0].shape); "
+        "env = gym.make('PowerTrip-Random-v0'); print(env.reset(seed=0)[0].shape)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
@@ -70,7 +73,8 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
     first = done.stdout.splitlines()[0]
     assert first.startswith(str(target)), first  # not the checkout
     assert "Scenario 'default': 10 sites" in done.stdout
-    assert done.stdout.splitlines()[-2:] == ["(156,)", "(126,)"]  # 10 and 8 sites of 15 + 6
+    # 10 and 8 sites of 15 + 6 features; drawn sites padded to 32, with 32 valid flags
+    assert done.stdout.splitlines()[-3:] == ["(156,)", "(126,)", "(518,)"]
 
 
 def test_the_environment_runs_without_importing_any_training_library() -> None:
