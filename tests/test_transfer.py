@@ -13,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 import powertrip_env
 import train_agent
+from agents import pretrain
 from agents.extractors import SiteEncoder
 from agents.site_policy import SiteActionHead
 from baselines.evaluate import EvaluationError, evaluate, pretrained_model_path
@@ -274,3 +275,42 @@ def test_the_pretrained_agent_is_shipped_and_evaluates_by_name() -> None:
                       env_kwargs={"jitter": False}, progress=False)  # fmt: skip
     assert list(result.summary["policy"]) == ["pretrained"]
     assert result.summary["success_rate"].iloc[0] == 1.0
+
+
+def test_too_small_max_sites_is_a_usage_error_naming_the_argument(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--scenario", str(HELD_OUT[1]), "--max-sites", "8", "--out", str(tmp_path)]
+    assert train_agent.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("train_agent.py: error: argument --max-sites: 8: max_sites=8:")
+    assert "has 12 sites; give max_sites >= 12" in err
+
+
+def test_the_pretrain_command_is_a_valid_training_run(tmp_path: Path) -> None:
+    args = train_agent.parse_args([*pretrain.TRAIN_ARGS, "--out", str(tmp_path)])
+    run = train_agent.setup(args)
+    assert args.env == "PowerTrip-Random-v0" and args.timesteps <= 1_500_000
+    assert run["env_kwargs"]["max_sites"] == 32
+    for _, env_id, scenario in pretrain.TARGETS:  # every target fits the padding
+        env = gym.make(env_id, max_sites=32, **({"scenario": scenario} if scenario else {}))
+        assert env.unwrapped.params.n_sites <= 32
+
+
+def test_readme_shows_the_table_the_pretrained_agent_achieved() -> None:
+    results = (pretrained_model_path().parent / "RESULTS.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- results:zero-shot -->\n")[1].split("<!-- /results:zero-shot -->")[0]
+    assert block.strip() and block.strip() in results
+    for label, *_ in pretrain.TARGETS:
+        assert f"| {label} |" in block
+
+
+def test_evaluate_cli_runs_the_pretrained_agent(tmp_path: Path) -> None:
+    from baselines.evaluate import main
+
+    argv = ["--env", "PowerTrip-v0", "--scenario", str(HELD_OUT[0]), "--model", "pretrained",
+            "--policies", "PowerTrip", "--episodes", "1", "--out", str(tmp_path),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    assert "| pretrained |" in (tmp_path / "summary.md").read_text(encoding="utf-8")
