@@ -68,6 +68,7 @@ class Checker:
 
     def step(self, action: np.ndarray) -> bool:
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self.last_info = info
         self.check_obs(obs)
         assert isinstance(reward, float) and math.isfinite(reward), reward
         assert not non_finite_entries(info), non_finite_entries(info)
@@ -174,4 +175,35 @@ def test_idle_rounds_leave_accuracy_unchanged(env_id, seed, actions):
             )
         accuracy = info["accuracy"]
         if terminated or truncated:
+            break
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    env_id=st.sampled_from([*ENV_IDS, *powertrip_env.SAMPLED_ENV_IDS]),
+    extra=st.integers(0, 6),
+    seed=st.integers(0, 2**31 - 1),
+    obs_mode=st.sampled_from(["flat", "dict"]),
+    p_select=st.floats(0.0, 1.0),
+    steps=st.integers(1, 80),
+)
+def test_padded_and_drawn_catalogues_keep_every_invariant(
+    env_id, extra, seed, obs_mode, p_select, steps
+):
+    """Random actions on every M-site slot: padded ones are ignored, real ones obey the model."""
+    if env_id in powertrip_env.SAMPLED_ENV_IDS:
+        env = gym.make(env_id, obs_mode=obs_mode)
+    else:
+        n_sites = powertrip_env.load_scenario(powertrip_env.ENV_IDS[env_id]).n_sites
+        env = gym.make(env_id, obs_mode=obs_mode, max_sites=n_sites + extra)
+    obs, info = env.reset(seed=seed)
+    checker = Checker(env, obs, info)
+    n, m = env.unwrapped.params.n_sites, env.action_space.shape[0]
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        action = (rng.random(m) < p_select).astype(np.int8)
+        done = checker.step(action)
+        assert not checker.last_info["selected"][n:].any()
+        assert checker.last_info["n_selected"] <= np.count_nonzero(action[:n])
+        if done:
             break
