@@ -15,15 +15,7 @@ from powertrip_env import core
 from powertrip_env.config import Scenario
 from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.sampling import SiteSampler, as_sampler
-from powertrip_env.simulation import (
-    NOISE_BLOCK,
-    OBS_MODES,
-    REWARD_MODES,
-    Simulation,
-    check_choice,
-    load_simulation,
-    pad_sites,
-)
+from powertrip_env.simulation import NOISE_BLOCK, Simulation, configure, load_simulation, pad_sites
 
 
 class PowerTripEnv(gym.Env):
@@ -179,26 +171,32 @@ class PowerTripEnv(gym.Env):
         max_sites: int | None = None,
         sites: str | SiteSampler | None = None,
     ) -> None:
-        self._base = load_simulation(scenario).with_jitter(jitter)
-        self._use(self._base)
-        self._jitter_arg = jitter
-        self.sampler = as_sampler(sites, self.scenario)
-        self.max_sites = self.sim.check_max_sites(max_sites, self.sampler)
+        self.sampler = as_sampler(sites)
+        setup = configure(
+            scenario,
+            reward_mode=reward_mode,
+            obs_mode=obs_mode,
+            action_mode=action_mode,
+            split=split,
+            jitter=jitter,
+            render_mode=render_mode,
+            render_modes=tuple(self.metadata["render_modes"]),
+            max_sites=max_sites,
+            sampler=self.sampler,
+        )
         self.learner = make_learner(learner)
         if self.sampler is not None and not is_surrogate(self.learner):
             raise ValueError(
                 f"learner={learner!r} with sites={sites!r}: real training keeps one model per "
                 "site catalogue; drawn catalogues run the surrogate learner only"
             )
-        self.reward_mode = check_choice("reward_mode", reward_mode, REWARD_MODES)
-        self.obs_mode = check_choice("obs_mode", obs_mode, OBS_MODES)
-        self.split = split
-        self.sim.split_start_rows(split)  # validates split against the scenario now
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, tuple(self.metadata["render_modes"]))
-        self.render_mode = render_mode
-        self.action_space = self.sim.action_space(action_mode, self.max_sites)
-        self.observation_space = self.sim.observation_space(obs_mode, self.max_sites)
+        self._base = setup.sim
+        self._use(setup.sim)
+        self._jitter_arg = jitter
+        self.reward_mode, self.obs_mode, self.split = setup.reward_mode, setup.obs_mode, split
+        self.render_mode, self.max_sites = setup.render_mode, setup.max_sites
+        self.action_space = setup.action_space
+        self.observation_space = setup.observation_space
         self.state: core.SimState | None = None  # the episode, as a batch of one
         self._jitter = np.ones((0, self.params.n_sites + 1))  # exp(σ·noise) of NOISE_BLOCK rounds
         self._history: list[tuple[float, float]] = []

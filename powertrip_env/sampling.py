@@ -180,19 +180,18 @@ class SiteSampler:
         )
 
 
-def as_sampler(sites: str | SiteSampler | None, base: Scenario) -> SiteSampler | None:
+def as_sampler(sites: str | SiteSampler | None) -> SiteSampler | None:
     """The ``sites`` argument of the envs: None (the scenario's sites), ``"random"`` (the
-    default ``SiteSampler``) or a ``SiteSampler``; checked against the base scenario."""
+    default ``SiteSampler``) or a ``SiteSampler``."""
     if sites is None:
         return None
     if sites == "random":
-        sites = SiteSampler()
+        return SiteSampler()
     if not isinstance(sites, SiteSampler):
         raise ValueError(
             f"sites={sites!r}: give None (the scenario's own sites), 'random' or a "
             "powertrip_env.sampling.SiteSampler"
         )
-    sites.check(base)
     return sites
 
 

@@ -278,6 +278,59 @@ class Simulation:
         return dataclasses.replace(self, params=params)
 
 
+@dataclasses.dataclass(frozen=True)
+class EnvSetup:
+    """The checked constructor arguments both environments share, and what they imply."""
+
+    sim: Simulation  # with the jitter applied
+    reward_mode: str
+    obs_mode: str
+    split: str
+    render_mode: str | None
+    max_sites: int | None
+    action_space: spaces.Space  # of one episode
+    observation_space: spaces.Space
+
+
+def configure(
+    scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any],
+    *,
+    reward_mode: str,
+    obs_mode: str,
+    action_mode: str,
+    split: str,
+    jitter: bool | float,
+    render_mode: str | None,
+    render_modes: tuple[str, ...],
+    max_sites: int | None,
+    sampler: SiteSampler | None = None,
+) -> EnvSetup:
+    """Check the keyword arguments of ``PowerTripEnv`` and ``PowerTripVectorEnv`` in one place.
+
+    Every bad value raises a ``ValueError`` naming the argument, the value and what is allowed,
+    before an environment exists.
+    """
+    sim = load_simulation(scenario).with_jitter(jitter)
+    reward_mode = check_choice("reward_mode", reward_mode, REWARD_MODES)
+    obs_mode = check_choice("obs_mode", obs_mode, OBS_MODES)
+    sim.split_start_rows(split)  # validates split against the scenario now
+    if render_mode is not None:
+        check_choice("render_mode", render_mode, render_modes)
+    if sampler is not None:
+        sampler.check(sim.scenario)
+    max_sites = sim.check_max_sites(max_sites, sampler)
+    return EnvSetup(
+        sim=sim,
+        reward_mode=reward_mode,
+        obs_mode=obs_mode,
+        split=split,
+        render_mode=render_mode,
+        max_sites=max_sites,
+        action_space=sim.action_space(action_mode, max_sites),
+        observation_space=sim.observation_space(obs_mode, max_sites),
+    )
+
+
 def pad_sites(values: np.ndarray, max_sites: int | None) -> np.ndarray:
     """A (B, N, ...) per-site array as (B, M, ...), zeros in the padded rows; as is for None."""
     n = values.shape[1]

@@ -25,14 +25,7 @@ from gymnasium.vector.utils import batch_space
 
 from powertrip_env import core
 from powertrip_env.config import Scenario
-from powertrip_env.simulation import (
-    NOISE_BLOCK,
-    OBS_MODES,
-    REWARD_MODES,
-    check_choice,
-    load_simulation,
-    pad_sites,
-)
+from powertrip_env.simulation import NOISE_BLOCK, configure, pad_sites
 
 _SECONDS_PER_KWH = 3.6e6
 
@@ -109,21 +102,26 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 f"max_episode_steps={max_episode_steps!r}: give a whole number of at least 1, "
                 "or None"
             )
-        self.sim = load_simulation(scenario).with_jitter(jitter)
+        setup = configure(
+            scenario,
+            reward_mode=reward_mode,
+            obs_mode=obs_mode,
+            action_mode=action_mode,
+            split=split,
+            jitter=jitter,
+            render_mode=render_mode,
+            render_modes=tuple(self.metadata["render_modes"]),
+            max_sites=max_sites,
+        )
+        self.sim = setup.sim
         self.params = self.sim.params
         self.scenario = self.sim.scenario
         self.num_envs = int(num_envs)
-        self.reward_mode = check_choice("reward_mode", reward_mode, REWARD_MODES)
-        self.obs_mode = check_choice("obs_mode", obs_mode, OBS_MODES)
-        self.split = split
-        self.sim.split_start_rows(split)  # validates split against the scenario now
-        if render_mode is not None:
-            check_choice("render_mode", render_mode, tuple(self.metadata["render_modes"]))
-        self.render_mode = render_mode
+        self.reward_mode, self.obs_mode, self.split = setup.reward_mode, setup.obs_mode, split
+        self.render_mode, self.max_sites = setup.render_mode, setup.max_sites
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self.max_sites = self.sim.check_max_sites(max_sites)
-        self.single_action_space = self.sim.action_space(action_mode, self.max_sites)
-        self.single_observation_space = self.sim.observation_space(obs_mode, self.max_sites)
+        self.single_action_space = setup.action_space
+        self.single_observation_space = setup.observation_space
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.site_names = tuple(s.name for s in self.scenario.sites)
