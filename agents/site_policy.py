@@ -17,6 +17,10 @@ Data flow (B batch, N sites, C context width, K per-site width, k logits per sit
                                                  └─ vf MLP ─► value (B, 1)
 
 ``SitePolicy`` is for PPO and A2C, ``MaskableSitePolicy`` for sb3-contrib's MaskablePPO.
+
+On an env padded with ``max_sites`` the encoder appends the valid flags to the features and the
+head gives every padded site fixed logits that never take part, so the policy's choices and
+their probabilities do not depend on how many padded slots there are.
 """
 
 from __future__ import annotations
