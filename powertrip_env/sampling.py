@@ -113,6 +113,11 @@ class SiteSampler:
                 f"{base.source}; allowed: {', '.join(base.gpus)}"
             )
         self._pool()
+        # Drawn sites read the raw traces (a portable scenario carries only its own sites'
+        # power): a missing file fails here, when the env is made, not at its first reset.
+        load_trace(base.trace.file)
+        if base.trace.pv_file is not None:
+            load_trace(base.trace.pv_file)
 
     def _pool(self) -> tuple[Site, ...]:
         path = Path(self.cities)

@@ -19,6 +19,7 @@ from agents.site_policy import SiteActionHead
 from baselines.evaluate import EvaluationError, evaluate, pretrained_model_path
 from powertrip_env.config import load_scenario
 from powertrip_env.sampling import SiteSampler
+from powertrip_env.vector_env import PowerTripVectorEnv
 
 REPO = Path(__file__).resolve().parents[1]
 HELD_OUT = [REPO / "examples" / "scenarios" / f for f in ("grid-7.toml", "solar-12.toml")]
@@ -170,7 +171,7 @@ def test_random_env_passes_the_checker_and_vectorises_in_sync_mode() -> None:
     vec.reset(seed=0)
     vec.step(np.zeros((2, 32), dtype=np.int8))
     with pytest.raises(ValueError, match="vectorization_mode='sync'"):
-        powertrip_env.vector_env.PowerTripVectorEnv(2, sites="random")
+        PowerTripVectorEnv(2, sites="random")
 
 
 @pytest.mark.parametrize(
