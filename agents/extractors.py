@@ -48,6 +48,8 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from powertrip_env.torch_sites import pool_sites
+
 
 def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
     """Linear layers between consecutive ``sizes``, each followed by ``activation``."""
@@ -114,24 +116,17 @@ class SiteEncoder(BaseFeaturesExtractor):
     def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
         """(B, N, F) sites and (B, G) global → (B, features_dim), as laid out in the module doc."""
         embedded = self.site_mlp(observations["sites"])  # (B, N, H)
-        if self.padded:
-            valid = observations["valid"] > 0.5  # (B, N)
-            weight = valid.unsqueeze(-1).to(embedded.dtype)
-            mean = (embedded * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
-            top = embedded.masked_fill(~valid.unsqueeze(-1), -th.inf).amax(dim=1)
-            top = th.where(valid.any(dim=1, keepdim=True), top, th.zeros_like(top))
-            pooled = th.cat([mean, top], dim=-1)
-        else:
-            pooled = th.cat([embedded.mean(dim=1), embedded.amax(dim=1)], dim=-1)  # (B, 2H)
+        valid = observations["valid"] > 0.5 if self.padded else None  # (B, N)
+        pooled = pool_sites(embedded, valid)  # (B, 2H)
         context = self.context_mlp(th.cat([pooled, observations["global"]], dim=-1))
         parts = [context]
         if self.site_head is not None:
             per_site = self.site_head(embedded)  # (B, N, site_out)
-            if self.padded:
-                per_site = per_site * weight
+            if valid is not None:
+                per_site = per_site * valid.unsqueeze(-1)
             parts.append(per_site.flatten(start_dim=1))  # (B, N · site_out)
-        if self.padded:
-            parts.append(weight.squeeze(-1))
+        if valid is not None:
+            parts.append(valid.to(context.dtype))
         return th.cat(parts, dim=-1) if len(parts) > 1 else context
 
 

@@ -36,6 +36,7 @@ from stable_baselines3.common.policies import MultiInputActorCriticPolicy
 from torch import nn
 
 from agents.extractors import SiteEncoder, activation_class, mlp
+from powertrip_env.torch_sites import mask_padded_logits
 
 
 class SiteActionHead(nn.Module):
@@ -48,11 +49,9 @@ class SiteActionHead(nn.Module):
     :param hidden: hidden widths of the shared MLP.
     :param activation: activation class.
     :param padded: the latent ends with N valid flags (``SiteEncoder`` on a padded env); a
-        padded site then gets fixed logits that never select it: ``PADDED_LOGIT`` for its last
-        logit (the "take part" one), 0 for the others.
+        padded site then gets fixed logits that never select it
+        (``powertrip_env.torch_sites.mask_padded_logits``).
     """
-
-    PADDED_LOGIT = -30.0
 
     def __init__(
         self,
@@ -67,9 +66,6 @@ class SiteActionHead(nn.Module):
         super().__init__()
         self.context_dim, self.n_sites, self.site_dim = context_dim, n_sites, site_dim
         self.padded = padded
-        fill = th.zeros(logits_per_site)
-        fill[-1] = self.PADDED_LOGIT
-        self.register_buffer("padded_logits", fill, persistent=False)
         self.hidden = mlp([site_dim + context_dim, *hidden], activation)
         self.out = nn.Linear(hidden[-1] if hidden else site_dim + context_dim, logits_per_site)
 
@@ -82,8 +78,7 @@ class SiteActionHead(nn.Module):
         joined = th.cat([sites, context.unsqueeze(1).expand(-1, n, -1)], dim=-1)
         logits = self.out(self.hidden(joined))  # (B, N, k)
         if self.padded:
-            valid = latent[:, c + n * self.site_dim :].unsqueeze(-1) > 0.5
-            logits = th.where(valid, logits, self.padded_logits)
+            logits = mask_padded_logits(logits, latent[:, c + n * self.site_dim :] > 0.5)
         return logits.reshape(batch, -1)
 
 

@@ -52,8 +52,10 @@ from torch import nn
 import powertrip_env
 from powertrip_env.config import Scenario
 from powertrip_env.portable import is_portable, to_portable
+from powertrip_env.torch_sites import mask_padded_logits, pool_sites
 
 ENV_NAME = "powertrip"
+_IDS = [*powertrip_env.ENV_IDS, *powertrip_env.SAMPLED_ENV_IDS]
 DEFAULT_MODEL_CONFIG: dict[str, Any] = {
     "site_hidden": [64, 64],  # per-site encoder, shared by all sites
     "site_out": 16,  # each site's own encoding, read by the action head
@@ -73,15 +75,20 @@ def env_creator(env_config: Mapping[str, Any]) -> gym.Env | gym.vector.VectorEnv
     """
     config = dict(env_config)
     env_id = config.pop("env", "PowerTrip-v0")
-    if env_id not in powertrip_env.ENV_IDS:
+    if env_id not in _IDS:
         raise ValueError(
             f"env_config['env'] = {env_id!r}: not a PowerTrip ID; allowed: "
-            f"{', '.join(powertrip_env.ENV_IDS)} (a user scenario goes in env_config['scenario'])"
+            f"{', '.join(_IDS)} (a user scenario goes in env_config['scenario'])"
         )
     num_envs = config.pop("num_envs", None)
     config.setdefault("action_mode", "multidiscrete")
     spec = gym.spec(env_id)
     kwargs = {**spec.kwargs, **config}
+    if num_envs is not None and env_id in powertrip_env.SAMPLED_ENV_IDS:
+        # a catalogue per episode: one env each (the native vector env steps one catalogue)
+        return gym.vector.SyncVectorEnv(
+            [lambda: gym.make(env_id, **config) for _ in range(int(num_envs))]
+        )
     if num_envs is not None:
         from powertrip_env.vector_env import PowerTripVectorEnv
 
@@ -111,15 +118,22 @@ def env_config(
     The scenario (the ID's own if none is given) is resolved here and, with ``by_value=True``,
     passed as a portable scenario that carries its power data: every env runner then builds the
     same simulation without reading a file. ``by_value=False`` passes the name or path as it is,
-    for clusters whose nodes all have the package and the files at the same paths. The default
-    ``obs_mode`` is ``"dict"``, which ``SiteRLModule`` reads.
+    for clusters whose nodes all have the package and the files at the same paths. An ID that
+    draws its sites (``PowerTrip-Random-v0``) reads the raw traces on every node, so its
+    scenario always goes by name. The default ``obs_mode`` is ``"dict"``, which
+    ``SiteRLModule`` reads.
     """
-    if env not in powertrip_env.ENV_IDS:
-        raise ValueError(
-            f"env = {env!r}: not a PowerTrip ID; allowed: {', '.join(powertrip_env.ENV_IDS)}"
-        )
+    if env not in _IDS:
+        raise ValueError(f"env = {env!r}: not a PowerTrip ID; allowed: {', '.join(_IDS)}")
     chosen = gym.spec(env).kwargs["scenario"] if scenario is None else scenario
-    if by_value and not is_portable(chosen):
+    if env in powertrip_env.SAMPLED_ENV_IDS:
+        if is_portable(chosen) or isinstance(chosen, Scenario):
+            raise ValueError(
+                f"env = {env!r} draws its sites from the raw traces, which a scenario by value "
+                "does not carry: give the scenario's name or path (every node needs the package's "
+                "data, which a wheel in py_modules carries)"
+            )
+    elif by_value and not is_portable(chosen):
         chosen = to_portable(chosen)
     elif not by_value and isinstance(chosen, Scenario):
         raise ValueError("by_value=False needs a scenario name or path, not a loaded Scenario")
@@ -149,16 +163,21 @@ class SiteRLModule(TorchRLModule, ValueFunctionAPI):
 
     Permuting the sites permutes the action logits the same way and leaves the value unchanged,
     so the rule "take a site whose power and speed are good enough" is learnt once for every
-    site. ``model_config`` keys and defaults: ``DEFAULT_MODEL_CONFIG``.
+    site. On an env padded with ``max_sites`` (``obs["valid"]``) it pools over the real sites
+    only and never takes a padded one, so one module acts on any scenario with up to M sites.
+    ``model_config`` keys and defaults: ``DEFAULT_MODEL_CONFIG``.
     """
 
     def setup(self) -> None:
         space = self.observation_space
-        if not isinstance(space, gym.spaces.Dict) or set(space.spaces) != {"sites", "global"}:
+        keys = set(space.spaces) if isinstance(space, gym.spaces.Dict) else set()
+        if keys not in ({"sites", "global"}, {"sites", "global", "valid"}):
             raise ValueError(
-                f"SiteRLModule reads obs_mode='dict' observations {{'sites', 'global'}}; got "
-                f"{space}. Make the env with obs_mode='dict' (rllib.env_config does)."
+                f"SiteRLModule reads obs_mode='dict' observations {{'sites', 'global'}} (and "
+                f"'valid' with max_sites); got {space}. Make the env with obs_mode='dict' "
+                "(rllib.env_config does)."
             )
+        self.padded = "valid" in keys
         if not isinstance(self.action_space, gym.spaces.MultiDiscrete):
             raise ValueError(
                 f"SiteRLModule acts in MultiDiscrete([2] * N); got {self.action_space}. Make the "
@@ -180,16 +199,21 @@ class SiteRLModule(TorchRLModule, ValueFunctionAPI):
             space=self.action_space, input_lens=[int(v) for v in self.action_space.nvec]
         )
 
+    def _valid(self, batch: dict[str, Any]) -> torch.Tensor | None:
+        return batch[Columns.OBS]["valid"] > 0.5 if self.padded else None
+
     def _encode(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         obs = batch[Columns.OBS]
         sites = self.encoder(obs["sites"].float())  # (B, N, K)
-        pooled = torch.cat([sites.mean(dim=1), sites.amax(dim=1), obs["global"].float()], dim=-1)
+        pooled = torch.cat([pool_sites(sites, self._valid(batch)), obs["global"].float()], dim=-1)
         return sites, self.context(pooled)
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         sites, context = self._encode(batch)
         per_site = torch.cat([sites, context[:, None, :].expand(-1, sites.shape[1], -1)], dim=-1)
         logits = self.head(per_site)  # (B, N, 2): [skip, take] for each site
+        if self.padded:  # a padded site never takes part
+            logits = mask_padded_logits(logits, self._valid(batch))
         return {Columns.ACTION_DIST_INPUTS: logits.reshape(logits.shape[0], -1),
                 Columns.EMBEDDINGS: context}  # fmt: skip
 

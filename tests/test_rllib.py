@@ -84,6 +84,37 @@ def test_the_site_module_permutes_its_logits_with_the_sites_and_keeps_its_value(
     torch.testing.assert_close(module.compute_values(moved), module.compute_values(batch))
 
 
+def test_the_padded_site_module_ignores_padding_and_never_takes_a_padded_site() -> None:
+    torch.manual_seed(0)
+    space = rllib.env_creator({"env": "PowerTrip-v0", "obs_mode": "dict", "max_sites": 13})
+    module = rllib.SiteRLModule(
+        observation_space=space.observation_space, action_space=space.action_space
+    )
+    obs, _ = space.reset(seed=0)
+    batch = {k: torch.as_tensor(v)[None] for k, v in obs.items()}
+    garbage = {**batch, "sites": batch["sites"].clone()}
+    garbage["sites"][:, 10:] = torch.rand(1, 3, 15)
+    out = module.forward_inference({Columns.OBS: batch})[Columns.ACTION_DIST_INPUTS].reshape(13, 2)
+    again = module.forward_inference({Columns.OBS: garbage})[Columns.ACTION_DIST_INPUTS]
+    torch.testing.assert_close(again.reshape(13, 2), out)
+    assert (out[10:, 1] < -20).all() and (rllib.greedy_action(module, obs)[10:] == 0).all()
+    torch.testing.assert_close(
+        module.compute_values({Columns.OBS: garbage}), module.compute_values({Columns.OBS: batch})
+    )
+
+
+def test_drawn_catalogues_go_by_name_and_vectorise_one_env_each() -> None:
+    config = rllib.env_config("PowerTrip-Random-v0")
+    assert config["scenario"] == "default"
+    vec = rllib.env_creator({**config, "num_envs": 2})
+    assert isinstance(vec, gym.vector.SyncVectorEnv)
+    assert vec.single_observation_space["valid"].shape == (32,)
+    vec.reset(seed=0)
+    vec.step(vec.action_space.sample())
+    with pytest.raises(ValueError, match="draws its sites from the raw traces"):
+        rllib.env_config("PowerTrip-Random-v0", rllib.to_portable("default"))
+
+
 def test_the_site_module_refuses_flat_observations_with_a_hint() -> None:
     with pytest.raises(ValueError, match="obs_mode='dict'"):
         rllib.SiteRLModule(observation_space=gym.spaces.Box(0, 1, (66,)),

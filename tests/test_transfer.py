@@ -19,6 +19,7 @@ from agents.site_policy import SiteActionHead
 from baselines.evaluate import EvaluationError, evaluate, pretrained_model_path
 from powertrip_env.config import load_scenario
 from powertrip_env.sampling import SiteSampler
+from powertrip_env.torch_sites import PADDED_LOGIT
 from powertrip_env.vector_env import PowerTripVectorEnv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -219,7 +220,7 @@ def test_padded_encoder_and_head_ignore_padding_and_follow_the_sites() -> None:
     garbage = sites.clone()
     garbage[:, 4:] = th.rand(1, 2, 15) * 5
     th.testing.assert_close(logits(garbage, valid), base)  # padded rows are not read
-    assert (base[4:] == SiteActionHead.PADDED_LOGIT).all()
+    assert (base[4:] == PADDED_LOGIT).all()
     perm = th.tensor([2, 0, 3, 1, 4, 5])
     th.testing.assert_close(logits(sites[:, perm], valid), base[perm])  # equivariant
 
