@@ -29,12 +29,11 @@ import inspect
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from powertrip_env import core
+from powertrip_env.view import DecisionView
 
 MAX_EXHAUSTIVE_SITES = 16  # MyopicOptimal enumerates 2^N − 1 sets; 2^16 is still one fast call
 CHUNK_ROWS = 8192  # candidate sets per predict_round call when enumerating many
@@ -47,9 +46,9 @@ _RTT_FLOOR_S = 1e-4  # a hub co-located with a site may have RTT 0; keep power/R
 class Policy:
     """A site-selection rule: ``reset`` once per episode, then ``act`` once per round.
 
-    Subclasses read the environment through ``self.env`` (the unwrapped ``PowerTripEnv``)
-    on every call, never caching its tables, so that what they read is always the env's
-    current ``params`` and ``state``.
+    Subclasses read the environment through ``self.env.decision_view()`` (what is known now)
+    and ``self.env.predict_round`` (the what-if from the forecast) on every call, never caching
+    either, so what they read is always the current round's.
     """
 
     name: str = "Policy"
@@ -67,37 +66,6 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
-
-
-@dataclass(frozen=True)
-class Now:
-    """What is known at decision time, read from the current trace row only."""
-
-    params: core.SimParams
-    state: core.SimState
-    row: int
-    available: np.ndarray  # (N,) bool
-    powered: np.ndarray  # (N,) powered GPUs
-    rate: np.ndarray  # (N,) samples/s = powered × gpu_rate
-    power_w: np.ndarray  # (N,) power the job can draw: powered × p_g
-    forecast_power_w: np.ndarray  # (H, N) the same, forecast now for this and the next rows
-
-    @classmethod
-    def of(cls, env: Any) -> Now:
-        params, state = env.params, env.state
-        row = int(core.current_row(params, state.time_s)[0])
-        powered = np.asarray(params.powered[row], dtype=np.float64)
-        fc_gpus = params.forecast_rate[row] / params.gpu_rate
-        return cls(
-            params=params,
-            state=state,
-            row=row,
-            available=np.asarray(params.available[row], dtype=bool),
-            powered=powered,
-            rate=np.asarray(params.rate[row], dtype=np.float64),
-            power_w=powered * params.gpu_wall_w,
-            forecast_power_w=fc_gpus * params.gpu_wall_w,
-        )
 
 
 def _mask(n: int, sites: np.ndarray) -> np.ndarray:
@@ -154,7 +122,7 @@ class AllSites(Policy):
     name = "AllSites"
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        return Now.of(self.env).available.astype(np.int8)
+        return self.env.decision_view().available.astype(np.int8)
 
 
 class _TopK(Policy):
@@ -169,14 +137,14 @@ class _TopK(Policy):
         self.k = int(k)
         self.name = f"{self.label}-{self.k}"
 
-    def score(self, now: Now) -> np.ndarray:
+    def score(self, now: DecisionView) -> np.ndarray:
         raise NotImplementedError
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        now = Now.of(self.env)
+        now = self.env.decision_view()
         take = min(self.k, int(now.available.sum()))
         order = rank_available(self.score(now), now.available)
-        return _mask(now.params.n_sites, order[:take])
+        return _mask(now.n_sites, order[:take])
 
 
 class TopPower(_TopK):
@@ -188,7 +156,7 @@ class TopPower(_TopK):
 
     label = "TopPower"
 
-    def score(self, now: Now) -> np.ndarray:
+    def score(self, now: DecisionView) -> np.ndarray:
         return now.power_w
 
 
@@ -197,8 +165,8 @@ class Nearest(_TopK):
 
     label = "Nearest"
 
-    def score(self, now: Now) -> np.ndarray:
-        return -now.params.rtt_s
+    def score(self, now: DecisionView) -> np.ndarray:
+        return -now.rtt_s
 
 
 class FastestK(_TopK):
@@ -209,7 +177,7 @@ class FastestK(_TopK):
 
     label = "FastestK"
 
-    def score(self, now: Now) -> np.ndarray:
+    def score(self, now: DecisionView) -> np.ndarray:
         return now.rate
 
 
@@ -237,10 +205,10 @@ class RandomK(Policy):
         self.episode += 1
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        now = Now.of(self.env)
+        now = self.env.decision_view()
         idx = np.flatnonzero(now.available)
         take = min(self.k, idx.shape[0])
-        return _mask(now.params.n_sites, self.rng.choice(idx, size=take, replace=False))
+        return _mask(now.n_sites, self.rng.choice(idx, size=take, replace=False))
 
 
 # --------------------------------------------------------------------------- PowerTrip
@@ -267,18 +235,18 @@ class PowerTrip(Policy):
 
     name = "PowerTrip"
 
-    def ranking(self, now: Now) -> np.ndarray:
-        score = now.power_w / np.maximum(now.params.rtt_s, _RTT_FLOOR_S)
+    def ranking(self, now: DecisionView) -> np.ndarray:
+        score = now.power_w / np.maximum(now.rtt_s, _RTT_FLOOR_S)
         return rank_available(score, now.available)
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        now = Now.of(self.env)
+        now = self.env.decision_view()
         n_avail = int(now.available.sum())
         if n_avail == 0:
-            return np.zeros(now.params.n_sites, dtype=np.int8)
+            return np.zeros(now.n_sites, dtype=np.int8)
         order = self.ranking(now)
         eff = self.env.predict_round(prefix_masks(order), steady_state=True).efficiency
-        return _mask(now.params.n_sites, order[: first_peak(eff, n_avail) + 1])
+        return _mask(now.n_sites, order[: first_peak(eff, n_avail) + 1])
 
 
 class FedZeroLike(PowerTrip):
@@ -295,15 +263,13 @@ class FedZeroLike(PowerTrip):
 
     name = "FedZeroLike"
 
-    def ranking(self, now: Now) -> np.ndarray:
-        p = now.params
-        expected_s = float(now.state.last_round_s[0])
+    def ranking(self, now: DecisionView) -> np.ndarray:
+        expected_s = now.last_round_s
         if expected_s <= 0.0 and now.available.any():
-            alone = np.eye(p.n_sites, dtype=bool)[now.available]
+            alone = np.eye(now.n_sites, dtype=bool)[now.available]
             expected_s = float(self.env.predict_round(alone).round_time_s.min())
-        into_row = float(now.state.time_s[0]) - now.row * p.interval_s
         horizon = now.forecast_power_w.shape[0]
-        rows = min(max(math.ceil((into_row + expected_s) / p.interval_s), 1), horizon)
+        rows = min(max(math.ceil((now.into_row_s + expected_s) / now.interval_s), 1), horizon)
         score = now.forecast_power_w[:rows].mean(axis=0)
         return rank_available(score, now.available)
 
@@ -351,26 +317,24 @@ class OortLike(Policy):
         self.rng = np.random.default_rng([self.seed, self.episode, 1])
         self.episode += 1
 
-    def utility(self, now: Now) -> np.ndarray:
+    def utility(self, now: DecisionView) -> np.ndarray:
         """(N,) utility of each site now; 0 for unavailable sites."""
-        p, n = now.params, now.params.n_sites
-        staleness = now.state.absent_rounds[0]
-        loss_sq = 1.0 + (1.0 - np.exp(-staleness / p.coverage_tau))
-        stat = p.data_share * np.sqrt(loss_sq)
+        n = now.n_sites
+        loss_sq = 1.0 + (1.0 - np.exp(-now.absent_rounds / now.coverage_tau_rounds))
+        stat = now.data_share * np.sqrt(loss_sq)
         duration = self.env.predict_round(np.eye(n, dtype=bool)).round_time_s
         avail = now.available
         preferred = float(np.quantile(duration[avail], self.preferred_quantile))
         penalty = np.where(duration > preferred, (preferred / duration) ** self.alpha, 1.0)
         return np.where(avail, stat * penalty, 0.0)
 
-    def epsilon(self, now: Now) -> float:
-        p = now.params
-        done = (float(now.state.accuracy[0]) - p.a0) / (p.a_target - p.a0)
-        return self.eps_start + (self.eps_end - self.eps_start) * min(max(done, 0.0), 1.0)
+    def epsilon(self, now: DecisionView) -> float:
+        done = min(max(now.progress, 0.0), 1.0)
+        return self.eps_start + (self.eps_end - self.eps_start) * done
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        now = Now.of(self.env)
-        n, n_avail = now.params.n_sites, int(now.available.sum())
+        now = self.env.decision_view()
+        n, n_avail = now.n_sites, int(now.available.sum())
         if n_avail == 0:
             return np.zeros(n, dtype=np.int8)
         order = rank_available(self.utility(now), now.available)
@@ -402,7 +366,7 @@ class MyopicOptimal(Policy):
         self.max_sites = max_sites
 
     def reset(self, env: Any) -> None:
-        n = env.unwrapped.params.n_sites
+        n = env.unwrapped.decision_view().n_sites
         if n > self.max_sites:
             raise ValueError(
                 f"MyopicOptimal enumerates all 2^N − 1 site sets and supports N <= "
@@ -411,8 +375,8 @@ class MyopicOptimal(Policy):
         super().reset(env)
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        now = Now.of(self.env)
-        n = now.params.n_sites
+        now = self.env.decision_view()
+        n = now.n_sites
         idx = np.flatnonzero(now.available)
         if idx.shape[0] == 0:
             return np.zeros(n, dtype=np.int8)

@@ -16,6 +16,7 @@ from powertrip_env.config import Scenario
 from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.sampling import SiteSampler, as_sampler
 from powertrip_env.simulation import NOISE_BLOCK, Simulation, configure, load_simulation, pad_sites
+from powertrip_env.view import DecisionView, decision_view
 
 
 class PowerTripEnv(gym.Env):
@@ -257,9 +258,10 @@ class PowerTripEnv(gym.Env):
             return None
         from powertrip_env import render
 
+        view = None if self.state is None else self.decision_view()
         if self.render_mode == "ansi":
-            return render.ansi(self)
-        return render.rgb_array(self)
+            return render.ansi(view)
+        return render.rgb_array(view, self._history, self.scenario)
 
     # ------------------------------------------------------------------ for policies
 
@@ -269,6 +271,12 @@ class PowerTripEnv(gym.Env):
         out = np.ones((available.size, 2), dtype=bool)
         out[:, 1] = available
         return out.ravel()
+
+    def decision_view(self) -> DecisionView:
+        """What a policy may know now: power, powered GPUs, rates, RTTs, the forecast issued
+        now and which sites are joined (``powertrip_env.view``); no future actual."""
+        self._require_state()
+        return decision_view(self.params, self.state, self.scenario)
 
     def available(self) -> np.ndarray:
         """(N,) bool: sites that have at least one powered GPU now."""

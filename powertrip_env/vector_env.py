@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -26,6 +25,7 @@ from gymnasium.vector.utils import batch_space
 from powertrip_env import core
 from powertrip_env.config import Scenario
 from powertrip_env.simulation import NOISE_BLOCK, configure, pad_sites
+from powertrip_env.view import DecisionView, decision_view
 
 _SECONDS_PER_KWH = 3.6e6
 
@@ -216,9 +216,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             return None
         from powertrip_env import render
 
-        first = None if self.state is None else self.state.take(np.array([0]))
-        view = SimpleNamespace(state=first, scenario=self.scenario, params=self.params)
-        return render.ansi(view)  # type: ignore[arg-type]
+        return render.ansi(None if self.state is None else self.decision_view(0))
 
     # ------------------------------------------------------------------ for policies
 
@@ -228,6 +226,12 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         out = np.ones((*available.shape, 2), dtype=bool)
         out[:, :, 1] = available
         return out.reshape(self.num_envs, -1)
+
+    def decision_view(self, i: int = 0) -> DecisionView:
+        """What a policy may know now in sub-environment ``i`` (``PowerTripEnv.decision_view``)."""
+        if self.state is None:
+            raise RuntimeError("call reset() first")
+        return decision_view(self.params, self.state, self.scenario, int(i))
 
     def available(self) -> np.ndarray:
         """(B, N) bool: sites that have at least one powered GPU now."""

@@ -33,7 +33,6 @@ from baselines.policies import (
     FedZeroLike,
     MyopicOptimal,
     Nearest,
-    Now,
     OortLike,
     Policy,
     PowerTrip,
@@ -48,6 +47,7 @@ from baselines.policies import (
 )
 from powertrip_env import core
 from powertrip_env.env import PowerTripEnv
+from powertrip_env.view import DecisionView
 
 DAY2_S = ROWS_PER_DAY * INTERVAL_S  # start of the test day
 
@@ -106,7 +106,7 @@ def test_powertrip_ranks_available_sites_by_power_over_rtt(tmp_path):
         rtt_ms=[10, 40, 2, 1, 5],
     )
     env = make_env(path)
-    order = PowerTrip().ranking(Now.of(env))
+    order = PowerTrip().ranking(env.decision_view())
     # scores W/ms: 250, 125, 750, unavailable, 800
     assert order[:4].tolist() == [4, 2, 0, 1]
     assert order[4] == 3  # the unavailable site comes last
@@ -119,7 +119,7 @@ def test_powertrip_stops_when_the_next_site_lowers_predicted_efficiency(tmp_path
     env = make_env(path)
     policy = PowerTrip()
     policy.reset(env)
-    order = policy.ranking(Now.of(env))
+    order = policy.ranking(env.decision_view())
     assert order.tolist() == [0, 1, 2]
     eff = env.predict_round(prefix_masks(order), steady_state=True).efficiency
     assert eff[1] < eff[0]  # the case the test is about
@@ -256,7 +256,7 @@ def test_oort_utility_penalises_sites_slower_than_the_preferred_duration(tmp_pat
     env = make_env(path)
     oort = OortLike(seed=0)
     oort.reset(env)
-    now = Now.of(env)
+    now = env.decision_view()
     utility = oort.utility(now)
     duration = env.predict_round(np.eye(4, dtype=bool)).round_time_s
     preferred = np.median(duration)
@@ -271,10 +271,10 @@ def test_oort_exploration_decays_from_point_nine_to_point_three(tmp_path):
     env = make_env(path)
     oort = OortLike(seed=0)
     oort.reset(env)
-    assert oort.epsilon(Now.of(env)) == pytest.approx(0.9)
+    assert oort.epsilon(env.decision_view()) == pytest.approx(0.9)
     p = env.params
     env.state = dataclasses.replace(env.state, accuracy=np.array([p.a_target]))
-    assert oort.epsilon(Now.of(env)) == pytest.approx(0.3)
+    assert oort.epsilon(env.decision_view()) == pytest.approx(0.3)
 
 
 def test_oort_is_reproducible_and_leaves_the_env_generator_alone(mixed_env):
@@ -369,6 +369,29 @@ def _decisions_differ(path: Path, factory, rounds: int = 40) -> bool:
     return False
 
 
+def test_the_decision_view_reads_no_future_actual_and_is_read_only(varying_scenario):
+    true_env = PowerTripEnv(scenario=varying_scenario, split="test")
+    twin_env = PowerTripEnv(scenario=varying_scenario, split="test")
+    true_env.reset(seed=3)
+    twin_env.reset(seed=3)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        row = int(core.current_row(true_env.params, true_env.state.time_s)[0])
+        twin_env.state = true_env.state
+        twin_env.params = _scramble_future(true_env, row, rng)
+        view, twin = true_env.decision_view(), twin_env.decision_view()
+        for field in dataclasses.fields(view):
+            a, b = getattr(view, field.name), getattr(twin, field.name)
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, field.name
+        *_, terminated, truncated, _ = true_env.step(rng.integers(0, 2, size=view.n_sites))
+        if terminated or truncated:
+            break
+    with pytest.raises(ValueError, match="read-only"):
+        view.power_w[0] = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        view.accuracy = 1.0  # type: ignore[misc]
+
+
 @pytest.fixture(scope="module")
 def varying_scenario(tmp_path_factory) -> Path:
     rng = np.random.default_rng(7)
@@ -426,7 +449,7 @@ def test_forecast_readers_never_read_future_actuals(solar_scenario, name):
     assert not _decisions_differ(solar_scenario, lambda: make_policy(name, 4, seed=1))
 
 
-def _after_a_round_with_one_site_going_dark(tmp_path, dark: str) -> Now:
+def _after_a_round_with_one_site_going_dark(tmp_path, dark: str) -> DecisionView:
     """Two PV-only sites, equal power now; ``dark``'s forecast loses its sun from the next row."""
     sunny = "pa" if dark == "pb" else "pb"
     path = write_toy_scenario(
@@ -439,7 +462,7 @@ def _after_a_round_with_one_site_going_dark(tmp_path, dark: str) -> Now:
     env = PowerTripEnv(scenario=path, split="train", jitter=False)
     env.reset(seed=0, options={"start_time": 3000.0})
     env.step(np.array([1, 1]))  # a round of about 600 s: FedZero looks two rows ahead
-    return Now.of(env)
+    return env.decision_view()
 
 
 def test_fedzero_ranks_a_site_forecast_to_lose_its_sun_below_one_that_keeps_it(tmp_path):

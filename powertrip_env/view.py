@@ -1,0 +1,86 @@
+"""``DecisionView``: what a policy may know when a round starts, read-only.
+
+A policy may see each site's power *now* (the current trace row), the forecast issued now, the
+RTTs and GPUs, which sites are joined, and how far the episode has come: never a future actual.
+``env.unwrapped.decision_view()`` hands that over as one frozen object, so policies and renderers
+need neither the simulator's tables nor its state (``baselines/policies.py`` reads only this
+and ``predict_round``). The clairvoyant references, which read the future on purpose, are the
+only code that goes further.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from powertrip_env import core
+from powertrip_env.config import Scenario
+
+
+@dataclass(frozen=True, eq=False)
+class DecisionView:
+    """One episode at the start of a round. Arrays are (N,) per site unless noted; read-only."""
+
+    scenario: Scenario  # the sites' names, places, GPUs and the hub
+    available: np.ndarray  # bool: at least one GPU can be powered now
+    powered_gpus: np.ndarray  # GPUs the site can power now
+    rate: np.ndarray  # samples/s now: powered GPUs × per-GPU rate
+    power_w: np.ndarray  # power the job can draw now: powered GPUs × wall power per GPU
+    power_fraction: np.ndarray  # available power over its peak (capacity + PV peak), [0, 1]
+    forecast_power_w: np.ndarray  # (H, N) power_w forecast now for this row and the next H − 1
+    rtt_s: np.ndarray  # round trip to the hub
+    data_share: np.ndarray  # share of the training data
+    joined: np.ndarray  # bool: completed the last round (no join cost this round)
+    absent_rounds: np.ndarray  # rounds since each site last took part
+    interval_s: float  # length of a trace row
+    into_row_s: float  # seconds since the current trace row began
+    last_round_s: float  # length of the last round (0 before the first)
+    progress: float  # (a − a0) / (a* − a0)
+    accuracy: float
+    a_target: float
+    coverage_tau_rounds: float  # the forgetting time of an absent site's data (non-IID)
+    elapsed_s: float
+    rounds: int
+    energy_kwh: float
+
+    @property
+    def n_sites(self) -> int:
+        return int(self.available.shape[0])
+
+
+def decision_view(
+    params: core.SimParams, state: core.SimState, scenario: Scenario, i: int = 0
+) -> DecisionView:
+    """The view of episode ``i`` of a batch ``state``."""
+    row = int(core.current_row(params, state.time_s[i : i + 1])[0])
+    powered = np.asarray(params.powered[row], dtype=np.float64)
+    forecast_gpus = params.forecast_rate[row] / params.gpu_rate
+    time_s = float(state.time_s[i])
+    out = DecisionView(
+        scenario=scenario,
+        available=np.asarray(params.available[row], dtype=bool),
+        powered_gpus=powered,
+        rate=np.asarray(params.rate[row], dtype=np.float64),
+        power_w=powered * params.gpu_wall_w,
+        power_fraction=params.site_obs[row, :, 0].astype(np.float64),
+        forecast_power_w=forecast_gpus * params.gpu_wall_w,
+        rtt_s=params.rtt_s,
+        data_share=params.data_share,
+        joined=state.prev_selected[i].copy(),
+        absent_rounds=state.absent_rounds[i].copy(),
+        interval_s=params.interval_s,
+        into_row_s=time_s - row * params.interval_s,
+        last_round_s=float(state.last_round_s[i]),
+        progress=(float(state.accuracy[i]) - params.a0) / (params.a_target - params.a0),
+        accuracy=float(state.accuracy[i]),
+        a_target=params.a_target,
+        coverage_tau_rounds=params.coverage_tau,
+        elapsed_s=time_s - float(state.start_s[i]),
+        rounds=int(state.rounds[i]),
+        energy_kwh=float(state.energy_j[i]) / 3.6e6,
+    )
+    for value in vars(out).values():
+        if isinstance(value, np.ndarray) and value.flags.writeable:
+            value.flags.writeable = False
+    return out
