@@ -14,6 +14,7 @@ import numpy as np
 from powertrip_env import core
 from powertrip_env.config import Scenario
 from powertrip_env.learners import Learner, is_surrogate, make_learner
+from powertrip_env.rewards import RewardFn
 from powertrip_env.sampling import SiteSampler, as_sampler
 from powertrip_env.simulation import NOISE_BLOCK, Simulation, configure, load_simulation, pad_sites
 from powertrip_env.view import DecisionView, decision_view
@@ -80,6 +81,8 @@ class PowerTripEnv(gym.Env):
     exactly `1 − TTA / H_ref`, so maximising return minimises TTA.
     `reward_mode="gain_rate"`: the literal per-round efficiency `Δa / (a* − a0) · H_ref / T_r`.
     It rewards many short rounds rather than a short TTA and is kept for comparison.
+    A `powertrip_env.rewards.RewardFn` instance sets a reward of one's own (a function of the
+    round's result, for the whole batch).
 
     ## Starting State
 
@@ -116,7 +119,8 @@ class PowerTripEnv(gym.Env):
     |---------------|---------------|-----------------|--------------------------------------------|
     | `scenario`    | str, path     | `"default"`     | a named scenario or a user's TOML file;    |
     |               | or dict       |                 | or a portable scenario (by value)          |
-    | `reward_mode` | str           | `"excess_gain"` | `"excess_gain"` or `"gain_rate"`           |
+    | `reward_mode` | str or        | `"excess_gain"` | `"excess_gain"`, `"gain_rate"` or a        |
+    |               | RewardFn      |                 | `powertrip_env.rewards.RewardFn`           |
     | `obs_mode`    | str           | `"flat"`        | `"flat"` (Box) or `"dict"` (sites, global) |
     | `action_mode` | str           | `"multibinary"` | `"multibinary"` or `"multidiscrete"`       |
     | `split`       | str           | `"train"`       | days episodes start in: train, test, all   |
@@ -162,7 +166,7 @@ class PowerTripEnv(gym.Env):
         self,
         scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any] = "default",
         *,
-        reward_mode: str = "excess_gain",
+        reward_mode: str | RewardFn = "excess_gain",
         obs_mode: str = "flat",
         action_mode: str = "multibinary",
         split: str = "train",
@@ -194,7 +198,8 @@ class PowerTripEnv(gym.Env):
         self._base = setup.sim
         self._use(setup.sim)
         self._jitter_arg = jitter
-        self.reward_mode, self.obs_mode, self.split = setup.reward_mode, setup.obs_mode, split
+        self.reward_fn, self.reward_mode = setup.reward, setup.reward.name
+        self.obs_mode, self.split = setup.obs_mode, split
         self.render_mode, self.max_sites = setup.render_mode, setup.max_sites
         self.action_space = setup.action_space
         self.observation_space = setup.observation_space
@@ -240,7 +245,7 @@ class PowerTripEnv(gym.Env):
         if not is_surrogate(self.learner):
             result = self._learn(result)
         self.state = state = result.state
-        reward = float(self.sim.rewards(result, self.reward_mode)[0])
+        reward = float(self.reward_fn(self.params, result)[0])
         terminated, truncated = (bool(x[0]) for x in self.sim.outcome(state))
         info = round_info(result, self.params.trace_t0_s, self.site_names, 0)
         if self.max_sites is not None:

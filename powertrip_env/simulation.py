@@ -25,10 +25,10 @@ from powertrip_env.config import Scenario, load_scenario, scenario_path
 from powertrip_env.errors import ScenarioError
 from powertrip_env.portable import from_portable
 from powertrip_env.power import SitePower, site_power
+from powertrip_env.rewards import RewardFn, reward_fn
 from powertrip_env.sampling import SiteSampler
 from powertrip_env.traces import iso_utc
 
-REWARD_MODES = ("excess_gain", "gain_rate")
 OBS_MODES = ("flat", "dict")
 ACTION_MODES = ("multibinary", "multidiscrete")
 SPLITS = ("train", "test", "all")
@@ -231,22 +231,6 @@ class Simulation:
             )
         return arr.astype(bool)[:, :n]
 
-    def rewards(self, result: core.RoundResult, reward_mode: str) -> np.ndarray:
-        """Per-episode reward of a round (docs/model.md).
-
-        ``excess_gain``: ``(Δa − ρ_ref·T_r) / (a* − a0)``, whose sum over a successful episode
-        is exactly ``1 − TTA/H_ref``. ``gain_rate``: ``Δa / (a* − a0) · H_ref / T_r``, the
-        literal gain per unit time, which favours many short rounds; 0 for a round of no time
-        (only an episode already at its time budget has one, as the vector env's rows that
-        restart do).
-        """
-        p = self.params
-        gain = result.delta_accuracy / (p.a_target - p.a0)
-        if reward_mode == "excess_gain":
-            return gain - result.round_time_s / p.h_ref_s
-        took = result.round_time_s > 0
-        return np.where(took, gain * (p.h_ref_s / np.where(took, result.round_time_s, 1.0)), 0.0)
-
     def outcome(self, state: core.SimState) -> tuple[np.ndarray, np.ndarray]:
         """(terminated, truncated) per episode after a round."""
         p = self.params
@@ -283,7 +267,7 @@ class EnvSetup:
     """The checked constructor arguments both environments share, and what they imply."""
 
     sim: Simulation  # with the jitter applied
-    reward_mode: str
+    reward: RewardFn
     obs_mode: str
     split: str
     render_mode: str | None
@@ -295,7 +279,7 @@ class EnvSetup:
 def configure(
     scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any],
     *,
-    reward_mode: str,
+    reward_mode: str | RewardFn,
     obs_mode: str,
     action_mode: str,
     split: str,
@@ -311,7 +295,7 @@ def configure(
     before an environment exists.
     """
     sim = load_simulation(scenario).with_jitter(jitter)
-    reward_mode = check_choice("reward_mode", reward_mode, REWARD_MODES)
+    reward = reward_fn(reward_mode)
     obs_mode = check_choice("obs_mode", obs_mode, OBS_MODES)
     sim.split_start_rows(split)  # validates split against the scenario now
     if render_mode is not None:
@@ -321,7 +305,7 @@ def configure(
     max_sites = sim.check_max_sites(max_sites, sampler)
     return EnvSetup(
         sim=sim,
-        reward_mode=reward_mode,
+        reward=reward,
         obs_mode=obs_mode,
         split=split,
         render_mode=render_mode,

@@ -24,6 +24,7 @@ from gymnasium.vector.utils import batch_space
 
 from powertrip_env import core
 from powertrip_env.config import Scenario
+from powertrip_env.rewards import RewardFn
 from powertrip_env.simulation import NOISE_BLOCK, configure, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
@@ -69,7 +70,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         num_envs: int = 1,
         scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any] = "default",
         *,
-        reward_mode: str = "excess_gain",
+        reward_mode: str | RewardFn = "excess_gain",
         obs_mode: str = "flat",
         action_mode: str = "multibinary",
         split: str = "train",
@@ -117,7 +118,8 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         self.params = self.sim.params
         self.scenario = self.sim.scenario
         self.num_envs = int(num_envs)
-        self.reward_mode, self.obs_mode, self.split = setup.reward_mode, setup.obs_mode, split
+        self.reward_fn, self.reward_mode = setup.reward, setup.reward.name
+        self.obs_mode, self.split = setup.obs_mode, split
         self.render_mode, self.max_sites = setup.render_mode, setup.max_sites
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self.single_action_space = setup.action_space
@@ -186,7 +188,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         # replaced by their reset, and their action is ignored.
         result = core.step_round(self.params, state, masks, jitter)
         stepped = result.state
-        rewards = self.sim.rewards(result, self.reward_mode)
+        rewards = self.reward_fn(self.params, result)
         terminated, truncated = self.sim.outcome(stepped)
         ended = terminated | truncated  # by the episode itself: tta_h and success are reported
         limit = self._step_limit()

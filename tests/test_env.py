@@ -788,3 +788,31 @@ def test_a_fractional_start_still_truncates_exactly_at_the_budget() -> None:
     assert truncated and not terminated
     assert info["tta_h"] == budget_s / 3600
     assert env.unwrapped.state.time_s[0] == env.unwrapped.state.start_s[0] + budget_s
+
+
+def test_a_reward_of_ones_own_is_a_reward_fn_and_the_vector_env_takes_it_too() -> None:
+    from powertrip_env.rewards import RewardFn
+
+    class EnergyPenalty(RewardFn):
+        """The default reward minus a price per kWh, as a user might write it."""
+
+        name = "energy_penalty"
+
+        def __call__(self, params, result):
+            base = powertrip_env.rewards.ExcessGain()(params, result)
+            return base - 1e-4 * result.energy_j / 3.6e6
+
+    plain = gym.make("PowerTrip-v0")
+    mine = gym.make("PowerTrip-v0", reward_mode=EnergyPenalty())
+    vec = gym.make_vec("PowerTrip-v0", num_envs=1, reward_mode=EnergyPenalty())
+    assert mine.unwrapped.reward_mode == "energy_penalty"
+    plain.reset(seed=2)
+    mine.reset(seed=2)
+    vec.reset(seed=2)
+    action = np.ones(10, dtype=np.int8)
+    _, r_plain, *_, info = plain.step(action)
+    _, r_mine, *_ = mine.step(action)
+    _, r_vec, *_ = vec.step(action[None])
+    assert r_mine == r_plain - 1e-4 * info["round_energy_kwh"] == r_vec[0]
+    with pytest.raises(ValueError, match=r"reward_mode=7 .*excess_gain, gain_rate or a"):
+        gym.make("PowerTrip-v0", reward_mode=7)

@@ -1,0 +1,67 @@
+"""Rewards as small objects: ``reward_mode`` names one, or is one.
+
+A reward is a function of a simulated round (``core.RoundResult``: the accuracy gained, the
+round's time, its energy, ...) and the scenario's constants (``core.SimParams``), applied to the
+whole batch at once, so the single and the vector env share it. ``ExcessGain`` and ``GainRate``
+are the two the environment documents; a user's own is a subclass with a ``name`` and a
+``__call__``, passed as ``gym.make(ID, reward_mode=MyReward())``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from powertrip_env import core
+
+
+class RewardFn:
+    """A reward of a round for every episode of a batch: ``fn(params, result) -> (B,) floats``."""
+
+    name = "reward"
+
+    def __call__(self, params: core.SimParams, result: core.RoundResult) -> np.ndarray:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class ExcessGain(RewardFn):
+    """``(Δa − ρ_ref·T_r) / (a* − a0)`` with ``ρ_ref = (a* − a0) / H_ref``: the accuracy gained
+    minus what the reference rate gains in the same time. Its sum over a successful episode is
+    exactly ``1 − TTA/H_ref``, so maximising the return minimises the time to accuracy."""
+
+    name = "excess_gain"
+
+    def __call__(self, params: core.SimParams, result: core.RoundResult) -> np.ndarray:
+        gain = result.delta_accuracy / (params.a_target - params.a0)
+        return gain - result.round_time_s / params.h_ref_s
+
+
+class GainRate(RewardFn):
+    """``Δa / (a* − a0) · H_ref / T_r``: the literal gain per unit time. It favours many short
+    rounds over a short time to accuracy and is kept for comparison; 0 for a round of no time
+    (only an episode already at its budget has one, as the vector env's restarting rows do)."""
+
+    name = "gain_rate"
+
+    def __call__(self, params: core.SimParams, result: core.RoundResult) -> np.ndarray:
+        gain = result.delta_accuracy / (params.a_target - params.a0)
+        took = result.round_time_s > 0
+        safe = np.where(took, result.round_time_s, 1.0)
+        return np.where(took, gain * (params.h_ref_s / safe), 0.0)
+
+
+REWARDS: dict[str, RewardFn] = {fn.name: fn for fn in (ExcessGain(), GainRate())}
+
+
+def reward_fn(reward_mode: str | RewardFn) -> RewardFn:
+    """The ``reward_mode`` argument of the envs as a ``RewardFn``: a name or an instance."""
+    if isinstance(reward_mode, RewardFn):
+        return reward_mode
+    if isinstance(reward_mode, str) and reward_mode in REWARDS:
+        return REWARDS[reward_mode]
+    raise ValueError(
+        f"reward_mode={reward_mode!r} is not supported; allowed: {', '.join(REWARDS)} or a "
+        "powertrip_env.rewards.RewardFn"
+    )
