@@ -247,10 +247,10 @@ class PowerTripEnv(gym.Env):
         self.state = state = result.state
         reward = float(self.reward_fn(self.params, result)[0])
         terminated, truncated = (bool(x[0]) for x in self.sim.outcome(state))
-        info = round_info(result, self.params.trace_t0_s, self.site_names, 0)
-        if self.max_sites is not None:
-            for key in ("selected", "dropped", "powered_gpus"):
-                info[key] = self._padded(info[key])
+        info = {
+            key: value[0] if value.ndim > 1 or value.dtype == object else value[0].item()
+            for key, value in self.sim.round_info(result, self.max_sites).items()
+        }
         self._history.append((info["elapsed_s"], info["accuracy"]))
         if terminated or truncated:
             info["tta_h"] = float(self.sim.tta_h(state, np.array([terminated]))[0])
@@ -376,34 +376,3 @@ class PowerTripEnv(gym.Env):
         else:
             noise = np.zeros((NOISE_BLOCK, n + 1))  # no draw: jitter 0 leaves the generator
         self._jitter = core.jitter_factors(self.params, noise)
-
-
-def round_info(
-    result: core.RoundResult, t0_s: float, site_names: tuple[str, ...], i: int
-) -> dict[str, Any]:
-    """The step info of episode ``i`` of a round, as Python scalars and (N,) arrays.
-
-    ``t0_s`` is the Unix time of the calendar's row 0, which makes ``trace_time`` absolute.
-    """
-    state = result.state
-    straggler = int(result.straggler[i])
-    return {
-        "round_time_s": float(result.round_time_s[i]),
-        "compute_s": float(result.compute_s[i]),
-        "comm_s": float(result.comm_s[i]),
-        "elapsed_s": float(state.time_s[i] - state.start_s[i]),
-        "accuracy": float(state.accuracy[i]),
-        "selected": result.selected[i],
-        "n_selected": int(np.count_nonzero(result.selected[i])),
-        "dropped": result.dropped[i],
-        "invalid_selections": int(result.invalid[i]),
-        "idle": bool(result.idle[i]),
-        "cut": bool(result.cut[i]),
-        "powered_gpus": result.powered[i].astype(np.int64),
-        "straggler": straggler,
-        "straggler_site": site_names[straggler] if straggler >= 0 else "",
-        "trace_time": t0_s + float(state.time_s[i]),
-        "round_energy_kwh": float(result.energy_j[i]) / 3.6e6,
-        "energy_kwh": float(state.energy_j[i]) / 3.6e6,
-        "rounds": int(state.rounds[i]),
-    }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import os
 import threading
 from collections.abc import Mapping
@@ -247,6 +248,37 @@ class Simulation:
         """
         elapsed = state.time_s - state.start_s
         return np.where(terminated, elapsed, self.params.time_budget_s) / 3600.0
+
+    def round_info(self, result: core.RoundResult, max_sites: int | None) -> dict[str, Any]:
+        """The step info of a round, batched: the single env's keys (see its class docstring),
+        each a (B,) array, or (B, N) per site, padded to ``max_sites``. The single env takes
+        row 0 as Python values; the vector env masks the rows that restart."""
+        state = result.state
+        names = self._straggler_names  # index -1 (an idle round) picks the trailing ""
+        return {
+            "round_time_s": result.round_time_s.copy(),  # the state holds it as last_round_s
+            "compute_s": result.compute_s,
+            "comm_s": result.comm_s,
+            "elapsed_s": state.time_s - state.start_s,
+            "accuracy": state.accuracy.copy(),
+            "selected": pad_sites(result.selected, max_sites).copy(),
+            "n_selected": np.count_nonzero(result.selected, axis=-1).astype(np.int64),
+            "dropped": pad_sites(result.dropped, max_sites).copy(),
+            "invalid_selections": result.invalid.astype(np.int64),
+            "idle": result.idle,
+            "cut": result.cut,
+            "powered_gpus": pad_sites(result.powered, max_sites).astype(np.int64),
+            "straggler": result.straggler.astype(np.int64),
+            "straggler_site": names[result.straggler],
+            "trace_time": self.params.trace_t0_s + state.time_s,
+            "round_energy_kwh": result.energy_j / 3.6e6,
+            "energy_kwh": state.energy_j / 3.6e6,
+            "rounds": state.rounds.copy(),
+        }
+
+    @functools.cached_property
+    def _straggler_names(self) -> np.ndarray:
+        return np.array([*(s.name for s in self.scenario.sites), ""], dtype=object)
 
     def with_jitter(self, jitter: bool | float) -> Simulation:
         """This simulation with the scenario's jitter (True), none (False) or a given sigma."""

@@ -28,8 +28,6 @@ from powertrip_env.rewards import RewardFn
 from powertrip_env.simulation import NOISE_BLOCK, configure, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
-_SECONDS_PER_KWH = 3.6e6
-
 
 class PowerTripVectorEnv(gym.vector.VectorEnv):
     """B PowerTrip episodes advanced together by one array call of the simulator.
@@ -127,8 +125,6 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.site_names = tuple(s.name for s in self.scenario.sites)
-        # straggler index -> name; index -1 (an idle round) picks the trailing ""
-        self._straggler_names = np.array([*self.site_names, ""], dtype=object)
 
         b, n = self.num_envs, self.params.n_sites
         self.state: core.SimState | None = None
@@ -322,26 +318,8 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         if not active.any():
             return {}  # every sub-environment restarts: only reset infos this step
         state = result.state
-        elapsed = state.time_s - state.start_s
-        info: dict[str, Any] = {
-            "round_time_s": result.round_time_s.copy(),  # the state holds it as last_round_s
-            "compute_s": result.compute_s,
-            "comm_s": result.comm_s,
-            "elapsed_s": elapsed,
-            "accuracy": state.accuracy.copy(),
-            "selected": pad_sites(result.selected, self.max_sites).copy(),
-            "n_selected": np.count_nonzero(result.selected, axis=-1).astype(np.int64),
-            "dropped": pad_sites(result.dropped, self.max_sites).copy(),
-            "invalid_selections": result.invalid.astype(np.int64),
-            "idle": result.idle,
-            "cut": result.cut,
-            "powered_gpus": pad_sites(result.powered, self.max_sites).astype(np.int64),
-            "straggler": result.straggler.astype(np.int64),
-            "straggler_site": self._straggler_names[result.straggler],
-            "round_energy_kwh": result.energy_j / _SECONDS_PER_KWH,
-            "energy_kwh": state.energy_j / _SECONDS_PER_KWH,
-            "rounds": state.rounds.copy(),
-        }
+        info = self.sim.round_info(result, self.max_sites)
+        del info["trace_time"]  # set in step for every row, restarting ones included
         restarting = np.flatnonzero(~active)
         if restarting.size:
             for value in info.values():
