@@ -16,7 +16,14 @@ from powertrip_env.config import Scenario
 from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.rewards import RewardFn
 from powertrip_env.sampling import SiteSampler, as_sampler
-from powertrip_env.simulation import NOISE_BLOCK, Simulation, configure, load_simulation, pad_sites
+from powertrip_env.simulation import (
+    NOISE_BLOCK,
+    PER_SITE_INFO,
+    Simulation,
+    configure,
+    load_simulation,
+    pad_sites,
+)
 from powertrip_env.view import DecisionView, decision_view
 
 
@@ -248,7 +255,7 @@ class PowerTripEnv(gym.Env):
         reward = float(self.reward_fn(self.params, result)[0])
         terminated, truncated = (bool(x[0]) for x in self.sim.outcome(state))
         info = {
-            key: value[0] if value.ndim > 1 or value.dtype == object else value[0].item()
+            key: value[0] if key in PER_SITE_INFO else value.tolist()[0]
             for key, value in self.sim.round_info(result, self.max_sites).items()
         }
         self._history.append((info["elapsed_s"], info["accuracy"]))

@@ -33,6 +33,7 @@ from powertrip_env.traces import iso_utc
 OBS_MODES = ("flat", "dict")
 ACTION_MODES = ("multibinary", "multidiscrete")
 SPLITS = ("train", "test", "all")
+PER_SITE_INFO = frozenset({"selected", "dropped", "powered_gpus"})  # info arrays of one per site
 NOISE_BLOCK = 64  # jitter rows drawn from the generator at a time (see core.draw_noise)
 
 
@@ -252,7 +253,8 @@ class Simulation:
     def round_info(self, result: core.RoundResult, max_sites: int | None) -> dict[str, Any]:
         """The step info of a round, batched: the single env's keys (see its class docstring),
         each a (B,) array, or (B, N) per site, padded to ``max_sites``. The single env takes
-        row 0 as Python values; the vector env masks the rows that restart."""
+        row 0 as Python values (``PER_SITE_INFO`` as (N,) arrays); the vector env masks the
+        rows that restart."""
         state = result.state
         names = self._straggler_names  # index -1 (an idle round) picks the trailing ""
         return {
@@ -262,7 +264,7 @@ class Simulation:
             "elapsed_s": state.time_s - state.start_s,
             "accuracy": state.accuracy.copy(),
             "selected": pad_sites(result.selected, max_sites).copy(),
-            "n_selected": np.count_nonzero(result.selected, axis=-1).astype(np.int64),
+            "n_selected": np.add.reduce(result.selected, axis=-1, dtype=np.int64),
             "dropped": pad_sites(result.dropped, max_sites).copy(),
             "invalid_selections": result.invalid.astype(np.int64),
             "idle": result.idle,
