@@ -239,6 +239,11 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
         "obs_mode": "dict" if args.extractor == "sites" else "flat",
     }
     scenarios = list(args.scenario or [])
+    if len(scenarios) > args.n_envs:
+        raise UsageError(
+            f"argument --n-envs: {args.n_envs} training envs for {len(scenarios)} --scenario "
+            f"files; each env runs one file, so give --n-envs {len(scenarios)} or more"
+        )
     each = [{"scenario": sc} for sc in scenarios] or [{}]
     site_counts = [checks.check_env(args.env, {**env_kwargs, **sc}) for sc in each]
     # The padding: asked for, or the one the ID registers, or the largest of several scenarios.

@@ -289,6 +289,15 @@ def test_too_small_max_sites_is_a_usage_error_naming_the_argument(
     assert "has 12 sites; give max_sites >= 12" in err
 
 
+def test_more_scenario_files_than_training_envs_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--scenario", str(HELD_OUT[0]), "--scenario", str(HELD_OUT[1]), "--n-envs", "1",
+            "--out", str(tmp_path)]  # fmt: skip
+    assert train_agent.main(argv) == 2
+    assert "argument --n-envs: 1 training envs for 2 --scenario files" in capsys.readouterr().err
+
+
 def test_the_pretrain_command_is_a_valid_training_run(tmp_path: Path) -> None:
     args = train_agent.parse_args([*pretrain.TRAIN_ARGS, "--out", str(tmp_path)])
     run = train_agent.setup(args)
