@@ -2,10 +2,11 @@
 
 ``Simulation`` holds a scenario, its power data and the simulator tables built from them, and knows
 the parts of the environment contract that are not physics: where episodes may start, how
-observations are laid out, how actions are checked, and what the reward is. Both adapters call
-it, so none of this is written twice. Instances are cached per scenario file (and re-read when
-any of its input files changes), so every environment in a process shares one read-only copy of
-the power data and tables.
+observations are laid out (padded to ``max_sites`` or not), how actions are checked, what the
+step info holds and when an episode ends; ``configure`` checks the constructor arguments. Both
+adapters call them, so none of this is written twice (the rewards are in ``rewards.py``).
+Instances are cached per scenario file (and re-read when any of its input files changes), so
+every environment in a process shares one read-only copy of the power data and tables.
 """
 
 from __future__ import annotations
