@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import gymnasium as gym
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium.utils.env_checker import check_env
+from scenario_files import dump_toml
 
 import powertrip_env
 import train_agent
@@ -29,17 +31,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def one_site_scenario(folder: Path) -> Path:
     """The flagship's job on Berlin alone."""
-    berlin = load_scenario("default").sites[0]
-    lines = ['extends = "default"', 'name = "one-site"', "", "[sites]", f'hub = "{berlin.name}"',
-             "", "[[sites.site]]"]  # fmt: skip
-    for field in ("name", "region", "gpu", "trace_column", "pv_column"):
-        lines.append(f'{field} = "{getattr(berlin, field)}"')
-    for field in ("latitude", "longitude", "gpu_count", "capacity_kw", "pue", "wan_gbps",
-                  "pv_kw", "utc_offset_h"):  # fmt: skip
-        lines.append(f"{field} = {getattr(berlin, field)}")
-    lines.append("data_share = 1.0")
+    berlin = dataclasses.asdict(load_scenario("default").sites[0])
+    doc = {"extends": "default", "name": "one-site",
+           "sites": {"hub": berlin["name"], "site": [{**berlin, "data_share": 1.0}]}}  # fmt: skip
     path = folder / "one-site.toml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text(dump_toml(doc), encoding="utf-8")
     return path
 
 
