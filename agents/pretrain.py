@@ -30,7 +30,7 @@ import pandas as pd
 import train_agent
 from baselines.evaluate import PRETRAINED, evaluate, pretrained_model_path
 from baselines.readme_tables import splice
-from powertrip_env.atomic import write_text
+from powertrip_env.atomic import atomic_path, write_text
 
 # Measured on 2 cores: 1.2M steps took 1,427 s (~840 steps/s) and 23.8 min in all. The periodic
 # evaluation peaked at 900k steps and fell back at 1.1M and 1.2M; the best model is kept.
@@ -64,9 +64,8 @@ def train(run_dir: Path, dest: Path) -> int:
         return code
     best = run_dir / "best_model.zip"
     chosen = best if best.exists() else run_dir / "final_model.zip"
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(chosen, dest / "model.zip.tmp")
-    (dest / "model.zip.tmp").replace(dest / "model.zip")
+    with atomic_path(dest / "model.zip") as tmp:
+        shutil.copyfile(chosen, tmp)
     config = (run_dir / "config.yaml").read_text(encoding="utf-8")
     try:
         steps = json.loads((run_dir / "best_model.json").read_text(encoding="utf-8"))["timesteps"]

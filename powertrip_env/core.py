@@ -224,11 +224,8 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
         power, avail_w, fc_w, powered, rate, rtt_s, join_s, quota, gpu_count, gpu_rate,
         col("longitude"), time_scale_s,
     )  # fmt: skip
-    for array in (powered, rate, cum_samples, cum_gpu_j, available, outage_s, forecast_rate,
-                  site_obs, flat_cum, join_s):  # fmt: skip
-        array.flags.writeable = False
 
-    return SimParams(
+    params = SimParams(
         n_sites=n,
         interval_s=iv,
         trace_rows=power.rows,
@@ -280,6 +277,10 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
         max_rounds=ep.max_rounds,
         time_scale_s=time_scale_s,
     )
+    for value in vars(params).values():  # shared by every env of the scenario: read-only
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return params
 
 
 def _site_obs_table(

@@ -204,7 +204,6 @@ class PowerTripEnv(gym.Env):
             )
         self._base = setup.sim
         self._use(setup.sim)
-        self._jitter_arg = jitter
         self.reward_fn, self.reward_mode = setup.reward, setup.reward.name
         self.obs_mode, self.split = setup.obs_mode, split
         self.render_mode, self.max_sites = setup.render_mode, setup.max_sites
@@ -222,7 +221,8 @@ class PowerTripEnv(gym.Env):
         super().reset(seed=seed)
         if self.sampler is not None:  # a new catalogue, drawn before the start time
             drawn = self.sampler.draw(self._base.scenario, self.np_random)
-            self._use(load_simulation(drawn).with_jitter(self._jitter_arg))
+            sigma = self._base.params.jitter_sigma  # the jitter asked for at construction
+            self._use(load_simulation(drawn).with_jitter(sigma))
         start = self.sim.start_time_s(self.np_random, self.split, options)
         self.state = core.initial_state(self.params, np.array([start]))
         self._refill_noise()

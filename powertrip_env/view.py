@@ -80,7 +80,7 @@ def decision_view(
         rounds=int(state.rounds[i]),
         energy_kwh=float(state.energy_j[i]) / 3.6e6,
     )
-    for value in vars(out).values():
-        if isinstance(value, np.ndarray) and value.flags.writeable:
+    for value in vars(out).values():  # its own arrays; the params' are read-only already
+        if isinstance(value, np.ndarray):
             value.flags.writeable = False
     return out
