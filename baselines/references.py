@@ -13,9 +13,9 @@ The gap between ``BestFixedSet`` and ``BeamPlanner`` is a scenario's *sequential
 much a policy can gain by changing sets during an episode rather than choosing one set well.
 Near 1, the scenario is a one-shot subset choice (``baselines.headroom``).
 
-They read the future through ``env.clairvoyant_jitter`` and the simulator's true power tables
-(``core.step_round``), and simulate candidate plans as a batch of episodes, so an episode's
-references cost a few hundred batched rounds.
+They read the future through ``env.unwrapped.clairvoyant()`` (``powertrip_env.clairvoyant``),
+which plays candidate plans as a batch of episodes on the true trace with the episode's own
+jitter, so an episode's references cost a few hundred batched rounds.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from baselines.policies import MAX_EXHAUSTIVE_SITES, Policy, subset_matrix
-from powertrip_env import core
 
 
 @dataclass
@@ -45,44 +44,8 @@ def rollout_fixed(env: Any, masks: np.ndarray) -> Rollout:
     Clairvoyant: uses the true power trace and the episode's own jitter, so a plan's outcome
     here is exactly what the env would report for it.
     """
-    p = env.params
-    m = masks.shape[0]
-    state = env.state.take(np.zeros(m, dtype=np.intp))
-    done_rounds = int(env.state.rounds[0])
-    jitter = env.clairvoyant_jitter(p.max_rounds - done_rounds)
-    finished = np.zeros(m, dtype=bool)
-    success = np.zeros(m, dtype=bool)
-    tta_s = np.full(m, p.time_budget_s)
-    rounds = np.zeros(m, dtype=np.int64)
-    for r in range(jitter.shape[0]):
-        live = np.flatnonzero(~finished)
-        if live.size == 0:
-            break
-        sub = state.take(live)
-        result = core.step_round(
-            p, sub, masks[live], np.broadcast_to(jitter[r], (live.size, p.n_sites + 1))
-        )
-        state = _put(state, live, result.state)
-        new = result.state
-        won = new.accuracy >= p.a_target
-        over = (new.time_s - new.start_s >= p.time_budget_s) | (new.rounds >= p.max_rounds)
-        ended = won | over
-        idx = live[ended]
-        finished[idx] = True
-        success[idx] = won[ended]
-        tta_s[live[won]] = (new.time_s - new.start_s)[won]
-        rounds[idx] = new.rounds[ended]
-    return Rollout(tta_s / 3600.0, success, rounds)
-
-
-def _put(state: core.SimState, index: np.ndarray, part: core.SimState) -> core.SimState:
-    """``state`` with the episodes at ``index`` replaced by ``part``."""
-    fields = {}
-    for name in core.SimState.__dataclass_fields__:
-        value = getattr(state, name).copy()
-        value[index] = getattr(part, name)
-        fields[name] = value
-    return core.SimState(**fields)
+    out = env.clairvoyant().simulate(masks)
+    return Rollout(out.tta_h, out.success, out.state.rounds)
 
 
 def fixed_set_candidates(env: Any) -> np.ndarray:
@@ -182,10 +145,9 @@ class BeamPlanner(Policy):
     def search(self) -> tuple[list[np.ndarray], float]:
         """The best plan found from the env's current state, and its TTA in hours."""
         env, p = self.env, self.env.params
-        n = p.n_sites
+        future = env.clairvoyant()
         self._first_round = int(env.state.rounds[0])
-        jitter = env.clairvoyant_jitter(p.max_rounds - self._first_round)
-        need = core.progress_needed(p)
+        need = future.progress_needed
 
         fixed = fixed_set_candidates(env)
         fixed_out = rollout_fixed(env, fixed)
@@ -197,26 +159,22 @@ class BeamPlanner(Policy):
         rate = need / (best_tta * 3600.0) if np.isfinite(best_tta) else need / p.time_budget_s
         beam = env.state
         plans: list[list[np.ndarray]] = [[]]
-        for r in range(jitter.shape[0]):
+        for _ in range(p.max_rounds - self._first_round):
             if beam.batch == 0:
                 break
-            parents, masks = self._children(beam, plans)
-            child_state = core.step_round(
-                p, beam.take(parents), masks, np.broadcast_to(jitter[r], (masks.shape[0], n + 1))
-            ).state
+            parents, masks = self._children(future, beam, plans)
+            child = future.simulate(masks, beam.take(parents), rounds=1)
+            child_state = child.state
             elapsed_h = (child_state.time_s - child_state.start_s) / 3600.0
-            won = child_state.accuracy >= p.a_target
+            won = child.success
             if won.any():
                 i = int(np.argmin(np.where(won, elapsed_h, np.inf)))
                 if elapsed_h[i] < best_tta:
                     best_tta, best_plan = float(elapsed_h[i]), [*plans[parents[i]], masks[i]]
-            over = (child_state.time_s - child_state.start_s >= p.time_budget_s) | (
-                child_state.rounds >= p.max_rounds
-            )
-            alive = np.flatnonzero(~won & ~over & (elapsed_h < best_tta))
+            alive = np.flatnonzero(~child.ended & (elapsed_h < best_tta))
             if alive.size == 0:
                 break
-            score = self._score(child_state.take(alive), masks[alive], jitter[r + 1 :], need, rate)
+            score = self._score(future, child_state.take(alive), masks[alive], need, rate)
             keep = _best_distinct(score, child_state.prev_selected[alive], self.width)
             chosen = alive[keep]
             beam = child_state.take(chosen)
@@ -224,12 +182,11 @@ class BeamPlanner(Policy):
         return best_plan, best_tta
 
     def _children(
-        self, beam: core.SimState, plans: list[list[np.ndarray]]
+        self, future: Any, beam: Any, plans: list[list[np.ndarray]]
     ) -> tuple[np.ndarray, np.ndarray]:
         """(parent index, mask) of every child of every plan in the beam, deduplicated."""
-        p = self.env.params
-        n = p.n_sites
-        avail = core.available_now(p, beam)
+        n = self.env.params.n_sites
+        avail = future.available(beam)
         parents, masks = [], []
         for b in range(beam.batch):
             idx = np.flatnonzero(avail[b])
@@ -243,7 +200,7 @@ class BeamPlanner(Policy):
             toggles[np.arange(idx.size), idx] ^= True
             options.append(toggles)
             subsets = _subsets_of(idx, n)
-            eff = core.predict_round(p, beam.take(np.array([b])), subsets[None]).efficiency[0]
+            eff = future.predict_round(beam.take(np.array([b])), subsets[None]).efficiency[0]
             options.append(subsets[np.argsort(-eff, kind="stable")[: self.top_k]])
             cands = np.unique(np.concatenate(options), axis=0)
             cands = cands[cands.any(axis=1)]
@@ -254,25 +211,13 @@ class BeamPlanner(Policy):
         )
 
     def _score(
-        self,
-        state: core.SimState,
-        masks: np.ndarray,
-        jitter: np.ndarray,
-        need: float,
-        rate: float,
+        self, future: Any, state: Any, masks: np.ndarray, need: float, rate: float
     ) -> np.ndarray:
         """Estimated TTA (s) of each child: its set for ``lookahead`` rounds, then ``rate``."""
-        p = self.env.params
-        n = p.n_sites
-        finish = np.full(state.batch, np.nan)
-        for r in range(min(self.lookahead, jitter.shape[0])):
-            state = core.step_round(
-                p, state, masks, np.broadcast_to(jitter[r], (masks.shape[0], n + 1))
-            ).state
-            reached = np.isnan(finish) & (state.progress >= need)
-            finish[reached] = state.time_s[reached]
-        projected = state.time_s + np.maximum(need - state.progress, 0.0) / rate
-        return np.where(np.isnan(finish), projected, finish) - state.start_s
+        ahead = future.simulate(masks, state, rounds=self.lookahead)
+        end = ahead.state
+        projected = end.time_s + np.maximum(need - end.progress, 0.0) / rate
+        return np.where(ahead.success, end.time_s, projected) - end.start_s
 
 
 def _subsets_of(idx: np.ndarray, n: int) -> np.ndarray:
@@ -329,11 +274,12 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
     if p.fixed_time:
         raise ValueError("lower_bound_h supports fixed_quota rounds only")
     n = p.n_sites
+    future = env.clairvoyant()
     state = env.state
     start, t_begin = float(state.start_s[0]), float(state.time_s[0])
-    need = core.progress_needed(p)
+    need = future.progress_needed
     budget_end = start + p.time_budget_s
-    jitter = env.clairvoyant_jitter(p.max_rounds - int(state.rounds[0]))
+    jitter = future.jitter(p.max_rounds - int(state.rounds[0]))
     compute_min = float(jitter[:, :n].min()) if jitter.size else 1.0
     comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
     fastest_s = float((p.quota / (p.gpu_count * p.gpu_rate)).min()) * compute_min
@@ -342,8 +288,7 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
 
     # k-th smallest single-site compute time from each grid point, lowered by one step
     begin = np.repeat(grid[:, None], n, axis=1)
-    target = core._samples_at(p, begin) + p.quota * compute_min
-    compute = np.maximum(core._time_to_reach(p, target) - begin - step_s, 0.0)
+    compute = np.maximum(future.finish_s(begin, p.quota * compute_min) - begin - step_s, 0.0)
     compute.sort(axis=1)
     k = np.arange(1, n + 1)
     comm = (

@@ -1,9 +1,12 @@
-"""The simulator: pure array functions over a batch of episodes.
+"""The simulator: one compiled kernel over a batch of episodes.
 
-Every state array has a leading batch axis, ``(batch, n_sites)`` or ``(batch,)``, so the single
-environment (a batch of one), the vector environment (a batch of B) and the planners in
-``baselines/`` (a batch of candidate plans) run this one implementation of the dynamics. The
-model, with every equation and parameter, is in docs/model.md. This module imports numpy only.
+Every function here works on a batch: the single environment is a batch of one, the vector
+environment a batch of B, and the planners in ``baselines/`` a batch of candidate plans, so the
+dynamics are written once. They are plain scalar loops over episodes and sites, compiled by numba
+(``cache=True``: the first import after an install compiles them for ~20 s, later imports load
+the cached machine code). ``NUMBA_DISABLE_JIT=1`` runs the very same functions as plain Python,
+which is slow but lets a debugger step through a round. The model, with every equation and
+parameter, is in docs/model.md; the round is `_round`, the what-if of a set `_predict_episode`.
 
 Power enters through tables built once per scenario (``SimParams``): powered GPUs, throughput,
 the cumulative samples and GPU energy a site could accumulate, and each site's next outage, per
@@ -12,8 +15,10 @@ which integrates the piecewise-constant power exactly: a site whose power falls 
 slows down, and one left with no powered GPU drops out of the round. The tables hold the trace
 twice (wrapped once at its end) so that reads just past an episode's window stay in bounds.
 
-Randomness does not live here: callers pass multiplicative jitter factors drawn from the
-episode's generator, which keeps these functions pure and a batch equal to its members.
+The jitter is counter-based: a round's factor for a site is a hash of (the episode's key, the
+round, the site), turned into a standard normal. The key is drawn from the episode's generator
+at reset and travels in the state, so a batch equals its members, a copied state replays the
+same jitter, and nothing here holds a generator.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numba
 import numpy as np
 
-if TYPE_CHECKING:  # only for type hints; core stays numpy-only at run time
+if TYPE_CHECKING:  # only for type hints; core needs numpy and numba only at run time
     from powertrip_env.config import Scenario
     from powertrip_env.power import SitePower
 
@@ -65,6 +71,31 @@ SITE_HIGH = np.ones(len(SITE_FEATURES), dtype=np.float32)
 GLOBAL_LOW = np.array([0, 0, -1, -1, 0, 0], dtype=np.float32)
 GLOBAL_HIGH = np.ones(len(GLOBAL_FEATURES), dtype=np.float32)
 SELECTED_COL = SITE_FEATURES.index("selected_last_round")
+N_SITE_FEATURES, N_GLOBAL = len(SITE_FEATURES), len(GLOBAL_FEATURES)
+
+
+# The kernel's packed arrays. Numba reads these module constants at compile time.
+TABLE_FIELDS = ("rate", "powered", "cum_samples", "cum_gpu_j", "outage_s")
+RATE, POWERED, CUM_SAMPLES, CUM_GPU_J, OUTAGE_S = range(len(TABLE_FIELDS))
+SITE_FIELDS = (
+    "gpu_count", "gpu_wall_w", "gpu_rate", "site_batch", "rtt_s", "data_share", "quota",
+    "join_s", "site_tx_s", "idle_w_per_gpu",
+)  # fmt: skip
+S_GPUS, S_WALL_W, S_GPU_RATE, S_BATCH, S_RTT, S_SHARE, S_QUOTA, S_JOIN, S_TX, S_IDLE_W = range(
+    len(SITE_FIELDS)
+)
+CONSTS = (
+    "interval_s", "rows", "trace_t0_s", "hub_tx_s", "rtt_factor", "aggregation_s",
+    "local_steps", "eta_local", "noise_b0", "noise_p_b", "noise_gamma", "a0", "a_max",
+    "a_target", "span", "p0", "alpha", "non_iid", "coverage_tau", "coverage_ceiling",
+    "fixed_time", "round_s", "idle_s", "jitter_sigma", "time_budget_s", "max_rounds",
+    "time_scale_s", "h_ref_s",
+)  # fmt: skip
+(
+    C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
+    C_GAMMA, C_A0, C_AMAX, C_TARGET, C_SPAN, C_P0, C_ALPHA, C_NON_IID, C_TAU, C_KAPPA,
+    C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
+) = range(len(CONSTS))  # fmt: skip
 
 
 def great_circle_km(lat1: np.ndarray, lon1: np.ndarray, lat2: float, lon2: float) -> np.ndarray:
@@ -108,8 +139,10 @@ class SimParams:
     outage_s: np.ndarray  # start of the first row at or after this one with no powered GPU
     forecast_rate: np.ndarray  # (rows, H, n_sites) samples/s forecast at row k for row k + h
     site_obs: np.ndarray  # float32 (rows, n_sites, F) static part of the site features
-    flat_cum: np.ndarray  # cum_samples per site laid end to end, offset to be sorted
-    flat_offset: np.ndarray  # (n_sites,)
+    # the kernel's packed forms of the above: (rows + 1, TABLE_FIELDS, n_sites) with the
+    # per-row arrays above as views of it, and (SITE_FIELDS, n_sites)
+    table: np.ndarray
+    site: np.ndarray
     # workload and network scalars
     model_bits: float
     hub_bps: float
@@ -144,8 +177,16 @@ class SimParams:
         return self.rate.shape[0]
 
     @cached_property
-    def site_cols(self) -> np.ndarray:
-        return np.arange(self.n_sites)
+    def consts(self) -> np.ndarray:
+        """The scalars the kernel reads, in the order of ``CONSTS`` (per instance: a copy with
+        another ``jitter_sigma`` has its own)."""
+        values = {name: float(getattr(self, name)) for name in CONSTS if hasattr(self, name)}
+        values["hub_tx_s"] = self.hub_tx_s
+        values["rows"] = float(self.rows)
+        values["span"] = self.a_target - self.a0
+        out = np.array([values[name] for name in CONSTS], dtype=np.float64)
+        out.flags.writeable = False
+        return out
 
     @cached_property
     def site_tx_s(self) -> np.ndarray:
@@ -202,17 +243,18 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
     rate = powered * gpu_rate
     forecast_rate = np.concatenate([powered_gpus(fc_w) * gpu_rate] * 2)
     rows = rate.shape[0]
-    zero = np.zeros((1, n))
-    cum_samples = np.concatenate([zero, np.cumsum(rate * iv, axis=0)])
-    cum_gpu_j = np.concatenate([zero, np.cumsum(powered * gpu_wall_w * iv, axis=0)])
-    block = cum_samples[-1].max() * 1.01 + 1.0
-    flat_offset = np.arange(n) * block
-    flat_cum = (cum_samples + flat_offset).T.ravel()
+    # The kernel's table: one row per trace row plus the cumulative sums' end.
+    table = np.zeros((rows + 1, len(TABLE_FIELDS), n))
+    table[:rows, RATE] = rate
+    table[:rows, POWERED] = powered
+    table[1:, CUM_SAMPLES] = np.cumsum(rate * iv, axis=0)
+    table[1:, CUM_GPU_J] = np.cumsum(powered * gpu_wall_w * iv, axis=0)
     available = powered > 0
     # first row at or after each row with no powered GPU, by a running minimum from the end
     row_index = np.where(available, rows, np.arange(rows)[:, None])
     next_out = np.minimum.accumulate(row_index[::-1], axis=0)[::-1]
-    outage_s = np.where(next_out < rows, next_out * iv, np.inf)
+    table[:rows, OUTAGE_S] = np.where(next_out < rows, next_out * iv, np.inf)
+    table[rows, OUTAGE_S] = np.inf
     join_s = net.join_fixed_s + model_bits / wan_bps
 
     full_time = quota / (gpu_count * gpu_rate)
@@ -225,6 +267,11 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
         col("longitude"), time_scale_s,
     )  # fmt: skip
 
+    site_tx_s, idle_w = model_bits / wan_bps, ep.idle_fraction * gpu_wall_w
+    site = np.stack(
+        [gpu_count, gpu_wall_w, gpu_rate, site_batch, rtt_s, col("data_share"), quota, join_s,
+         site_tx_s, idle_w]
+    )  # fmt: skip
     params = SimParams(
         n_sites=n,
         interval_s=iv,
@@ -240,16 +287,16 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
         data_share=col("data_share"),
         quota=quota,
         join_s=join_s,
-        powered=powered,
-        rate=rate,
-        cum_samples=cum_samples,
-        cum_gpu_j=cum_gpu_j,
+        powered=table[:rows, POWERED],
+        rate=table[:rows, RATE],
+        cum_samples=table[:, CUM_SAMPLES],
+        cum_gpu_j=table[:, CUM_GPU_J],
         available=available,
-        outage_s=outage_s,
+        outage_s=table[:rows, OUTAGE_S],
         forecast_rate=forecast_rate,
         site_obs=site_obs,
-        flat_cum=flat_cum,
-        flat_offset=flat_offset,
+        table=table,
+        site=site,
         model_bits=model_bits,
         hub_bps=net.hub_gbps * 1e9,
         rtt_factor=net.rtt_factor,
@@ -337,15 +384,52 @@ def _site_obs_table(
     return obs
 
 
+# --------------------------------------------------------------------------- the kernel's layout
+#
+# A batch of episodes is one (B, len(STATE_FIELDS) + 2N) float64 array: the scalars below, then
+# each site's "joined" flag (it completed the last round) and its rounds absent. A round's
+# outcome is a (B, len(RECORD_FIELDS)) record and a (B, len(SITE_RECORD), N) per-site record.
+# Few, packed arrays keep the cost of entering the compiled code small.
+
+STATE_FIELDS = (
+    "time_s", "start_s", "progress", "accuracy", "rounds", "energy_j", "last_round_s",
+    "coverage", "key",
+)  # fmt: skip
+TIME, START, PROGRESS, ACC, ROUNDS, ENERGY, LAST_ROUND, COVERAGE, KEY = range(len(STATE_FIELDS))
+JOINED = len(STATE_FIELDS)  # first of the N joined flags; the N absent counts follow them
+RECORD_FIELDS = (
+    "round_time_s", "compute_s", "comm_s", "delta_accuracy", "energy_j", "straggler",
+    "invalid", "idle", "cut", "n_selected", "terminated", "truncated", "over", "excess_gain",
+    "gain_rate",
+)  # fmt: skip
+(
+    R_ROUND_S, R_COMPUTE_S, R_COMM_S, R_DELTA_ACC, R_ENERGY_J, R_STRAGGLER, R_INVALID, R_IDLE,
+    R_CUT, R_N_SELECTED, R_TERMINATED, R_TRUNCATED, R_OVER, R_EXCESS_GAIN, R_GAIN_RATE,
+) = range(len(RECORD_FIELDS))  # fmt: skip
+SITE_RECORD = ("selected", "dropped", "powered")
+SELECTED, DROPPED, POWERED_NOW = range(len(SITE_RECORD))
+KEY_LIMIT = 2**53  # episode keys are whole numbers below this: exact in the float64 state
+_NO_JITTER = np.zeros((0, 0))  # "no jitter given": each episode's own, from its key
+PARALLEL_MIN_BATCH = 256  # episodes from which a step runs on all cores (threads cost ~10 µs)
+PARALLEL_CHUNKS = 64  # pieces of the batch the threads share out
+
+_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_M32 = 0xFFFFFFFF
+# the hashes' third word, one per use
+_JITTER_STREAM, _START_STREAM, _KEY_STREAM, _LEARNER_STREAM = 1, 2, 3, 5
+
+
 # --------------------------------------------------------------------------- the learning model
 
 
-def noise_scale(params: SimParams, progress: np.ndarray) -> np.ndarray:
+@_jit
+def _noise_scale(c: np.ndarray, progress: float) -> float:
     """Gradient noise scale ``B_noise(P) = B0 · (1 + P / P_B)^γ`` (McCandlish et al. 2018)."""
-    return params.noise_b0 * (1.0 + progress / params.noise_p_b) ** params.noise_gamma
+    return c[C_B0] * (1.0 + progress / c[C_PB]) ** c[C_GAMMA]
 
 
-def accuracy(params: SimParams, progress: np.ndarray, cover: Any = 1.0) -> np.ndarray:
+@_jit
+def _accuracy(c: np.ndarray, progress: float, cover: float) -> float:
     """Surrogate accuracy curve ``a(P) = a_max − (a_max − a0)(1 + P/P0)^−α``.
 
     Written as ``a0 + (a_max − a0)(1 − (1 + P/P0)^−α)`` so that ``a(0)`` is exactly ``a0`` in
@@ -356,10 +440,47 @@ def accuracy(params: SimParams, progress: np.ndarray, cover: Any = 1.0) -> np.nd
     trained only on some sites' label-skewed shards cannot classify what it never sees, so
     leaving sites out caps its accuracy, and taking them back lifts the cap (docs/model.md).
     """
-    a_max = params.a_max
-    if params.coverage_ceiling > 0.0:
-        a_max = params.a_max * np.asarray(cover) ** params.coverage_ceiling
-    return params.a0 + (a_max - params.a0) * (1.0 - (1.0 + progress / params.p0) ** (-params.alpha))
+    a_max = c[C_AMAX]
+    if c[C_KAPPA] > 0.0:
+        a_max = a_max * cover ** c[C_KAPPA]
+    return c[C_A0] + (a_max - c[C_A0]) * (1.0 - (1.0 + progress / c[C_P0]) ** (-c[C_ALPHA]))
+
+
+@_jit
+def _coverage(c: np.ndarray, site: np.ndarray, absent: np.ndarray) -> float:
+    """Fraction of the data a round's update reflects under non-IID data (1 when IID).
+
+    A site away for ``r`` rounds has its share forgotten as ``1 − exp(−r/τ)``; ``non_iid``
+    scales how much that matters.
+    """
+    if c[C_NON_IID] == 0.0:
+        return 1.0
+    lost = 0.0
+    for i in range(absent.shape[0]):
+        lost += (1.0 - math.exp(-absent[i] / c[C_TAU])) * site[S_SHARE, i]
+    return 1.0 - c[C_NON_IID] * lost
+
+
+@_jit
+def _delta_progress(c: np.ndarray, progress: float, batch: float, cover: float) -> float:
+    """``ΔP = local_steps · η · coverage / (1 + B_noise(P) / B_r)``; zero for an empty round."""
+    if batch <= 0.0:
+        return 0.0
+    eff = 1.0 / (1.0 + _noise_scale(c, progress) / batch)
+    return c[C_LOCAL_STEPS] * c[C_ETA] * eff * cover
+
+
+def noise_scale(params: SimParams, progress: Any) -> np.ndarray:
+    """`_noise_scale` at each value of ``progress``."""
+    p = np.asarray(progress, dtype=np.float64)
+    return np.array([_noise_scale(params.consts, x) for x in p.ravel()]).reshape(p.shape)
+
+
+def accuracy(params: SimParams, progress: Any, cover: Any = 1.0) -> np.ndarray:
+    """`_accuracy` at each value of ``progress`` (and ``cover``, broadcast against it)."""
+    p, cv = np.broadcast_arrays(np.asarray(progress, np.float64), np.asarray(cover, np.float64))
+    values = [_accuracy(params.consts, x, y) for x, y in zip(p.ravel(), cv.ravel(), strict=True)]
+    return np.array(values, dtype=np.float64).reshape(p.shape)
 
 
 def progress_needed(params: SimParams) -> float:
@@ -368,187 +489,161 @@ def progress_needed(params: SimParams) -> float:
     return params.p0 * (ratio ** (-1.0 / params.alpha) - 1.0)
 
 
-def coverage(params: SimParams, absent_rounds: np.ndarray) -> np.ndarray:
-    """Fraction of the data a round's update reflects under non-IID data (1 when IID).
+# --------------------------------------------------------------------------- power tables
 
-    A site away for ``r`` rounds has its share forgotten as ``1 − exp(−r/τ)``; ``non_iid``
-    scales how much that matters. ``absent_rounds`` is (..., N); the result is (...).
+
+@_jit
+def _row(c: np.ndarray, t: float) -> int:
+    """Row of the per-row tables for a clock ``t`` (seconds since row 0, never negative).
+
+    ``int(t / iv)``, not ``t // iv``: floor division of floats goes through ``fmod``, which costs
+    more than the rest of a site's round. `current_row` uses the same formula.
     """
-    if params.non_iid == 0.0:
-        return np.ones(absent_rounds.shape[:-1])
-    forgotten = 1.0 - np.exp(-absent_rounds / params.coverage_tau)
-    # One dot product per row: a batched product may sum each row in a different order
-    # depending on the batch size, and a batch must equal its members.
-    lost = (forgotten[..., None, :] @ params.data_share)[..., 0]
-    return 1.0 - params.non_iid * lost
+    k = int(t / c[C_IV])
+    last = int(c[C_ROWS]) - 1
+    return k if k < last else last
 
 
-def delta_progress(
-    params: SimParams, progress: np.ndarray, batch: np.ndarray, cover: np.ndarray
-) -> np.ndarray:
-    """``ΔP = local_steps · η · coverage / (1 + B_noise(P) / B_r)``; zero for an empty round."""
-    bn = noise_scale(params, progress)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eff = np.where(batch > 0, 1.0 / (1.0 + bn / np.where(batch > 0, batch, 1.0)), 0.0)
-    return params.local_steps * params.eta_local * eff * cover
+@_jit
+def _samples_at(c: np.ndarray, table: np.ndarray, t: float, i: int) -> float:
+    """Cumulative samples site ``i`` could have processed from row 0 to time ``t``."""
+    k = _row(c, t)
+    return table[k, CUM_SAMPLES, i] + table[k, RATE, i] * (t - k * c[C_IV])
 
 
-# --------------------------------------------------------------------------- state
+@_jit
+def _gpu_energy_at(c: np.ndarray, table: np.ndarray, site: np.ndarray, t: float, i: int) -> float:
+    """Energy of site ``i``'s powered GPUs, if busy, from row 0 to time ``t``."""
+    k = _row(c, t)
+    busy_w = table[k, POWERED, i] * site[S_WALL_W, i]
+    return table[k, CUM_GPU_J, i] + busy_w * (t - k * c[C_IV])
 
 
-@dataclass(frozen=True, eq=False)
-class SimState:
-    """A batch of B episodes. Arrays are never modified in place; each step builds a new state."""
+@_jit
+def _time_to_reach(c: np.ndarray, table: np.ndarray, target: float, i: int, hint: int) -> float:
+    """Earliest time at which site ``i``'s cumulative samples reach ``target``.
 
-    time_s: np.ndarray  # (B,) seconds since row 0
-    start_s: np.ndarray  # (B,)
-    progress: np.ndarray  # (B,)
-    accuracy: np.ndarray  # (B,)
-    prev_selected: np.ndarray  # (B, N) bool: the sites that completed the last round (joined)
-    absent_rounds: np.ndarray  # (B, N) rounds since each site last took part
-    rounds: np.ndarray  # (B,) int
-    energy_j: np.ndarray  # (B,)
-    last_round_s: np.ndarray  # (B,)
-    coverage: np.ndarray  # (B,)
+    The first table row whose cumulative reaches it is found by galloping forward from
+    ``hint`` (the row the work starts in: a round spans few rows), then bisecting. A target
+    beyond the (wrapped) calendar is placed at its end, which no episode reaches (rounds are
+    cut at the time budget).
+    """
+    rows = int(c[C_ROWS])
+    iv = c[C_IV]
+    if table[hint, CUM_SAMPLES, i] >= target:
+        lo, hi = 0, hint  # the answer is in [lo, hi]; rows + 1 stands for "never"
+    else:
+        below, step = hint, 1  # cum[below] < target
+        while below + step <= rows and table[below + step, CUM_SAMPLES, i] < target:
+            below += step
+            step *= 2
+        lo, hi = below + 1, min(below + step, rows + 1)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if table[mid, CUM_SAMPLES, i] >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo > rows:
+        return rows * iv
+    j = min(max(lo - 1, 0), rows - 1)
+    rate = table[j, RATE, i]
+    if rate <= 0.0:
+        return rows * iv
+    return j * iv + (target - table[j, CUM_SAMPLES, i]) / rate
 
-    @property
-    def batch(self) -> int:
-        return self.time_s.shape[0]
 
-    def take(self, index: np.ndarray) -> SimState:
-        """The episodes at ``index`` (an int array, repeats allowed), as a new batch."""
-        return SimState(**{name: getattr(self, name)[index] for name in _FIELDS})
+# --------------------------------------------------------------------------- jitter
 
 
-_FIELDS = tuple(SimState.__dataclass_fields__)
+@_jit
+def _mul32(a: int, b: int) -> int:
+    """``a · b mod 2³²`` for 32-bit ``a`` and ``b``, in parts that fit a signed 64-bit int (so
+    compiled and plain Python agree without overflow)."""
+    return (a * (b & 0xFFFF) + (((a * (b >> 16)) & 0xFFFF) << 16)) & _M32
 
 
-def initial_state(params: SimParams, start_s: np.ndarray) -> SimState:
-    """Fresh episodes starting at ``start_s`` (seconds since row 0)."""
-    start = np.asarray(start_s, dtype=np.float64).reshape(-1)
-    b, n = start.shape[0], params.n_sites
-    return SimState(
-        time_s=start.copy(),
-        start_s=start.copy(),
-        progress=np.zeros(b),
-        accuracy=np.full(b, params.a0),
-        prev_selected=np.zeros((b, n), dtype=bool),
-        absent_rounds=np.zeros((b, n)),
-        rounds=np.zeros(b, dtype=np.int64),
-        energy_j=np.zeros(b),
-        last_round_s=np.zeros(b),
-        coverage=np.ones(b),
+@_jit
+def _mix32(x: int) -> int:
+    """A 32-bit integer hash with good avalanche (Wellons' "lowbias32"); a bijection."""
+    x ^= x >> 16
+    x = _mul32(x, 0x7FEB352D)
+    x ^= x >> 15
+    x = _mul32(x, 0x846CA68B)
+    x ^= x >> 16
+    return x
+
+
+@_jit
+def _hash(a: int, b: int, c: int) -> int:
+    """A 32-bit hash of three whole numbers ``a`` (below 2⁵³), ``b`` and ``c`` (below 2³²)."""
+    return _mix32(_mix32(_mix32(_mix32(a & _M32) ^ (a >> 32)) ^ b) ^ c)
+
+
+@_jit
+def _uniform(h: int) -> float:
+    """A 32-bit hash as a uniform number in (0, 1)."""
+    return (h + 0.5) / 4294967296.0
+
+
+@_jit
+def _jitter_into(c: np.ndarray, key: float, rnd: int, out: np.ndarray) -> None:
+    """Round ``rnd``'s log-normal jitter ``exp(σ · z)``: N compute factors, then the network's.
+
+    The standard normals ``z`` come in pairs from Box–Muller on two uniforms, hashes of the
+    round's seed (itself a hash of the episode's key and the round) and the value's index.
+    """
+    sigma = c[C_SIGMA]
+    if sigma <= 0.0:
+        for j in range(out.shape[0]):
+            out[j] = 1.0
+        return
+    seed = _hash(int(key), rnd & _M32, _JITTER_STREAM)
+    for j in range(0, out.shape[0], 2):
+        radius = math.sqrt(-2.0 * math.log(_uniform(_mix32(seed ^ j))))
+        angle = 2.0 * math.pi * _uniform(_mix32(seed ^ (j + 1)))
+        out[j] = math.exp(sigma * radius * math.cos(angle))
+        if j + 1 < out.shape[0]:
+            out[j + 1] = math.exp(sigma * radius * math.sin(angle))
+
+
+@_jit
+def _episode_batch(bases, episodes, lo, hi, out):
+    """Per episode: its start row in [lo, hi), its jitter key (below 2⁵³) and a 31-bit seed for a
+    real learner, hashed from (the env's base, the episode's index), into ``out`` (B, 3)."""
+    for b in range(bases.shape[0]):
+        base, e = bases[b], episodes[b] & _M32
+        out[b, 0] = lo + (_hash(base, e, _START_STREAM) * (hi - lo) >> 32)
+        high = _hash(base, e, _KEY_STREAM) & 0x1FFFFF
+        out[b, 1] = (high << 32) | _hash(base, e, _KEY_STREAM + 1)
+        out[b, 2] = _hash(base, e, _LEARNER_STREAM) >> 1
+
+
+def episode_draws(
+    bases: np.ndarray, episodes: np.ndarray, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counter-based episode randomness: (start rows in [lo, hi), jitter keys, learner seeds)
+    of episode ``episodes[b]`` of an environment whose generator gave ``bases[b]``."""
+    out = np.empty((len(bases), 3), dtype=np.int64)
+    _episode_batch(
+        np.asarray(bases, dtype=np.int64), np.asarray(episodes, dtype=np.int64), lo, hi, out
     )
+    return out[:, 0], out[:, 1], out[:, 2]
 
 
-def merge_states(old: SimState, new: SimState, rows: np.ndarray) -> SimState:
-    """``old`` with the episodes at boolean ``rows`` replaced by ``new`` (same batch size)."""
-    out = {}
-    for name in _FIELDS:
-        a, b = getattr(old, name), getattr(new, name)
-        r = rows.reshape((-1,) + (1,) * (a.ndim - 1))
-        out[name] = np.where(r, b, a)
-    return SimState(**out)
-
-
-def current_row(params: SimParams, time_s: np.ndarray) -> np.ndarray:
-    """Row of the per-row tables for each episode's clock."""
-    return np.minimum((time_s // params.interval_s).astype(np.intp), params.rows - 1)
-
-
-def available_now(params: SimParams, state: SimState) -> np.ndarray:
-    """(B, N) bool: sites with at least one powered GPU at the current time."""
-    return params.available[current_row(params, state.time_s)]
+@_jit
+def _jitter_batch(c: np.ndarray, state: np.ndarray, first: np.ndarray, out: np.ndarray) -> None:
+    for b in range(out.shape[0]):
+        for r in range(out.shape[1]):
+            _jitter_into(c, state[b, KEY], first[b] + r, out[b, r])
 
 
 # --------------------------------------------------------------------------- the round
 
 
-def _samples_at(params: SimParams, t: np.ndarray) -> np.ndarray:
-    """Cumulative samples each site could have processed from row 0 to time ``t`` (…, N)."""
-    k = current_row(params, t)
-    cols = params.site_cols
-    return params.cum_samples[k, cols] + params.rate[k, cols] * (t - k * params.interval_s)
-
-
-def _gpu_energy_at(params: SimParams, t: np.ndarray) -> np.ndarray:
-    """Energy of each site's powered GPUs, if busy, from row 0 to time ``t`` (…, N)."""
-    k = current_row(params, t)
-    cols = params.site_cols
-    busy_w = params.powered[k, cols] * params.gpu_wall_w
-    return params.cum_gpu_j[k, cols] + busy_w * (t - k * params.interval_s)
-
-
-def _time_to_reach(params: SimParams, target: np.ndarray) -> np.ndarray:
-    """Earliest time at which each site's cumulative samples reach ``target`` (…, N).
-
-    One ``searchsorted`` over all sites: their cumulative tables are laid end to end with
-    offsets that keep the whole array sorted. A target beyond the (wrapped) calendar is placed
-    at its end, which no episode reaches (rounds are cut at the time budget).
-    """
-    rows, cols = params.rows, params.site_cols
-    pos = np.searchsorted(params.flat_cum, target + params.flat_offset, side="left")
-    e = pos - cols * (rows + 1)  # first table row whose cumulative reaches the target
-    beyond = e > rows
-    j = np.clip(e - 1, 0, rows - 1)
-    rate = params.rate[j, cols]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = j * params.interval_s + (target - params.cum_samples[j, cols]) / rate
-    return np.where(beyond | (rate <= 0), rows * params.interval_s, t)
-
-
-def _comm_s(params: SimParams, done: np.ndarray, n_done: np.ndarray) -> np.ndarray:
-    """``rtt_factor · max RTT + 2 · max(max M/bw_i, |S| · M/bw_hub)`` over the sites in ``done``.
-
-    ``done`` is (..., N) bool; the result is 0 where no site is in it.
-    """
-    rtt = np.max(np.where(done, params.rtt_s, 0.0), axis=-1)
-    site_tx = np.max(np.where(done, params.site_tx_s, 0.0), axis=-1)
-    hub_tx = n_done * params.hub_tx_s
-    return np.where(n_done > 0, params.rtt_factor * rtt + 2.0 * np.maximum(site_tx, hub_tx), 0.0)
-
-
-class RoundResult(NamedTuple):
-    """The outcome of one simulated round for every episode in the batch."""
-
-    state: SimState
-    selected: np.ndarray  # (B, N) the sites that started the round (selection ∧ available)
-    dropped: np.ndarray  # (B, N) selected sites that lost all power before finishing
-    invalid: np.ndarray  # (B,) requested sites that were unavailable
-    idle: np.ndarray  # (B,) bool: no site started
-    cut: np.ndarray  # (B,) bool: the round was cut at the time budget and taught nothing
-    round_time_s: np.ndarray
-    compute_s: np.ndarray
-    comm_s: np.ndarray
-    delta_accuracy: np.ndarray  # clipped at the target, so a* − a0 sums exactly on success
-    energy_j: np.ndarray  # of this round
-    straggler: np.ndarray  # (B,) the completing site that finished compute last; -1 if none
-    powered: np.ndarray  # (B, N) powered GPUs at the start of the round
-
-
-def draw_noise(rng: np.random.Generator, rounds: int, n_sites: int) -> np.ndarray:
-    """Standard-normal jitter draws for ``rounds`` rounds: N compute values and one network.
-
-    Drawn in blocks from the episode's generator; the numbers a round gets do not depend on
-    the block size, which keeps single and vector environments identical.
-    """
-    return rng.standard_normal((rounds, n_sites + 1))
-
-
-def jitter_factors(params: SimParams, noise: np.ndarray) -> np.ndarray:
-    """Multiplicative log-normal jitter ``exp(σ · noise)`` of compute (first N) and network."""
-    if params.jitter_sigma > 0:
-        return np.exp(params.jitter_sigma * noise)
-    return np.ones_like(noise)
-
-
-def step_round(
-    params: SimParams, state: SimState, mask: np.ndarray, jitter: np.ndarray
-) -> RoundResult:
-    """Simulate one round of every episode on the true power trace.
-
-    ``mask`` (B, N) bool is the requested set, ``jitter`` (B, N + 1) the factors
-    `jitter_factors` makes. The round, in the order docs/model.md gives it:
+@_jit
+def _round(c, site, table, st, mask, f, rec, srec, begin, end, s_begin):
+    """One round of one episode, in the order docs/model.md gives it; ``st`` is updated.
 
     1. Requested sites without a powered GPU now are dropped (``invalid``); the rest start. None
        starting is an idle round: the clock moves ``idle_s``, nothing is learned, every site is
@@ -563,95 +658,576 @@ def step_round(
        last one did, with nothing learned.
     6. A round that would end after the episode's time budget is cut there and teaches nothing
        (a synchronous update lands only at the round's end).
+
+    ``f`` holds the jitter factors (N compute, then the network's); ``begin``, ``end`` and
+    ``s_begin`` are scratch of N.
     """
-    n = params.n_sites
-    t = state.time_s
-    k = current_row(params, t)
-    powered = params.powered[k]
-    sel = mask & params.available[k]
-    n_sel = np.count_nonzero(sel, axis=-1)
-    invalid = np.count_nonzero(mask, axis=-1) - n_sel
+    n = site.shape[1]
+    t = st[TIME]
+    k = _row(c, t)
+    fixed = c[C_FIXED_TIME] > 0.0
+    n_req = 0
+    n_sel = 0
+    for i in range(n):
+        powered = table[k, POWERED, i]
+        chosen = mask[i] != 0
+        n_req += chosen
+        sel = chosen and powered > 0.0
+        n_sel += sel
+        srec[SELECTED, i] = sel
+        srec[DROPPED, i] = 0.0
+        srec[POWERED_NOW, i] = powered
     idle = n_sel == 0
-    compute_jitter, comm_jitter = jitter[:, :n], jitter[:, n]
 
-    joining = sel & ~state.prev_selected
-    begin = t[:, None] + np.where(joining, params.join_s, 0.0)
-    samples_begin = _samples_at(params, begin)
-    if params.fixed_time:
-        end = begin + params.round_s * compute_jitter
+    n_done = 0
+    latest = -math.inf
+    straggler = -1
+    last_drop = -math.inf
+    rtt = 0.0
+    site_tx = 0.0
+    batch = 0.0
+    for i in range(n):
+        if srec[SELECTED, i] == 0.0:
+            continue
+        begin[i] = t + (0.0 if st[JOINED + i] > 0.0 else site[S_JOIN, i])
+        s_begin[i] = _samples_at(c, table, begin[i], i)
+        if fixed:
+            end[i] = begin[i] + c[C_ROUND_S] * f[i]
+        else:
+            target = s_begin[i] + site[S_QUOTA, i] * f[i]
+            end[i] = _time_to_reach(c, table, target, i, _row(c, begin[i]))
+        drop_at = table[k, OUTAGE_S, i]  # the next row without power; the current row has some
+        if drop_at < end[i]:
+            srec[DROPPED, i] = 1.0
+            last_drop = max(last_drop, drop_at)
+            continue
+        n_done += 1
+        if end[i] > latest:
+            latest = end[i]
+            straggler = i
+        rtt = max(rtt, site[S_RTT, i])
+        site_tx = max(site_tx, site[S_TX, i])
+        if fixed:
+            batch += _samples_at(c, table, min(end[i], drop_at), i) - s_begin[i]
+        else:
+            batch += site[S_BATCH, i]
+    if fixed:
+        batch = batch / c[C_LOCAL_STEPS]
+
+    if n_done > 0:
+        compute_s = latest - t
+        # rtt_factor · max RTT + 2 · max(max M/bw_i, |S| · M/bw_hub) over the completing sites
+        comm_s = (c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])) * f[n]
+        round_s = compute_s + comm_s + c[C_AGG]
     else:
-        end = _time_to_reach(params, samples_begin + params.quota * compute_jitter)
-    drop_at = params.outage_s[k]  # the next row without power; the current row has some
-    dropped = sel & (drop_at < end)
-    done = sel & ~dropped
-    n_done = np.count_nonzero(done, axis=-1)
-
-    finish = np.where(done, end, -np.inf)
-    straggler = np.where(n_done > 0, finish.argmax(axis=-1), -1)
-    latest = finish.max(axis=-1)
-    last_drop = np.max(np.where(dropped, drop_at, -np.inf), axis=-1)
-    compute_s = np.where(n_done > 0, latest - t, np.where(idle, 0.0, last_drop - t))
-    comm_s = _comm_s(params, done, n_done) * comm_jitter
-    round_s = np.where(
-        n_done > 0,
-        compute_s + comm_s + params.aggregation_s,
-        np.where(idle, params.idle_s, compute_s),
-    )
-    budget_left = state.start_s + params.time_budget_s - t
+        compute_s = 0.0 if idle else last_drop - t
+        comm_s = 0.0
+        round_s = c[C_IDLE_S] if idle else compute_s
+    deadline = st[START] + c[C_BUDGET]
+    budget_left = deadline - t
     cut = round_s > budget_left
-    round_s = np.minimum(round_s, budget_left)
-    compute_s = np.minimum(compute_s, round_s)
-    comm_s = np.minimum(comm_s, round_s - compute_s)
+    round_s = min(round_s, budget_left)
+    compute_s = min(compute_s, round_s)
+    comm_s = min(comm_s, round_s - compute_s)
     # A round that reaches the budget ends exactly at it: t + (deadline − t) can round below
     # the deadline, and the episode would then never see its budget run out.
-    t_end = np.where(round_s >= budget_left, state.start_s + params.time_budget_s, t + round_s)
-
-    if params.fixed_time:
-        samples = _samples_at(params, np.minimum(end, drop_at)) - samples_begin
-        batch = np.sum(np.where(done, samples, 0.0), axis=-1) / params.local_steps
-    else:
-        batch = np.sum(np.where(done, params.site_batch, 0.0), axis=-1)
-    batch = np.where(cut, 0.0, batch)
-    absent = np.where(
-        idle[:, None], state.absent_rounds, np.where(done, 0.0, state.absent_rounds + 1.0)
-    )
-    cover = coverage(params, absent)
-    dp = delta_progress(params, state.progress, batch, cover)
-    progress = state.progress + dp
-    acc = accuracy(params, progress, np.where(idle, state.coverage, cover))
-    delta_acc = np.minimum(acc, params.a_target) - np.minimum(state.accuracy, params.a_target)
+    t_end = deadline if round_s >= budget_left else t + round_s
+    if cut:
+        batch = 0.0
 
     # Busy GPUs from the end of the join to the end of compute (or the outage, or the cut);
     # joined GPUs wait at idle power through the join and after they finish, until the round
     # ends. A site that dropped out has no powered GPU left to wait with.
-    stop = np.minimum(np.minimum(end, drop_at), t_end[:, None])
-    busy_s = np.maximum(stop - begin, 0.0)
-    busy_j = np.where(sel & (busy_s > 0), _gpu_energy_at(params, stop) - _gpu_energy_at(
-        params, np.minimum(begin, stop)), 0.0)  # fmt: skip
-    held_until = np.where(dropped, np.minimum(drop_at, t_end[:, None]), t_end[:, None])
-    waiting_s = np.maximum(held_until - t[:, None] - busy_s, 0.0)
-    idle_j = np.where(sel, params.idle_w_per_gpu * powered * waiting_s, 0.0)
-    energy_j = np.sum(busy_j, axis=-1) + np.sum(idle_j, axis=-1)
+    busy_j = 0.0
+    idle_j = 0.0
+    for i in range(n):
+        if srec[SELECTED, i] == 0.0:
+            continue
+        drop_at = table[k, OUTAGE_S, i]
+        stop = min(min(end[i], drop_at), t_end)
+        busy_s = max(stop - begin[i], 0.0)
+        if busy_s > 0.0:
+            busy_j += _gpu_energy_at(c, table, site, stop, i) - _gpu_energy_at(
+                c, table, site, min(begin[i], stop), i
+            )
+        held_until = min(drop_at, t_end) if srec[DROPPED, i] > 0.0 else t_end
+        waiting_s = max(held_until - t - busy_s, 0.0)
+        idle_j += site[S_IDLE_W, i] * srec[POWERED_NOW, i] * waiting_s
+    energy_j = busy_j + idle_j
 
-    new_state = SimState(
-        time_s=t_end,
-        start_s=state.start_s,
-        progress=progress,
-        accuracy=acc,
-        prev_selected=done,
-        absent_rounds=absent,
-        rounds=state.rounds + 1,
-        energy_j=state.energy_j + energy_j,
-        last_round_s=round_s,
-        coverage=np.where(idle, state.coverage, cover),
-    )
-    return RoundResult(
-        new_state, sel, dropped, invalid, idle, cut, round_s, compute_s, comm_s, delta_acc,
-        energy_j, straggler, powered,
-    )  # fmt: skip
+    if not idle:
+        for i in range(n):
+            done = srec[SELECTED, i] > 0.0 and srec[DROPPED, i] == 0.0
+            st[JOINED + n + i] = 0.0 if done else st[JOINED + n + i] + 1.0
+    cover = st[COVERAGE] if idle else _coverage(c, site, st[JOINED + n : JOINED + 2 * n])
+    dp = _delta_progress(c, st[PROGRESS], batch, cover)
+    progress = st[PROGRESS] + dp
+    acc = _accuracy(c, progress, cover)
+    target = c[C_TARGET]
+    rec[R_DELTA_ACC] = min(acc, target) - min(st[ACC], target)
+
+    for i in range(n):
+        st[JOINED + i] = 1.0 if srec[SELECTED, i] > 0.0 and srec[DROPPED, i] == 0.0 else 0.0
+    st[TIME] = t_end
+    st[PROGRESS] = progress
+    st[ACC] = acc
+    st[ROUNDS] += 1.0
+    st[ENERGY] += energy_j
+    st[LAST_ROUND] = round_s
+    st[COVERAGE] = cover
+
+    rec[R_ROUND_S] = round_s
+    rec[R_COMPUTE_S] = compute_s
+    rec[R_COMM_S] = comm_s
+    rec[R_ENERGY_J] = energy_j
+    rec[R_STRAGGLER] = straggler
+    rec[R_INVALID] = n_req - n_sel
+    rec[R_IDLE] = idle
+    rec[R_CUT] = cut
+    rec[R_N_SELECTED] = n_sel
+    over = t_end >= deadline or st[ROUNDS] >= c[C_MAX_ROUNDS]
+    rec[R_OVER] = over
+    rec[R_TERMINATED] = acc >= target
+    rec[R_TRUNCATED] = over and not acc >= target
+    _rewards(c, rec)
+
+
+@_jit
+def _rewards(c: np.ndarray, rec: np.ndarray) -> None:
+    """The round's rewards (``powertrip_env.rewards``), from its accuracy gain and time.
+
+    * excess gain ``(Δa − ρ_ref·T_r) / (a* − a0)`` with ``ρ_ref = (a* − a0) / H_ref``: the gain
+      minus what the reference rate gains in the same time. Its sum over a successful episode
+      is exactly ``1 − TTA/H_ref``, so maximising the return minimises the time to accuracy.
+    * gain rate ``Δa / (a* − a0) · H_ref / T_r``: the literal gain per unit time; 0 for a round
+      of no time (only an episode already at its budget has one).
+    """
+    gain = rec[R_DELTA_ACC] / c[C_SPAN]
+    rec[R_EXCESS_GAIN] = gain - rec[R_ROUND_S] / c[C_H_REF]
+    rec[R_GAIN_RATE] = gain * (c[C_H_REF] / rec[R_ROUND_S]) if rec[R_ROUND_S] > 0.0 else 0.0
+
+
+@_jit
+def _step_batch(c, site, table, state, masks, jitter, rec, srec):
+    """Every episode of ``state`` (updated in place) one round on; ``jitter`` (B, N + 1) gives
+    the factors, or is empty to take each episode's own from its key."""
+    n = site.shape[1]
+    f = np.empty(n + 1)
+    begin = np.empty(n)
+    end = np.empty(n)
+    s_begin = np.empty(n)
+    for b in range(state.shape[0]):
+        if jitter.shape[0] > 0:
+            f[:] = jitter[b]
+        else:
+            _jitter_into(c, state[b, KEY], int(state[b, ROUNDS]), f)
+        _round(c, site, table, state[b], masks[b], f, rec[b], srec[b], begin, end, s_begin)
+
+
+# --------------------------------------------------------------------------- observations
+
+
+@_jit
+def _observe_batch(c, site_obs, state, out, width, valid):
+    """Each episode's observation into a row of ``out``: the site features of ``width`` sites
+    (zeros past N), the global features, then (``valid``) the per-site valid flags."""
+    n, nf = site_obs.shape[1], site_obs.shape[2]
+    g = width * nf
+    for b in range(state.shape[0]):
+        st = state[b]
+        row = out[b]
+        k = _row(c, st[TIME])
+        for i in range(n):
+            for q in range(nf):
+                row[i * nf + q] = site_obs[k, i, q]
+            row[i * nf + SELECTED_COL] = st[JOINED + i]
+        for x in range(n * nf, g):
+            row[x] = 0.0
+        day = 2.0 * math.pi * ((st[TIME] + c[C_T0]) % 86400.0) / 86400.0
+        row[g] = min(max((st[ACC] - c[C_A0]) / c[C_SPAN], 0.0), 1.0)
+        row[g + 1] = min(max((st[TIME] - st[START]) / c[C_BUDGET], 0.0), 1.0)
+        row[g + 2] = math.sin(day)
+        row[g + 3] = math.cos(day)
+        row[g + 4] = min(max(st[LAST_ROUND] / c[C_TIME_SCALE], 0.0), 1.0)
+        row[g + 5] = min(max(st[COVERAGE], 0.0), 1.0)
+        if valid:
+            for i in range(width):
+                row[g + N_GLOBAL + i] = 1.0 if i < n else 0.0
+
+
+@_jit
+def _step_observe(c, site, table, site_obs, state, masks, jitter, rec, srec, out, width, valid):
+    """`_step_batch` then `_observe_batch`: what an environment step needs, in one call."""
+    _step_batch(c, site, table, state, masks, jitter, rec, srec)
+    _observe_batch(c, site_obs, state, out, width, valid)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+def _step_observe_parallel(c, site, table, site_obs, state, masks, rec, srec, out, width, valid):
+    """`_step_observe` on all cores: the batch in chunks, each episode as in the serial call."""
+    b = state.shape[0]
+    chunks = min(b, PARALLEL_CHUNKS)
+    for ch in numba.prange(chunks):
+        lo, hi = ch * b // chunks, (ch + 1) * b // chunks
+        _step_observe(
+            c, site, table, site_obs, state[lo:hi], masks[lo:hi], _NO_JITTER, rec[lo:hi],
+            srec[lo:hi], out[lo:hi], width, valid,
+        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- what if
+
+
+@_jit
+def _forecast_site(c, site, fc, st, i, steady, edges, out):
+    """Site ``i``'s predicted round on its own from the forecast ``fc`` (H, N) issued now, into
+    ``out``: available, finish time, outage time, dropped, samples (fixed_time rounds).
+
+    The forecast rate of row k + h (h = 0 the current row's actual) holds piecewise over the
+    coming rows and the last forecast row beyond them; a site's compute time integrates it, as
+    the true round integrates the trace. ``steady`` leaves out the join.
+    """
+    iv = c[C_IV]
+    horizons = fc.shape[0]
+    t = st[TIME]
+    k = _row(c, t)
+    available = fc[0, i] > 0.0
+    edges[0] = 0.0
+    for h in range(horizons):  # cumulative samples at the start of each forecast row
+        edges[h + 1] = edges[h] + fc[h, i] * iv
+    joining = available and st[JOINED + i] == 0.0 and not steady
+    x_begin = (t - k * iv) + (site[S_JOIN, i] if joining else 0.0)
+    s_begin = _forecast_samples(fc, edges, iv, i, x_begin)
+    samples = 0.0
+    if c[C_FIXED_TIME] > 0.0:
+        x_end = x_begin + c[C_ROUND_S]
+        samples = _forecast_samples(fc, edges, iv, i, x_end) - s_begin
+    else:
+        target = s_begin + site[S_QUOTA, i]
+        h = 0
+        while h < horizons and edges[h + 1] < target:
+            h += 1
+        r = fc[min(h, horizons - 1), i]  # the last row's rate continues
+        x_end = h * iv + (target - edges[h]) / r if r > 0.0 else math.inf
+    first_out = 0
+    while first_out < horizons and fc[first_out, i] > 0.0:
+        first_out += 1
+    drop_x = first_out * iv if first_out < horizons else math.inf
+    out[0] = available
+    out[1] = k * iv + x_end
+    out[2] = k * iv + drop_x
+    out[3] = available and drop_x < x_end
+    out[4] = samples
+
+
+@_jit
+def _forecast_samples(fc, edges, iv, i, x):
+    """Forecast cumulative samples of site ``i`` at ``x`` seconds into the current row."""
+    horizons = fc.shape[0]
+    h = min(max(int(x / iv), 0), horizons)
+    return edges[h] + fc[min(h, horizons - 1), i] * (x - h * iv)
+
+
+@_jit
+def _predict_batch(c, site, forecast, state, masks, steady, out):
+    """What-if of the candidate sets ``masks`` (B, M, N) into ``out`` (5, B, M): round time,
+    compute time, communication time, progress and accuracy gained."""
+    n = site.shape[1]
+    horizons = forecast.shape[1]
+    edges = np.empty(horizons + 1)
+    fs = np.empty((n, 5))
+    absent = np.empty(n)
+    for b in range(state.shape[0]):
+        st = state[b]
+        t = st[TIME]
+        fc = forecast[_row(c, t)]
+        for i in range(n):
+            _forecast_site(c, site, fc, st, i, steady, edges, fs[i])
+        for m in range(masks.shape[1]):
+            mask = masks[b, m]
+            n_sel = 0
+            n_done = 0
+            latest = -math.inf
+            last_drop = -math.inf
+            rtt = 0.0
+            site_tx = 0.0
+            batch = 0.0
+            for i in range(n):
+                absent[i] = st[JOINED + n + i] + 1.0
+                if not (mask[i] and fs[i, 0] > 0.0):
+                    continue
+                n_sel += 1
+                if fs[i, 3] > 0.0:
+                    last_drop = max(last_drop, fs[i, 2])
+                    continue
+                n_done += 1
+                absent[i] = 0.0
+                latest = max(latest, fs[i, 1])
+                rtt = max(rtt, site[S_RTT, i])
+                site_tx = max(site_tx, site[S_TX, i])
+                batch += fs[i, 4] if c[C_FIXED_TIME] > 0.0 else site[S_BATCH, i]
+            if c[C_FIXED_TIME] > 0.0:
+                batch = batch / c[C_LOCAL_STEPS]
+            if n_done > 0:
+                compute_s = latest - t
+                comm_s = c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])
+                round_s = compute_s + comm_s + c[C_AGG]
+            else:
+                compute_s = last_drop - t if n_sel > 0 else 0.0
+                comm_s = 0.0
+                round_s = compute_s if n_sel > 0 else c[C_IDLE_S]
+            cover = _coverage(c, site, absent)
+            dp = _delta_progress(c, st[PROGRESS], batch, cover)
+            out[0, b, m] = round_s
+            out[1, b, m] = compute_s
+            out[2, b, m] = comm_s
+            out[3, b, m] = dp
+            out[4, b, m] = _accuracy(c, st[PROGRESS] + dp, cover) - st[ACC]
+
+
+# --------------------------------------------------------------------------- the Python face
+
+
+class SimState:
+    """A batch of B episodes: ``data`` is (B, len(STATE_FIELDS) + 2N) float64.
+
+    Functions here never change a state; each step makes a new one, and so must callers (the
+    array stays writeable because flipping the flag costs a third of a kernel call). The
+    properties give the fields as arrays (views, except the bool ``prev_selected`` and the
+    int ``rounds``).
+    """
+
+    __slots__ = ("data",)
+    FIELDS = (*STATE_FIELDS, "prev_selected", "absent_rounds")  # the properties, by name
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+
+    @property
+    def batch(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def n_sites(self) -> int:
+        return (self.data.shape[1] - JOINED) // 2
+
+    time_s = property(lambda self: self.data[:, TIME], doc="(B,) seconds since row 0")
+    start_s = property(lambda self: self.data[:, START], doc="(B,) the episode's start")
+    progress = property(lambda self: self.data[:, PROGRESS], doc="(B,) surrogate progress P")
+    accuracy = property(lambda self: self.data[:, ACC], doc="(B,)")
+    energy_j = property(lambda self: self.data[:, ENERGY], doc="(B,) energy so far")
+    last_round_s = property(lambda self: self.data[:, LAST_ROUND], doc="(B,)")
+    coverage = property(lambda self: self.data[:, COVERAGE], doc="(B,) of the last round")
+    key = property(lambda self: self.data[:, KEY], doc="(B,) the jitter's key")
+
+    @property
+    def rounds(self) -> np.ndarray:
+        """(B,) int: rounds played."""
+        return self.data[:, ROUNDS].astype(np.int64)
+
+    @property
+    def prev_selected(self) -> np.ndarray:
+        """(B, N) bool: the sites that completed the last round (joined)."""
+        return self.data[:, JOINED : JOINED + self.n_sites] > 0.0
+
+    @property
+    def absent_rounds(self) -> np.ndarray:
+        """(B, N) rounds since each site last took part."""
+        n = self.n_sites
+        return self.data[:, JOINED + n : JOINED + 2 * n]
+
+    def take(self, index: np.ndarray) -> SimState:
+        """The episodes at ``index`` (an int array, repeats allowed), as a new batch."""
+        return SimState(self.data[np.asarray(index)])
+
+    def replace(self, **fields: Any) -> SimState:
+        """A copy with the named fields (``STATE_FIELDS``, ``prev_selected``,
+        ``absent_rounds``) set to the given values, broadcast over the batch."""
+        data = self.data.copy()
+        n = self.n_sites
+        for name, value in fields.items():
+            if name == "prev_selected":
+                data[:, JOINED : JOINED + n] = np.asarray(value, dtype=bool)
+            elif name == "absent_rounds":
+                data[:, JOINED + n : JOINED + 2 * n] = value
+            elif name in STATE_FIELDS:
+                data[:, STATE_FIELDS.index(name)] = value
+            else:
+                raise TypeError(f"SimState has no field {name!r}")
+        return SimState(data)
+
+    def put(self, index: np.ndarray, part: SimState) -> SimState:
+        """A copy with the episodes at ``index`` replaced by those of ``part``."""
+        data = self.data.copy()
+        data[index] = part.data
+        return SimState(data)
+
+
+def initial_state(params: SimParams, start_s: Any, key: Any = 0) -> SimState:
+    """Fresh episodes starting at ``start_s`` (seconds since row 0) with jitter keys ``key``
+    (whole numbers below ``KEY_LIMIT``, drawn from each episode's generator)."""
+    start = np.asarray(start_s, dtype=np.float64).reshape(-1)
+    n = params.n_sites
+    data = np.zeros((start.shape[0], JOINED + 2 * n))
+    data[:, TIME] = start
+    data[:, START] = start
+    data[:, ACC] = params.a0
+    data[:, COVERAGE] = 1.0
+    data[:, KEY] = key
+    return SimState(data)
+
+
+class RoundResult:
+    """The outcome of one simulated round for every episode in the batch.
+
+    ``record`` is (B, len(RECORD_FIELDS)) and ``sites`` (B, 3, N) (``SITE_RECORD``); the
+    properties read them as typed arrays.
+    """
+
+    __slots__ = ("record", "sites", "state")
+    FIELDS = (
+        "round_time_s", "compute_s", "comm_s", "delta_accuracy", "energy_j", "straggler",
+        "invalid", "idle", "cut", "terminated", "truncated", "selected", "dropped", "powered",
+    )  # fmt: skip  (the properties besides ``state``, by name)
+
+    def __init__(self, state: SimState, record: np.ndarray, sites: np.ndarray) -> None:
+        self.state, self.record, self.sites = state, record, sites
+
+    round_time_s = property(lambda self: self.record[:, R_ROUND_S])
+    compute_s = property(lambda self: self.record[:, R_COMPUTE_S])
+    comm_s = property(lambda self: self.record[:, R_COMM_S])
+    delta_accuracy = property(
+        lambda self: self.record[:, R_DELTA_ACC],
+        doc="clipped at the target, so a* − a0 sums exactly on success",
+    )
+    energy_j = property(lambda self: self.record[:, R_ENERGY_J], doc="of this round")
+    straggler = property(
+        lambda self: self.record[:, R_STRAGGLER].astype(np.int64),
+        doc="the completing site that finished compute last; -1 if none",
+    )
+    invalid = property(
+        lambda self: self.record[:, R_INVALID].astype(np.int64),
+        doc="requested sites that were unavailable",
+    )
+    idle = property(lambda self: self.record[:, R_IDLE] > 0.0, doc="no site started")
+    cut = property(
+        lambda self: self.record[:, R_CUT] > 0.0,
+        doc="the round was cut at the time budget and taught nothing",
+    )
+    terminated = property(lambda self: self.record[:, R_TERMINATED] > 0.0)
+    truncated = property(lambda self: self.record[:, R_TRUNCATED] > 0.0)
+    selected = property(
+        lambda self: self.sites[:, SELECTED] > 0.0,
+        doc="(B, N) the sites that started the round (selection ∧ available)",
+    )
+    dropped = property(
+        lambda self: self.sites[:, DROPPED] > 0.0,
+        doc="(B, N) selected sites that lost all power before finishing",
+    )
+    powered = property(
+        lambda self: self.sites[:, POWERED_NOW], doc="(B, N) powered GPUs at the round's start"
+    )
+
+    def with_accuracy(self, params: SimParams, before: Any, after: Any) -> RoundResult:
+        """This round taking the accuracy from ``before`` to ``after`` instead (a real
+        learner's): the state, the gain, the rewards and whether the episode terminated
+        follow it."""
+        accuracy = np.asarray(after, dtype=np.float64)
+        target = params.a_target
+        record = self.record.copy()
+        record[:, R_DELTA_ACC] = np.minimum(accuracy, target) - np.minimum(before, target)
+        done = accuracy >= target
+        record[:, R_TERMINATED] = done
+        record[:, R_TRUNCATED] = (record[:, R_OVER] > 0.0) & ~done
+        for row in record:
+            _rewards(params.consts, row)
+        return RoundResult(self.state.replace(accuracy=accuracy), record, self.sites)
+
+
+def _c_bool(values: np.ndarray) -> np.ndarray:
+    """A mask the kernel can read: bool, C-contiguous."""
+    return np.ascontiguousarray(values, dtype=np.bool_)
+
+
+
+
+def step_round(
+    params: SimParams, state: SimState, mask: np.ndarray, jitter: np.ndarray | None = None
+) -> RoundResult:
+    """Simulate one round of every episode on the true power trace (see `_round`).
+
+    ``mask`` (B, N) bool is the requested set. The jitter is each episode's own, from its key;
+    ``jitter`` (B, N + 1) factors replace it (tests and what-ifs).
+    """
+    data = state.data.copy()
+    b, n = data.shape[0], params.n_sites
+    record = np.empty((b, len(RECORD_FIELDS)))
+    sites = np.empty((b, len(SITE_RECORD), n))
+    given = _NO_JITTER if jitter is None else np.ascontiguousarray(jitter, dtype=np.float64)
+    _step_batch(params.consts, params.site, params.table, data, _c_bool(mask), given, record, sites)
+    return RoundResult(SimState(data), record, sites)
+
+
+def step_observe(
+    params: SimParams, state: SimState, mask: np.ndarray, width: int, valid: bool
+) -> tuple[RoundResult, np.ndarray]:
+    """`step_round` and the new observations, flat (B, width·F + G [+ width]), in one call."""
+    data = state.data.copy()
+    b, n = data.shape[0], params.n_sites
+    record = np.empty((b, len(RECORD_FIELDS)))
+    sites = np.empty((b, len(SITE_RECORD), n))
+    obs = np.empty((b, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0)), np.float32)
+    args = (params.consts, params.site, params.table, params.site_obs, data, _c_bool(mask))
+    if b >= PARALLEL_MIN_BATCH and numba.get_num_threads() > 1:
+        _step_observe_parallel(*args, record, sites, obs, width, valid)
+    else:
+        _step_observe(*args, _NO_JITTER, record, sites, obs, width, valid)
+    return RoundResult(SimState(data), record, sites), obs
+
+
+def observe(params: SimParams, state: SimState, width: int, valid: bool) -> np.ndarray:
+    """Flat observations (B, width·F + G [+ width]) float32: site features (zeros for padded
+    sites), global features, and with ``valid`` the per-site valid flags."""
+    b = state.batch
+    obs = np.empty((b, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0)), np.float32)
+    _observe_batch(params.consts, params.site_obs, state.data, obs, width, valid)
+    return obs
+
+
+def jitter_factors(params: SimParams, state: SimState, rounds: int) -> np.ndarray:
+    """CLAIRVOYANT: (B, rounds, N + 1) jitter factors of each episode's next ``rounds`` rounds,
+    exactly those `step_round` will use. For the references named clairvoyant only."""
+    b, n = state.batch, params.n_sites
+    out = np.empty((b, max(int(rounds), 0), n + 1))
+    first = state.data[:, ROUNDS].astype(np.int64)
+    _jitter_batch(params.consts, state.data, first, out)
+    return out
+
+
+def current_row(params: SimParams, time_s: np.ndarray) -> np.ndarray:
+    """Row of the per-row tables for each episode's clock."""
+    return np.minimum((np.asarray(time_s) / params.interval_s).astype(np.intp), params.rows - 1)
+
+
+def available_now(params: SimParams, state: SimState) -> np.ndarray:
+    """(B, N) bool: sites with at least one powered GPU at the current time."""
+    return params.available[current_row(params, state.time_s)]
+
+
+@_jit
+def _finish_batch(c, table, begin, work, out):
+    for j in range(begin.shape[0]):
+        for i in range(begin.shape[1]):
+            target = _samples_at(c, table, begin[j, i], i) + work[i]
+            out[j, i] = _time_to_reach(c, table, target, i, _row(c, begin[j, i]))
+
+
+def finish_times(params: SimParams, begin: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """CLAIRVOYANT: when each site, starting at ``begin`` (J, N), has processed ``work`` (N,)
+    samples on the true trace (the time a round's compute would end, without jitter)."""
+    out = np.empty(begin.shape)
+    _finish_batch(params.consts, params.table, begin, work, out)
+    return out
 
 
 class RoundPrediction(NamedTuple):
@@ -670,67 +1246,6 @@ class RoundPrediction(NamedTuple):
             return np.where(self.round_time_s > 0, self.delta_progress / self.round_time_s, 0.0)
 
 
-class SiteForecast(NamedTuple):
-    """Each site's predicted round on its own, from the forecast issued now. (B, N) each."""
-
-    available: np.ndarray  # powered now
-    finish_s: np.ndarray  # predicted end of its compute (absolute time), with its join
-    drop_s: np.ndarray  # predicted start of an outage (inf if none in sight)
-    dropped: np.ndarray  # predicted to lose power before it finishes
-    samples: np.ndarray  # samples it would process in a fixed_time round
-
-
-def forecast_sites(params: SimParams, state: SimState, steady_state: bool = False) -> SiteForecast:
-    """What each site would do in a round starting now, judged from the forecast issued now.
-
-    The forecast rate of row k + h (``forecast_rate[k, h]``, h = 0 the current row's actual)
-    holds piecewise over the coming rows and the last forecast row beyond them; a site's compute
-    time integrates it, as the true round integrates the trace. No future actual is read.
-    ``steady_state`` leaves out the join, as if every site were already joined.
-    """
-    iv = params.interval_s
-    t = state.time_s
-    k = current_row(params, t)
-    fc = params.forecast_rate[k]  # (B, H, N)
-    horizons = fc.shape[1]
-    available = fc[:, 0, :] > 0
-    # cumulative samples at the start of each forecast row, from the start of row k
-    edges = np.concatenate([np.zeros_like(fc[:, :1]), np.cumsum(fc * iv, axis=1)], axis=1)
-    rate_after = np.concatenate([fc, fc[:, -1:]], axis=1)  # the last row's rate continues
-
-    def samples_at(x: np.ndarray) -> np.ndarray:  # x: (B, N) seconds since the start of row k
-        h = np.clip((x // iv).astype(np.intp), 0, horizons)
-        base = np.take_along_axis(edges, h[:, None, :], axis=1)[:, 0]
-        r = np.take_along_axis(rate_after, h[:, None, :], axis=1)[:, 0]
-        return base + r * (x - h * iv)
-
-    joining = available & ~state.prev_selected & (not steady_state)
-    x_begin = (t - k * iv)[:, None] + np.where(joining, params.join_s, 0.0)
-    s_begin = samples_at(x_begin)
-    if params.fixed_time:
-        x_end = x_begin + params.round_s
-        samples = samples_at(x_end) - s_begin
-    else:
-        target = s_begin + params.quota
-        h = np.count_nonzero(edges[:, 1:, :] < target[:, None, :], axis=1)  # row reaching it
-        base = np.take_along_axis(edges, h[:, None, :], axis=1)[:, 0]
-        r = np.take_along_axis(rate_after, h[:, None, :], axis=1)[:, 0]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x_end = np.where(r > 0, h * iv + (target - base) / r, np.inf)
-        samples = np.zeros_like(x_end)
-    outage = fc <= 0
-    first_out = np.where(outage.any(axis=1), outage.argmax(axis=1), horizons)
-    drop_x = np.where(first_out < horizons, first_out * iv, np.inf)
-    start = (k * iv)[:, None]
-    return SiteForecast(
-        available=available,
-        finish_s=start + x_end,
-        drop_s=start + drop_x,
-        dropped=available & (drop_x < x_end),
-        samples=samples,
-    )
-
-
 def predict_round(
     params: SimParams, state: SimState, mask: np.ndarray, *, steady_state: bool = False
 ) -> RoundPrediction:
@@ -742,63 +1257,14 @@ def predict_round(
     change. ``steady_state=True`` leaves the one-off join time out (a set's round once all its
     sites have joined), which is how PowerTrip ranks its prefixes.
     """
-    mask = np.asarray(mask, dtype=bool)
+    mask = _c_bool(mask)
     squeeze = mask.ndim == 2
     if squeeze:
         mask = mask[:, None, :]
-    site = forecast_sites(params, state, steady_state)
-    t = state.time_s[:, None]
-    sel = mask & site.available[:, None, :]
-    done = sel & ~site.dropped[:, None, :]
-    n_sel = np.count_nonzero(sel, axis=-1)
-    n_done = np.count_nonzero(done, axis=-1)
-    latest = np.max(np.where(done, site.finish_s[:, None, :], -np.inf), axis=-1)
-    last_drop = np.max(np.where(sel & ~done, site.drop_s[:, None, :], -np.inf), axis=-1)
-    compute_s = np.where(n_done > 0, latest - t, np.where(n_sel > 0, last_drop - t, 0.0))
-    comm_s = _comm_s(params, done, n_done)
-    round_time = np.where(
-        n_done > 0,
-        compute_s + comm_s + params.aggregation_s,
-        np.where(n_sel > 0, compute_s, params.idle_s),
+    out = np.empty((5, mask.shape[0], mask.shape[1]))
+    _predict_batch(
+        params.consts, params.site, params.forecast_rate, state.data, mask, bool(steady_state), out
     )
-    if params.fixed_time:
-        batch = np.sum(np.where(done, site.samples[:, None, :], 0.0), axis=-1) / params.local_steps
-    else:
-        batch = np.sum(np.where(done, params.site_batch, 0.0), axis=-1)
-    absent = np.where(done, 0.0, state.absent_rounds[:, None, :] + 1.0)
-    cover = coverage(params, absent)
-    dp = delta_progress(params, state.progress[:, None], batch, cover)
-    da = accuracy(params, state.progress[:, None] + dp, cover) - state.accuracy[:, None]
-    out = RoundPrediction(round_time, compute_s, comm_s, dp, da)
     if squeeze:
-        out = RoundPrediction(*(a[:, 0] for a in out))
-    return out
-
-
-# --------------------------------------------------------------------------- observations
-
-
-def site_observation(params: SimParams, state: SimState) -> np.ndarray:
-    """(B, N, F) float32 site features at the current time."""
-    obs = params.site_obs[current_row(params, state.time_s)]  # a gather: a fresh array
-    obs[..., SELECTED_COL] = state.prev_selected
-    return obs
-
-
-def global_observation(params: SimParams, state: SimState) -> np.ndarray:
-    """(B, G) float32 global features."""
-    span = params.a_target - params.a0
-    clock = state.time_s + params.trace_t0_s
-    day = 2.0 * math.pi * (clock % 86400.0) / 86400.0
-    values = (
-        (state.accuracy - params.a0) / span,
-        (state.time_s - state.start_s) / params.time_budget_s,
-        np.sin(day),
-        np.cos(day),
-        state.last_round_s / params.time_scale_s,
-        state.coverage,
-    )
-    g = np.empty((state.batch, len(GLOBAL_FEATURES)), dtype=np.float32)
-    for i, value in enumerate(values):
-        g[:, i] = value
-    return np.clip(g, GLOBAL_LOW, GLOBAL_HIGH)
+        out = out[:, :, 0]
+    return RoundPrediction(*out)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -12,18 +10,12 @@ import gymnasium as gym
 import numpy as np
 
 from powertrip_env import core
+from powertrip_env.clairvoyant import Clairvoyant
 from powertrip_env.config import Scenario
 from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.rewards import RewardFn
 from powertrip_env.sampling import SiteSampler, as_sampler
-from powertrip_env.simulation import (
-    NOISE_BLOCK,
-    PER_SITE_INFO,
-    Simulation,
-    configure,
-    load_simulation,
-    pad_sites,
-)
+from powertrip_env.simulation import Simulation, base_from, configure, load_simulation, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
 
@@ -202,7 +194,7 @@ class PowerTripEnv(gym.Env):
                 f"learner={learner!r} with sites={sites!r}: real training keeps one model per "
                 "site catalogue; drawn catalogues run the surrogate learner only"
             )
-        self._base = setup.sim
+        self._base_sim = setup.sim
         self._use(setup.sim)
         self.reward_fn, self.reward_mode = setup.reward, setup.reward.name
         self.obs_mode, self.split = setup.obs_mode, split
@@ -210,7 +202,8 @@ class PowerTripEnv(gym.Env):
         self.action_space = setup.action_space
         self.observation_space = setup.observation_space
         self.state: core.SimState | None = None  # the episode, as a batch of one
-        self._jitter = np.ones((0, self.params.n_sites + 1))  # exp(σ·noise) of NOISE_BLOCK rounds
+        self._base: int | None = None  # drawn from np_random when seeded (simulation.base_from)
+        self._episode = 0  # episodes since then
         self._history: list[tuple[float, float]] = []
 
     # ------------------------------------------------------------------ gym API
@@ -219,19 +212,21 @@ class PowerTripEnv(gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        if self.sampler is not None:  # a new catalogue, drawn before the start time
-            drawn = self.sampler.draw(self._base.scenario, self.np_random)
-            sigma = self._base.params.jitter_sigma  # the jitter asked for at construction
+        if seed is not None or self._base is None:  # else the next episode of the same base
+            self._base, self._episode = base_from(self.np_random), 0
+        if self.sampler is not None:  # a new catalogue, drawn from the generator
+            drawn = self.sampler.draw(self._base_sim.scenario, self.np_random)
+            sigma = self._base_sim.params.jitter_sigma  # the jitter asked for at construction
             self._use(load_simulation(drawn).with_jitter(sigma))
-        start = self.sim.start_time_s(self.np_random, self.split, options)
-        self.state = core.initial_state(self.params, np.array([start]))
-        self._refill_noise()
+        starts, keys, seeds = self.sim.new_episodes(
+            np.array([self._base]), np.array([self._episode]), self.split, options
+        )
+        self._episode += 1
+        start = float(starts[0])
+        self.state = core.initial_state(self.params, start, keys)
         if not is_surrogate(self.learner):
-            # The learner's seed follows the episode's without drawing from its generator, so
-            # the start time and jitter stay those of the same seed under any learner.
-            learner_seed = int(copy.deepcopy(self.np_random).integers(2**31))
-            accuracy = self.learner.reset(self.sim, learner_seed)
-            self.state = dataclasses.replace(self.state, accuracy=np.array([accuracy]))
+            accuracy = self.learner.reset(self.sim, int(seeds[0]))
+            self.state = self.state.replace(accuracy=accuracy)
         self._history = [(0.0, float(self.state.accuracy[0]))]
         info = {
             "start_time_s": start,
@@ -244,25 +239,24 @@ class PowerTripEnv(gym.Env):
         if self.state is None:
             raise RuntimeError("call reset() before step()")
         mask = self.sim.as_masks(action, self.action_space, 1, self.max_sites)
-        rounds = int(self.state.rounds[0])
-        r = rounds % NOISE_BLOCK
-        if r == 0 and rounds > 0:
-            self._refill_noise()
-        result = core.step_round(self.params, self.state, mask, self._jitter[r : r + 1])
+        result, obs = self.sim.step(self.state, mask, self.obs_mode, self.max_sites)
         if not is_surrogate(self.learner):
             result = self._learn(result)
         self.state = state = result.state
-        reward = float(self.reward_fn(self.params, result)[0])
-        terminated, truncated = (bool(x[0]) for x in self.sim.outcome(state))
-        info = {
-            key: value[0] if key in PER_SITE_INFO else value.tolist()[0]
-            for key, value in self.sim.round_info(result, self.max_sites).items()
-        }
+        info = self.sim.round_info(result, self.max_sites, row=0)
+        record = result.record[0].tolist()
+        column = self.reward_fn.record_column
+        if column is None:
+            reward = float(self.reward_fn(self.params, result)[0])
+        else:
+            reward = record[column]
         self._history.append((info["elapsed_s"], info["accuracy"]))
+        terminated = record[core.R_TERMINATED] > 0.0
+        truncated = record[core.R_TRUNCATED] > 0.0
         if terminated or truncated:
             info["tta_h"] = float(self.sim.tta_h(state, np.array([terminated]))[0])
             info["success"] = terminated
-        return self._observe(), reward, terminated, truncated, info
+        return self._first(obs), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
@@ -316,27 +310,14 @@ class PowerTripEnv(gym.Env):
             return core.RoundPrediction(*(float(a[0, 0]) for a in pred))
         return core.RoundPrediction(*(a[0] for a in pred))
 
-    def clairvoyant_jitter(self, rounds: int) -> np.ndarray:
-        """CLAIRVOYANT: the jitter factors of this episode's next ``rounds`` rounds.
+    def clairvoyant(self) -> Clairvoyant:
+        """CLAIRVOYANT: the episode's future (true power and its own jitter) from now.
 
         For the references that are named clairvoyant (``baselines/references.py``) and nothing
-        else: it reads the episode's future. The env's generator is copied, not advanced, so the
-        episode is unchanged. Returns (rounds, N + 1) factors, as `core.step_round` takes them.
+        else. It works on copies of the state, so the episode is unchanged.
         """
         self._require_state()
-        done = int(self.state.rounds[0])
-        r = done % NOISE_BLOCK
-        if r == 0 and done > 0:  # the block in hand is used up; the next comes from the generator
-            r = NOISE_BLOCK
-        out = [self._jitter[r:]]
-        rng = copy.deepcopy(self.np_random)
-        n = self.params.n_sites
-        while sum(len(x) for x in out) < rounds:
-            noise = core.draw_noise(rng, NOISE_BLOCK, n) if self.params.jitter_sigma > 0 else (
-                np.zeros((NOISE_BLOCK, n + 1))
-            )  # fmt: skip
-            out.append(core.jitter_factors(self.params, noise))
-        return np.concatenate(out)[:rounds]
+        return Clairvoyant(self.params, self.state)
 
     # ------------------------------------------------------------------ helpers
 
@@ -349,10 +330,7 @@ class PowerTripEnv(gym.Env):
         """
         before = float(self.state.accuracy[0])
         after = self.learner.round(result, 0)
-        target = self.params.a_target
-        gain = min(after, target) - min(before, target)
-        state = dataclasses.replace(result.state, accuracy=np.array([after]))
-        return result._replace(state=state, delta_accuracy=np.array([gain]))
+        return result.with_accuracy(self.params, before, after)
 
     def _use(self, sim: Simulation) -> None:
         """Run episodes on ``sim`` from now on (at construction, and per drawn catalogue)."""
@@ -366,7 +344,10 @@ class PowerTripEnv(gym.Env):
         return pad_sites(values[None], self.max_sites)[0]
 
     def _observe(self) -> Any:
-        obs = self.sim.observe(self.state, self.obs_mode, self.max_sites)
+        return self._first(self.sim.observe(self.state, self.obs_mode, self.max_sites))
+
+    def _first(self, obs: Any) -> Any:
+        """The one episode of a batched observation."""
         if self.obs_mode == "dict":
             return {key: value[0] for key, value in obs.items()}
         return obs[0]
@@ -374,12 +355,3 @@ class PowerTripEnv(gym.Env):
     def _require_state(self) -> None:
         if self.state is None:
             raise RuntimeError("call reset() first")
-
-    def _refill_noise(self) -> None:
-        """Jitter of the next NOISE_BLOCK rounds, drawn from the episode's generator."""
-        n = self.params.n_sites
-        if self.params.jitter_sigma > 0:
-            noise = core.draw_noise(self.np_random, NOISE_BLOCK, n)
-        else:
-            noise = np.zeros((NOISE_BLOCK, n + 1))  # no draw: jitter 0 leaves the generator
-        self._jitter = core.jitter_factors(self.params, noise)

@@ -15,41 +15,49 @@ from powertrip_env import core
 
 
 class RewardFn:
-    """A reward of a round for every episode of a batch: ``fn(params, result) -> (B,) floats``."""
+    """A reward of a round for every episode of a batch: ``fn(params, result) -> (B,) floats``.
+
+    ``column`` names the simulator's record column a built-in reward is computed into (the
+    kernel writes both documented rewards every round), so an environment reads it instead of
+    calling; a user's reward leaves it None and is called.
+    """
 
     name = "reward"
+    column: int | None = None
 
     def __call__(self, params: core.SimParams, result: core.RoundResult) -> np.ndarray:
-        raise NotImplementedError
+        if self.column is None:
+            raise NotImplementedError
+        return result.record[:, self.column].copy()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+    @property
+    def record_column(self) -> int | None:
+        """The record column that holds this reward, or None if it must be called (a user's
+        reward, or a subclass of a built-in one that overrides ``__call__``)."""
+        return self.column if type(self).__call__ is RewardFn.__call__ else None
 
 
 class ExcessGain(RewardFn):
     """``(Δa − ρ_ref·T_r) / (a* − a0)`` with ``ρ_ref = (a* − a0) / H_ref``: the accuracy gained
     minus what the reference rate gains in the same time. Its sum over a successful episode is
-    exactly ``1 − TTA/H_ref``, so maximising the return minimises the time to accuracy."""
+    exactly ``1 − TTA/H_ref``, so maximising the return minimises the time to accuracy
+    (computed by ``core._rewards``)."""
 
     name = "excess_gain"
-
-    def __call__(self, params: core.SimParams, result: core.RoundResult) -> np.ndarray:
-        gain = result.delta_accuracy / (params.a_target - params.a0)
-        return gain - result.round_time_s / params.h_ref_s
+    column = core.R_EXCESS_GAIN
 
 
 class GainRate(RewardFn):
     """``Δa / (a* − a0) · H_ref / T_r``: the literal gain per unit time. It favours many short
     rounds over a short time to accuracy and is kept for comparison; 0 for a round of no time
-    (only an episode already at its budget has one, as the vector env's restarting rows do)."""
+    (only an episode already at its budget has one, as the vector env's restarting rows do)
+    (computed by ``core._rewards``)."""
 
     name = "gain_rate"
-
-    def __call__(self, params: core.SimParams, result: core.RoundResult) -> np.ndarray:
-        gain = result.delta_accuracy / (params.a_target - params.a0)
-        took = result.round_time_s > 0
-        safe = np.where(took, result.round_time_s, 1.0)
-        return np.where(took, gain * (params.h_ref_s / safe), 0.0)
+    column = core.R_GAIN_RATE
 
 
 REWARDS: dict[str, RewardFn] = {fn.name: fn for fn in (ExcessGain(), GainRate())}

@@ -35,7 +35,12 @@ OBS_MODES = ("flat", "dict")
 ACTION_MODES = ("multibinary", "multidiscrete")
 SPLITS = ("train", "test", "all")
 PER_SITE_INFO = frozenset({"selected", "dropped", "powered_gpus"})  # info arrays of one per site
-NOISE_BLOCK = 64  # jitter rows drawn from the generator at a time (see core.draw_noise)
+
+
+def base_from(rng: np.random.Generator) -> int:
+    """The one draw an environment makes from its generator when seeded: every episode's
+    start time and jitter then follow from it and the episode's index (``new_episodes``)."""
+    return int(rng.integers(core.KEY_LIMIT))
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -89,14 +94,23 @@ class Simulation:
             )
         return lo, hi - budget_rows
 
-    def start_time_s(
-        self, rng: np.random.Generator, split: str, options: Mapping[str, Any] | None
-    ) -> float:
-        """Start of a new episode in seconds since trace row 0: drawn, or from options."""
-        if options and options.get("start_time") is not None:
-            return self.parse_start_time(options["start_time"])
+    def new_episodes(
+        self, bases: np.ndarray, episodes: np.ndarray, split: str, options: Mapping[str, Any] | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Start times (seconds since trace row 0), jitter keys and learner seeds of new episodes.
+
+        Counter-based: episode ``episodes[b]`` of an environment whose generator gave the
+        whole number ``bases[b]`` (``base_from``) at its last seeding, so a batch costs one
+        kernel call and sub-environment i of the vector env draws what a single env seeded
+        alike does. ``options["start_time"]`` fixes the start instead.
+        """
         lo, hi = self.split_start_rows(split)
-        return float(rng.integers(lo, hi)) * self.params.interval_s
+        rows, keys, seeds = core.episode_draws(bases, episodes, lo, hi)
+        if options and options.get("start_time") is not None:
+            starts = np.full(len(rows), self.parse_start_time(options["start_time"]))
+        else:
+            starts = rows * self.params.interval_s
+        return starts, keys, seeds
 
     def parse_start_time(self, value: Any) -> float:
         """``options["start_time"]``: seconds since trace start, an ISO string or a datetime."""
@@ -189,17 +203,31 @@ class Simulation:
         With ``max_sites`` M: (B, M·F + G + M), the valid flags last, or a dict that adds
         ``"valid"`` (B, M) to the (B, M, F) sites.
         """
-        sites = core.site_observation(self.params, state)
-        glob = core.global_observation(self.params, state)
-        if max_sites is None:
-            if obs_mode == "dict":
-                return {"sites": sites, "global": glob}
-            return np.concatenate([sites.reshape(state.batch, -1), glob], axis=1)
-        sites = pad_sites(sites, max_sites)
-        valid = pad_sites(np.ones((state.batch, self.params.n_sites), np.float32), max_sites)
-        if obs_mode == "dict":
-            return {"sites": sites, "global": glob, "valid": valid}
-        return np.concatenate([sites.reshape(state.batch, -1), glob, valid], axis=1)
+        width = max_sites or self.params.n_sites
+        flat = core.observe(self.params, state, width, max_sites is not None)
+        return self.shaped(flat, obs_mode, max_sites)
+
+    def step(
+        self, state: core.SimState, mask: np.ndarray, obs_mode: str, max_sites: int | None
+    ) -> tuple[core.RoundResult, Any]:
+        """One round of every episode and the observations after it, from one kernel call."""
+        width = max_sites or self.params.n_sites
+        result, flat = core.step_observe(self.params, state, mask, width, max_sites is not None)
+        return result, self.shaped(flat, obs_mode, max_sites)
+
+    def shaped(self, flat: np.ndarray, obs_mode: str, max_sites: int | None) -> Any:
+        """The kernel's flat observations in ``obs_mode``'s shape (a dict is split into copies)."""
+        if obs_mode != "dict":
+            return flat
+        width = max_sites or self.params.n_sites
+        g = width * core.N_SITE_FEATURES
+        out = {
+            "sites": flat[:, :g].reshape(-1, width, core.N_SITE_FEATURES).copy(),
+            "global": flat[:, g : g + core.N_GLOBAL].copy(),
+        }
+        if max_sites is not None:
+            out["valid"] = flat[:, g + core.N_GLOBAL :].copy()
+        return out
 
     # ------------------------------------------------------------------ actions and rewards
 
@@ -214,10 +242,13 @@ class Simulation:
         """
         n = self.params.n_sites
         width = max_sites or n
-        if type(actions) is np.ndarray and actions.shape == (batch, width):
-            mask = _fast_mask(actions)
-            if mask is not None:
-                return mask[:, :n]
+        if type(actions) is np.ndarray and actions.shape[-1] == width:
+            if actions.shape == (width,) and batch == 1:
+                actions = actions.reshape(1, width)
+            if actions.shape == (batch, width):
+                mask = _fast_mask(actions)
+                if mask is not None:
+                    return mask[:, :n]
         arr = np.asarray(actions)
         if arr.shape == (width,) and batch == 1:
             arr = arr.reshape(1, width)
@@ -234,13 +265,6 @@ class Simulation:
             )
         return arr.astype(bool)[:, :n]
 
-    def outcome(self, state: core.SimState) -> tuple[np.ndarray, np.ndarray]:
-        """(terminated, truncated) per episode after a round."""
-        p = self.params
-        terminated = state.accuracy >= p.a_target
-        over = (state.time_s >= state.start_s + p.time_budget_s) | (state.rounds >= p.max_rounds)
-        return terminated, ~terminated & over
-
     def tta_h(self, state: core.SimState, terminated: np.ndarray) -> np.ndarray:
         """Time to accuracy: the elapsed time on success, the time budget on failure.
 
@@ -251,33 +275,60 @@ class Simulation:
         elapsed = state.time_s - state.start_s
         return np.where(terminated, elapsed, self.params.time_budget_s) / 3600.0
 
-    def round_info(self, result: core.RoundResult, max_sites: int | None) -> dict[str, Any]:
-        """The step info of a round, batched: the single env's keys (see its class docstring),
-        each a (B,) array, or (B, N) per site, padded to ``max_sites``. The single env takes
-        row 0 as Python values (``PER_SITE_INFO`` as (N,) arrays); the vector env masks the
-        rows that restart."""
-        state = result.state
-        names = self._straggler_names  # index -1 (an idle round) picks the trailing ""
-        return {
-            "round_time_s": result.round_time_s.copy(),  # the state holds it as last_round_s
-            "compute_s": result.compute_s,
-            "comm_s": result.comm_s,
-            "elapsed_s": state.time_s - state.start_s,
-            "accuracy": state.accuracy.copy(),
-            "selected": pad_sites(result.selected, max_sites).copy(),
-            "n_selected": np.add.reduce(result.selected, axis=-1, dtype=np.int64),
-            "dropped": pad_sites(result.dropped, max_sites).copy(),
-            "invalid_selections": result.invalid.astype(np.int64),
-            "idle": result.idle,
-            "cut": result.cut,
-            "powered_gpus": pad_sites(result.powered, max_sites).astype(np.int64),
-            "straggler": result.straggler.astype(np.int64),
-            "straggler_site": names[result.straggler],
-            "trace_time": self.params.trace_t0_s + state.time_s,
-            "round_energy_kwh": result.energy_j / 3.6e6,
-            "energy_kwh": state.energy_j / 3.6e6,
-            "rounds": state.rounds.copy(),
+    def round_info(
+        self, result: core.RoundResult, max_sites: int | None, row: int | None = None
+    ) -> dict[str, Any]:
+        """The step info of a round: the single env's keys (see its class docstring).
+
+        Batched (``row`` None): each a (B,) array, or (B, N) per site padded to ``max_sites``;
+        the vector env masks the rows that restart. For one ``row``: Python values, and the
+        ``PER_SITE_INFO`` arrays as (N,) (or (M,)), as the single env reports them.
+        """
+        if row is None:
+            # copies: the vector env zeroes the rows that restart
+            rec, st = result.record.T.copy(), result.state.data.T.copy()
+            flags = result.sites[:, : core.POWERED_NOW] > 0.0
+            selected, dropped = flags[:, core.SELECTED], flags[:, core.DROPPED]
+            powered = result.sites[:, core.POWERED_NOW]
+            whole, flag = (lambda x: x.astype(np.int64)), (lambda x: x > 0.0)
+        else:
+            rec, st = result.record[row].tolist(), result.state.data[row].tolist()
+            site = result.sites[row]
+            flags = site[: core.POWERED_NOW] > 0.0  # one comparison for both flags
+            selected, dropped = flags[core.SELECTED], flags[core.DROPPED]
+            powered = site[core.POWERED_NOW]
+            whole, flag = int, bool
+        straggler = whole(rec[core.R_STRAGGLER])
+        info = {
+            "round_time_s": rec[core.R_ROUND_S],
+            "compute_s": rec[core.R_COMPUTE_S],
+            "comm_s": rec[core.R_COMM_S],
+            "elapsed_s": st[core.TIME] - st[core.START],
+            "accuracy": st[core.ACC],
+            "selected": self._pad(selected, max_sites),
+            "n_selected": whole(rec[core.R_N_SELECTED]),
+            "dropped": self._pad(dropped, max_sites),
+            "invalid_selections": whole(rec[core.R_INVALID]),
+            "idle": flag(rec[core.R_IDLE]),
+            "cut": flag(rec[core.R_CUT]),
+            "powered_gpus": self._pad(powered.astype(np.int64), max_sites),
+            "straggler": straggler,
+            "straggler_site": self._straggler_names[straggler],  # -1 (idle) picks the ""
+            "trace_time": self.params.trace_t0_s + st[core.TIME],
+            "round_energy_kwh": rec[core.R_ENERGY_J] / 3.6e6,
+            "energy_kwh": st[core.ENERGY] / 3.6e6,
+            "rounds": whole(st[core.ROUNDS]),
         }
+        return info
+
+    @staticmethod
+    def _pad(values: np.ndarray, max_sites: int | None) -> np.ndarray:
+        """Per-site info, (N,) or (B, N), padded to ``max_sites`` on its last axis."""
+        if max_sites is None or values.shape[-1] == max_sites:
+            return values
+        out = np.zeros((*values.shape[:-1], max_sites), dtype=values.dtype)
+        out[..., : values.shape[-1]] = values
+        return out
 
     @functools.cached_property
     def _straggler_names(self) -> np.ndarray:

@@ -3,11 +3,11 @@
 The dynamics are the simulator's batched functions, the very ones the single env calls with a
 batch of one, so sub-environment i behaves exactly like ``gym.make(ID)`` reset with the same
 seed: same observations, rewards, flags and infos, bit for bit (``tests/test_vector_env.py``
-checks it against Gymnasium's ``SyncVectorEnv``). Randomness stays per sub-environment: each has
-its own generator, drawn from in the same order as a single env draws from its ``np_random``
-(start time at reset, then jitter in blocks of ``NOISE_BLOCK`` rounds). That per-sub-env Python
-work happens only at (auto)reset and block refill; a step is otherwise a fixed number of array
-operations over the whole batch.
+checks it against Gymnasium's ``SyncVectorEnv``). Randomness is counter-based: seeding a
+sub-environment draws one number from a generator seeded alike (``simulation.base_from``), and
+each episode's start time and jitter key are hashes of it and the episode's index, its jitter a
+hash of the key, the round and the site. So a step, autoresets included, is one call of the
+compiled simulator over the whole batch, with no Python loop over sub-environments.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from gymnasium.vector.utils import batch_space
 from powertrip_env import core
 from powertrip_env.config import Scenario
 from powertrip_env.rewards import RewardFn
-from powertrip_env.simulation import NOISE_BLOCK, configure, pad_sites
+from powertrip_env.simulation import base_from, configure, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
 
@@ -49,7 +49,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
       returns its reset observation and reset info, reward 0, and both flags False, and ignores
       its action.
     * Seeding: ``reset(seed=s)`` seeds sub-environment i with ``s + i`` (a list gives one seed
-      each); later autoresets draw from that sub-environment's generator, as a single env's
+      each); later autoresets start that sub-environment's next episode, as a single env's
       ``reset()`` without a seed does.
     * Truncation at ``max_episode_steps`` (from the registration, as ``TimeLimit`` does for
       the single env) as well as at the scenario's time budget and round limit.
@@ -126,10 +126,11 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.site_names = tuple(s.name for s in self.scenario.sites)
 
-        b, n = self.num_envs, self.params.n_sites
+        b = self.num_envs
         self.state: core.SimState | None = None
-        self._rngs: list[np.random.Generator | None] = [None] * b
-        self._jitter = np.ones((b, NOISE_BLOCK, n + 1))  # exp(σ·noise) of each sub-env's block
+        self._bases = np.zeros(b, dtype=np.int64)  # per sub-env, from its seeding (base_from)
+        self._seeded = np.zeros(b, dtype=bool)
+        self._episodes = np.zeros(b, dtype=np.int64)  # episodes since each sub-env's seeding
         self._autoreset = np.zeros(b, dtype=bool)
         self._rows = np.arange(b)
 
@@ -162,8 +163,9 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             if self.state is None:
                 raise RuntimeError("call reset() without a reset_mask first")
         for i in np.flatnonzero(rows):
-            if seeds[i] is not None or self._rngs[i] is None:
-                self._rngs[i], _ = seeding.np_random(seeds[i])
+            if seeds[i] is not None or not self._seeded[i]:  # as a single env's reset(seed)
+                self._bases[i] = base_from(seeding.np_random(seeds[i])[0])
+                self._seeded[i], self._episodes[i] = True, 0
         self._restart(rows, options or None)
         self._autoreset[rows] = False
         return self._observe(), self._reset_info(rows)
@@ -174,18 +176,12 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         masks = self.sim.as_masks(actions, self.action_space, self.num_envs, self.max_sites)
         restart = self._autoreset
         active = ~restart
-        state = self.state
-        block_row = state.rounds % NOISE_BLOCK
-        refill = active & (block_row == 0) & (state.rounds > 0)
-        if refill.any():
-            self._refill_noise(np.flatnonzero(refill))
-        jitter = self._jitter[self._rows, block_row]
-        # Every row steps (an array call is cheapest whole); rows that restart are then
+        # Every row steps (one kernel call is cheapest whole); rows that restart are then
         # replaced by their reset, and their action is ignored.
-        result = core.step_round(self.params, state, masks, jitter)
+        result, obs = self.sim.step(self.state, masks, self.obs_mode, self.max_sites)
         stepped = result.state
         rewards = self.reward_fn(self.params, result)
-        terminated, truncated = self.sim.outcome(stepped)
+        terminated, truncated = result.terminated, result.truncated
         ended = terminated | truncated  # by the episode itself: tta_h and success are reported
         limit = self._step_limit()
         if limit is not None:
@@ -195,6 +191,13 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         self.state = stepped
         if restart.any():
             self._restart(restart, None)
+            index = np.flatnonzero(restart)
+            fresh = self.sim.observe(self.state.take(index), self.obs_mode, self.max_sites)
+            if self.obs_mode == "dict":
+                for key, value in fresh.items():
+                    obs[key][index] = value
+            else:
+                obs[index] = fresh
             rewards[restart] = 0.0
             terminated[restart] = False
             truncated[restart] = False
@@ -203,7 +206,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         info["trace_time"] = self.params.trace_t0_s + self.state.time_s
         info["_trace_time"] = np.ones(self.num_envs, dtype=bool)
         self._autoreset = terminated | truncated
-        return self._observe(), rewards, terminated, truncated, info
+        return obs, rewards, terminated, truncated, info
 
     def render(self) -> str | None:
         """The first sub-environment's site table (``render_mode="ansi"``)."""
@@ -264,34 +267,17 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         return reset_mask.copy()
 
     def _restart(self, rows: np.ndarray, options: dict[str, Any] | None) -> None:
-        """New episodes in the sub-environments at bool ``rows``: start time, then jitter."""
+        """New episodes in the sub-environments at bool ``rows``: one call for all of them."""
         index = np.flatnonzero(rows)
-        starts = np.array(
-            [self.sim.start_time_s(self._rngs[i], self.split, options) for i in index]
+        starts, keys, _ = self.sim.new_episodes(
+            self._bases[index], self._episodes[index], self.split, options
         )
-        self._refill_noise(index)
-        fresh = core.initial_state(self.params, starts)
+        self._episodes[index] += 1
+        fresh = core.initial_state(self.params, starts, keys)
         if self.state is None or index.size == self.num_envs:
             self.state = fresh
-            return
-        fields = {}
-        old = self.state
-        for name in core.SimState.__dataclass_fields__:
-            value = getattr(old, name).copy()
-            value[index] = getattr(fresh, name)
-            fields[name] = value
-        self.state = core.SimState(**fields)
-
-    def _refill_noise(self, index: np.ndarray) -> None:
-        """Jitter for the next NOISE_BLOCK rounds of the sub-environments at ``index``."""
-        n = self.params.n_sites
-        if self.params.jitter_sigma <= 0:
-            self._jitter[index] = 1.0  # no draw: jitter 0 leaves the generators alone
-            return
-        noise = np.empty((index.size, NOISE_BLOCK, n + 1))
-        for j, i in enumerate(index):
-            noise[j] = core.draw_noise(self._rngs[i], NOISE_BLOCK, n)
-        self._jitter[index] = core.jitter_factors(self.params, noise)
+        else:
+            self.state = self.state.put(index, fresh)
 
     def _reset_info(self, rows: np.ndarray) -> dict[str, Any]:
         """What the single env's reset info says, for the sub-environments at bool ``rows``."""

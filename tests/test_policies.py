@@ -273,7 +273,7 @@ def test_oort_exploration_decays_from_point_nine_to_point_three(tmp_path):
     oort.reset(env)
     assert oort.epsilon(env.decision_view()) == pytest.approx(0.9)
     p = env.params
-    env.state = dataclasses.replace(env.state, accuracy=np.array([p.a_target]))
+    env.state = env.state.replace(accuracy=p.a_target)
     assert oort.epsilon(env.decision_view()) == pytest.approx(0.3)
 
 

@@ -194,8 +194,8 @@ def test_each_sub_env_is_the_single_env_seeded_s_plus_i_across_many_autoresets(
 
 
 def test_sub_envs_match_the_single_env_through_jitter_block_refills():
-    """Flagship episodes run past NOISE_BLOCK rounds, so jitter is redrawn mid-episode; sites
-    lose their power at dusk and drop out of rounds."""
+    """Flagship episodes run for many rounds of counter-based jitter; sites lose their power at
+    dusk and drop out of rounds."""
     kwargs = {"reward_mode": "gain_rate"}
     seen = compare_with_single_envs("PowerTrip-v0", kwargs, b=3, steps=160, seed=5)
     assert seen["idle"] > 0 and seen["dropped"] > 0
@@ -405,13 +405,13 @@ def test_a_step_is_one_core_round_for_the_whole_batch(monkeypatch):
     venv = gym.make_vec("PowerTrip-v0", num_envs=16)
     venv.reset(seed=0)
     calls = []
-    original = core.step_round
+    original = core.step_observe
 
     def counting(params, state, *args, **kwargs):
         calls.append(state.batch)
         return original(params, state, *args, **kwargs)
 
-    monkeypatch.setattr(core, "step_round", counting)
+    monkeypatch.setattr(core, "step_observe", counting)
     for _ in range(5):
         venv.step(np.ones((16, 10), dtype=np.int8))
     assert calls == [16] * 5
@@ -440,7 +440,7 @@ def test_state_take_picks_episodes_by_index_repeats_allowed():
     index = np.array([2, 0, 2, 2])
     taken = state.take(index)
     assert taken.batch == 4
-    for name in core.SimState.__dataclass_fields__:
+    for name in core.SimState.FIELDS:
         value = getattr(state, name)
         np.testing.assert_array_equal(getattr(taken, name), value[index], err_msg=name)
         assert not np.shares_memory(getattr(taken, name), value), name
