@@ -2,7 +2,7 @@
 
 Every policy (and every saved SB3 agent) runs the same episodes: episode ``e`` starts with
 ``env.reset(seed=seed + e)``, which fixes both the start time in the trace and the jitter
-stream, because the environment draws both from its own generator and no policy touches it.
+stream, because the environment derives both from its seed and no policy touches it.
 Differences between policies are therefore paired, episode by episode, which is what makes a
 few dozen episodes enough to rank them.
 

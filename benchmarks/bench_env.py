@@ -6,8 +6,11 @@
 Measures the budgets README.md's Performance section states: steps per second of
 ``gym.make("PowerTrip-v0")`` against ``gym.make("CartPole-v1")`` (at least 40%), and of the native
 vector env at 1,024 envs against Gymnasium's CartPole vector env (at least 25%); also ``PowerTrip-
-Large-v0``, ``predict_round`` calls per second, and the resident memory of 16 env instances (traces
-are shared, so the first instance costs the data and the others almost nothing). Both sides of a
+Large-v0``, ``predict_round`` calls per second, MyopicOptimal's decisions per second, and the
+resident memory of 16 env instances (traces are shared, so the first instance costs the data and
+the others almost nothing). Two fresh interpreters on an empty numba cache time the kernel's
+compilation (the first run after an install: at most 60 s) and then, with the cache warm, the
+import plus first ``make``, ``reset`` and ``step`` (at most 3 s). Both sides of a
 ratio run the same number of steps of pre-generated random actions, resetting when an episode ends,
 after a warm-up; the repeats of the two sides alternate so that a busy machine slows both alike, and
 the best repeat counts. It prints a table and, as its last line, one JSON object with every figure.
@@ -23,12 +26,15 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import numba
 import numpy as np
 
 import powertrip_env  # registers the PowerTrip IDs
@@ -37,6 +43,31 @@ VECTOR_ENVS = 1024
 MEMORY_INSTANCES = 16
 SINGLE_BUDGET = 0.40
 VECTOR_BUDGET = 0.25
+WARM_START_BUDGET_S = 3.0
+COLD_COMPILE_BUDGET_S = 60.0
+
+# Run in a fresh interpreter: the import and first step, then every other kernel once.
+STARTUP_SCRIPT = """
+import json, time
+t0 = time.perf_counter()
+import gymnasium as gym
+import numpy as np
+import powertrip_env
+env = gym.make("PowerTrip-v0")
+env.reset(seed=0)
+env.step(env.action_space.sample())
+t1 = time.perf_counter()
+from powertrip_env import core
+n = env.unwrapped.params.n_sites
+env.unwrapped.predict_round(np.ones((3, n), dtype=bool))
+env.unwrapped.clairvoyant().simulate(np.ones((2, n), dtype=bool), rounds=2)
+env.unwrapped.clairvoyant().finish_s(np.zeros((2, n)), np.ones(n))
+venv = gym.make_vec("PowerTrip-v0", num_envs=core.PARALLEL_MIN_BATCH)
+venv.reset(seed=0)
+for _ in range(3):
+    venv.step(venv.action_space.sample())
+print(json.dumps({"first_step_s": t1 - t0, "all_kernels_s": time.perf_counter() - t0}))
+"""
 
 
 def rss_mib() -> float:
@@ -137,6 +168,46 @@ def calls_per_second(fn: Callable[[], Any], calls: int, repeats: int) -> float:
     return calls / best
 
 
+def startup_times() -> dict[str, float]:
+    """Cold compile and warm start, each in a fresh interpreter sharing an empty numba cache."""
+    with tempfile.TemporaryDirectory(prefix="powertrip-numba-") as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        env.pop("NUMBA_DISABLE_JIT", None)
+        runs = []
+        for _ in range(2):  # the first compiles into the cache, the second loads from it
+            done = subprocess.run(
+                [sys.executable, "-c", STARTUP_SCRIPT], env=env, capture_output=True,
+                text=True, check=True,
+            )  # fmt: skip
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    return {
+        "cold_compile_s": cold["all_kernels_s"],
+        "warm_first_step_s": warm["first_step_s"],
+        "warm_all_kernels_s": warm["all_kernels_s"],
+    }
+
+
+def myopic_decisions_per_s(decisions: int, seed: int) -> float:
+    """MyopicOptimal's ``act`` calls per second on PowerTrip-v0 (its own time, not the env's)."""
+    from baselines.policies import MyopicOptimal
+
+    env = gym.make("PowerTrip-v0")
+    policy = MyopicOptimal()
+    env.reset(seed=seed)
+    policy.reset(env)
+    spent = 0.0
+    for _ in range(decisions):
+        start = time.perf_counter()
+        action = policy.act(None, {})
+        spent += time.perf_counter() - start
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+            policy.reset(env)
+    return decisions / spent
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
@@ -144,6 +215,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     steps, vec_steps, repeats = (3_000, 20, 2) if args.quick else (20_000, 150, 5)
 
     figures: dict[str, Any] = measure_memory()
+    figures.update(startup_times())
 
     single = best_of(
         {
@@ -182,6 +254,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "predict_round_all_subsets_per_s": calls_per_second(
                 lambda: unwrapped.predict_round(subsets), calls // 5, repeats
             ),
+            "myopic_decisions_per_s": myopic_decisions_per_s(calls // 5, seed=0),
         }
     )
     figures["single_ratio_vs_cartpole"] = (
@@ -194,6 +267,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         {
             "single_budget": SINGLE_BUDGET,
             "vector_budget": VECTOR_BUDGET,
+            "warm_start_budget_s": WARM_START_BUDGET_S,
+            "cold_compile_budget_s": COLD_COMPILE_BUDGET_S,
             "num_envs": VECTOR_ENVS,
             "steps": steps,
             "vector_steps": vec_steps,
@@ -201,6 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "quick": args.quick,
             "python": platform.python_version(),
             "numpy": np.__version__,
+            "numba": numba.__version__,
             "gymnasium": gym.__version__,
             "powertrip_env": powertrip_env.__version__,
             "cpus": os.cpu_count(),
@@ -231,6 +307,11 @@ def print_table(f: dict[str, Any]) -> None:
         rate("PowerTrip-Large-v0 (32 sites), gym.make", f["large_steps_per_s"], "steps"),
         rate("predict_round, one (N,) mask", f["predict_round_one_mask_per_s"], "calls"),
         rate("predict_round, all 2^N − 1 subsets", f["predict_round_all_subsets_per_s"], "calls"),
+        rate("MyopicOptimal on PowerTrip-v0", f["myopic_decisions_per_s"], "decisions"),
+        f"{'import + first make/reset/step, warm cache':<44} {f['warm_first_step_s']:>14.2f} s"
+        f"   (budget <= {WARM_START_BUDGET_S:g} s)",
+        f"{'compile every kernel, empty cache':<44} {f['cold_compile_s']:>14.2f} s"
+        f"   (budget <= {COLD_COMPILE_BUDGET_S:g} s)",
         f"{'memory: first PowerTrip-v0 instance':<44} {f['memory_first_instance_mib']:>14.1f} MiB",
         f"{f'memory: {MEMORY_INSTANCES} instances':<44} {f['memory_16_instances_mib']:>14.1f} MiB",
         f"{'memory: each further instance':<44} {f['memory_per_extra_instance_mib']:>14.2f} MiB"

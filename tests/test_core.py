@@ -11,6 +11,7 @@ joined. Expected values below are written out from the formulas, never copied fr
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -758,3 +759,98 @@ def test_a_batch_of_episodes_steps_like_each_episode_alone(tmp_path):
             alone[b] = single.state
         batch = result.state
     assert len({float(t) for t in batch.time_s}) == 3
+
+
+# ------------------------------------------------------------------------ counter-based randomness
+
+
+def jitter_params(tmp_path, sigma=0.1, n=3):
+    sites = [site(f"s{i}", f"c{i}") for i in range(n)]
+    return params_for(tmp_path, sites, {f"c{i}": 0.5 for i in range(n)},
+                      episode={"jitter_sigma": sigma})  # fmt: skip
+
+
+def test_jitter_is_log_normal_with_the_scenarios_sigma(tmp_path):
+    params = jitter_params(tmp_path, sigma=0.1)
+    state = core.initial_state(params, [0.0], key=[123456789])
+    z = np.log(core.jitter_factors(params, state, 20_000)[0]) / 0.1  # (rounds, N + 1)
+    flat = z.ravel()
+    assert abs(flat.mean()) < 0.02  # 80,000 draws: the mean's standard error is 0.0035
+    assert flat.std() == pytest.approx(1.0, abs=0.01)
+    assert abs(np.mean(flat**3)) < 0.05  # symmetric
+    assert np.mean(flat**4) == pytest.approx(3.0, abs=0.1)  # normal tails
+    assert np.mean(np.abs(flat) > 1.96) == pytest.approx(0.05, abs=0.005)
+    corr = np.corrcoef(np.concatenate([z[1:], z[:-1]], axis=1).T)  # sites, network, next round
+    assert np.abs(corr - np.eye(corr.shape[0])).max() < 0.03
+
+
+def test_jitter_is_a_function_of_key_round_and_site_only(tmp_path):
+    params = jitter_params(tmp_path)
+    keys = np.array([5, 2**52 + 3, 5, 2**53 - 1])
+    batch = core.initial_state(params, [0.0, 600.0, 9000.0, 0.0], key=keys)
+    factors = core.jitter_factors(params, batch, 30)
+    np.testing.assert_array_equal(factors[0], factors[2])  # same key: same jitter, any start
+    assert not np.any(factors[0] == factors[1]) and not np.any(factors[0] == factors[3])
+    later = batch.replace(rounds=10)
+    np.testing.assert_array_equal(core.jitter_factors(params, later, 20), factors[:, 10:])
+    assert np.unique(factors[0]).size == factors[0].size  # sites and rounds all differ
+    quiet = dataclasses.replace(params, jitter_sigma=0.0)
+    assert np.all(core.jitter_factors(quiet, batch, 5) == 1.0)
+
+
+def test_a_batch_with_its_own_jitter_equals_its_members(tmp_path):
+    params = jitter_params(tmp_path, n=4)
+    rng = np.random.default_rng(3)
+    starts, keys = np.array([0.0, 3000.0, 7000.0]), np.array([11, 12, 13])
+    batch = core.initial_state(params, starts, keys)
+    alone = [core.initial_state(params, starts[b : b + 1], keys[b : b + 1]) for b in range(3)]
+    for _ in range(20):
+        masks = rng.random((3, 4)) < 0.6
+        result = core.step_round(params, batch, masks)
+        for b in range(3):
+            single = core.step_round(params, alone[b], masks[b : b + 1])
+            np.testing.assert_array_equal(result.record[b], single.record[0])
+            np.testing.assert_array_equal(result.state.data[b], single.state.data[0])
+            alone[b] = single.state
+        batch = result.state
+
+
+def test_episode_draws_are_uniform_over_the_start_rows_and_keys_distinct():
+    bases = np.full(60_000, 987654321)
+    rows, keys, seeds = core.episode_draws(bases, np.arange(60_000), 100, 160)
+    assert rows.min() == 100 and rows.max() == 159
+    counts = np.bincount(rows - 100, minlength=60)
+    chi2 = float(((counts - 1000.0) ** 2 / 1000.0).sum())
+    assert chi2 < 110  # 59 degrees of freedom: p < 1e-4 above this
+    assert np.unique(keys).size == keys.size and keys.min() >= 0 and keys.max() < core.KEY_LIMIT
+    assert seeds.min() >= 0 and seeds.max() < 2**31
+    again = core.episode_draws(bases[:5], np.arange(5), 100, 160)
+    np.testing.assert_array_equal(again[0], rows[:5])
+    other = core.episode_draws(bases[:5] + 1, np.arange(5), 100, 160)
+    assert not np.array_equal(other[1], keys[:5])
+
+
+# --------------------------------------------------------------------------- rewards in the record
+
+
+def test_the_kernels_rewards_are_the_documented_formulas(tmp_path):
+    from powertrip_env.rewards import ExcessGain, GainRate
+
+    params = eight_site_params(tmp_path, episode={"jitter_sigma": 0.1, "h_ref_h": 2.0})
+    rng = np.random.default_rng(0)
+    state = core.initial_state(params, [0.0, 100.0, 5000.0], key=[1, 2, 3])
+    for _ in range(10):
+        result = core.step_round(params, state, rng.random((3, 8)) < 0.5)
+        gain = result.delta_accuracy / (params.a_target - params.a0)
+        t = result.round_time_s
+        np.testing.assert_allclose(
+            ExcessGain()(params, result), gain - t / 7200.0, rtol=1e-15, atol=1e-17
+        )
+        rate = np.where(t > 0, gain * 7200.0 / np.where(t > 0, t, 1.0), 0.0)  # 0 at the budget
+        np.testing.assert_allclose(GainRate()(params, result), rate, rtol=1e-15)
+        state = result.state
+    learnt = result.with_accuracy(params, result.state.accuracy - result.delta_accuracy,
+                                  np.full(3, params.a_target))  # fmt: skip
+    assert learnt.terminated.all() and not learnt.truncated.any()
+    gain = learnt.delta_accuracy / (params.a_target - params.a0)
+    np.testing.assert_allclose(ExcessGain()(params, learnt), gain - t / 7200.0, rtol=1e-15)

@@ -167,3 +167,25 @@ def test_beam_planner_on_the_flagship_beats_the_best_fixed_set_as_planned(seed, 
     assert end["success"]
     assert end["tta_h"] <= fixed_tta
     assert end["tta_h"] == pytest.approx(planner.planned_tta_h, rel=1e-12)
+
+
+def test_baselines_import_nothing_from_the_simulator_core():
+    """Policies read ``decision_view``/``predict_round``, references ``env.clairvoyant()``:
+    no module under baselines/ reaches into ``powertrip_env.core`` (or ``powertrip_env``'s
+    other internals that hold its tables)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "baselines"
+    offenders = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("powertrip_env.core")]
+    assert len(list(root.glob("*.py"))) >= 8
+    assert not offenders, offenders

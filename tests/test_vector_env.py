@@ -459,3 +459,25 @@ def test_a_batch_predicts_each_candidate_as_it_would_alone_under_non_iid_data():
         for i in range(0, len(subsets), 7):
             alone = env.unwrapped.predict_round(subsets[i])
             assert all(float(a[i]) == b for a, b in zip(many, alone, strict=True))
+
+
+def test_autoresets_draw_every_new_episode_in_one_call_without_generators(monkeypatch):
+    """Counter-based episodes: an autoreset neither seeds nor draws from a generator per
+    sub-environment; the restarting rows' start times and keys come from one kernel call."""
+    from powertrip_env import vector_env
+
+    venv = gym.make_vec("PowerTrip-LoRA-v0", num_envs=8)
+    venv.reset(seed=0)
+    calls, seedings = [], []
+    original = core.episode_draws
+    monkeypatch.setattr(
+        core, "episode_draws", lambda b, e, lo, hi: calls.append(len(b)) or original(b, e, lo, hi)
+    )
+    monkeypatch.setattr(vector_env, "base_from", lambda rng: seedings.append(1))
+    n = venv.unwrapped.params.n_sites
+    restarted = 0
+    for _ in range(300):
+        _, _, terminated, truncated, _ = venv.step(np.ones((8, n), dtype=np.int8))
+        restarted += int(np.sum(terminated | truncated))
+    assert restarted >= 8 and sum(calls) == restarted - int(venv.unwrapped._autoreset.sum())
+    assert not seedings

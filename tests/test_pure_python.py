@@ -1,0 +1,86 @@
+"""The compiled kernel against itself run as plain Python (``NUMBA_DISABLE_JIT=1``).
+
+``core``'s functions are compiled by numba, and ``NUMBA_DISABLE_JIT=1`` runs the very same
+source as ordinary Python, for stepping through a round in a debugger. This module keeps that
+path honest: a subprocess with the variable set plays episodes of the single env, the vector env
+(autoresets included), a padded dict env, ``predict_round`` over every subset and the
+clairvoyant references' simulation, and everything it prints must equal, bit for bit, what the
+compiled code gives here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = r"""
+import json, sys
+import numpy as np, gymnasium as gym
+import powertrip_env
+from powertrip_env import core
+
+out = {"compiled": type(core._round).__name__ != "function"}
+rng = np.random.default_rng(0)
+
+env = gym.make("PowerTrip-v0")
+obs, info = env.reset(seed=7)
+steps = []
+for _ in range(15):
+    obs, r, te, tr, info = env.step((rng.random(10) < 0.5).astype(np.int8))
+    steps.append([obs.astype(float).tolist(), r, te, tr, info["round_time_s"],
+                  info["energy_kwh"], info["straggler"], info["dropped"].tolist()])
+out["single"] = steps
+subsets = ((np.arange(1, 2**10)[:, None] >> np.arange(10)) & 1).astype(bool)
+out["predict"] = [a.tolist() for a in env.unwrapped.predict_round(subsets)]
+future = env.unwrapped.clairvoyant()
+out["jitter"] = future.jitter(6).tolist()
+plan = future.simulate(subsets[::97], rounds=8)
+out["simulate"] = [plan.state.data.tolist(), plan.tta_h.tolist()]
+
+venv = gym.make_vec("PowerTrip-LoRA-v0", num_envs=3, jitter=0.2)
+obs, _ = venv.reset(seed=3)
+vsteps = []
+n = venv.unwrapped.params.n_sites
+for _ in range(200):
+    obs, r, te, tr, info = venv.step(rng.integers(0, 2, (3, n)))
+    vsteps.append([obs.astype(float).tolist(), r.tolist(), te.tolist(), tr.tolist()])
+out["vector"] = vsteps
+
+padded = gym.make("PowerTrip-EMNIST-v0", obs_mode="dict", max_sites=12)
+obs, _ = padded.reset(seed=1)
+psteps = []
+for _ in range(10):
+    obs, r, te, tr, info = padded.step(rng.integers(0, 2, 12))
+    psteps.append([obs["sites"].astype(float).tolist(), obs["global"].astype(float).tolist(), r])
+out["padded"] = psteps
+json.dump(out, sys.stdout)
+"""
+
+
+def run(disable_jit: bool) -> dict:
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1" if disable_jit else "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_plain_python_runs_the_kernel_bit_for_bit_as_compiled() -> None:
+    plain = run(disable_jit=True)
+    compiled = run(disable_jit=False)
+    assert plain.pop("compiled") is False
+    assert compiled.pop("compiled") is True
+    assert plain.keys() == compiled.keys()
+    for key in plain:
+        assert plain[key] == compiled[key], key
+    assert len(compiled["single"]) == 15 and np.isfinite(compiled["predict"]).all()
+    assert any(any(te) or any(tr) for _, _, te, tr in compiled["vector"])  # autoresets ran
