@@ -714,15 +714,9 @@ def _round(c, site, table, st, mask, f, rec, srec, begin, end, s_begin):
     if fixed:
         batch = batch / c[C_LOCAL_STEPS]
 
-    if n_done > 0:
-        compute_s = latest - t
-        # rtt_factor · max RTT + 2 · max(max M/bw_i, |S| · M/bw_hub) over the completing sites
-        comm_s = (c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])) * f[n]
-        round_s = compute_s + comm_s + c[C_AGG]
-    else:
-        compute_s = 0.0 if idle else last_drop - t
-        comm_s = 0.0
-        round_s = c[C_IDLE_S] if idle else compute_s
+    compute_s, comm_s, round_s = _barrier(
+        c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, f[n]
+    )
     deadline = st[START] + c[C_BUDGET]
     budget_left = deadline - t
     cut = round_s > budget_left
@@ -805,6 +799,25 @@ def _rewards(c: np.ndarray, rec: np.ndarray) -> None:
     gain = rec[R_DELTA_ACC] / c[C_SPAN]
     rec[R_EXCESS_GAIN] = gain - rec[R_ROUND_S] / c[C_H_REF]
     rec[R_GAIN_RATE] = gain * (c[C_H_REF] / rec[R_ROUND_S]) if rec[R_ROUND_S] > 0.0 else 0.0
+
+
+@_jit
+def _barrier(c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter):
+    """(compute, communication, round) seconds of a round that began at ``t``.
+
+    The round ends at the barrier: the last completing site's compute end (``latest``), then
+    ``rtt_factor · max RTT + 2 · max(max M/bw_i, |S| · M/bw_hub)`` over the completing sites
+    (``rtt``, ``site_tx``: their maxima) times the network jitter, then aggregation. If every
+    started site dropped out it ends at the last drop-out (``last_drop``), with no
+    communication; with none started it is an idle round of ``idle_s``.
+    """
+    if n_done > 0:
+        compute_s = latest - t
+        comm_s = (c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])) * comm_jitter
+        return compute_s, comm_s, compute_s + comm_s + c[C_AGG]
+    if n_sel > 0:
+        return last_drop - t, 0.0, last_drop - t
+    return 0.0, 0.0, c[C_IDLE_S]
 
 
 @_jit
@@ -968,14 +981,9 @@ def _predict_batch(c, site, forecast, state, masks, steady, out):
                 batch += fs[i, 4] if c[C_FIXED_TIME] > 0.0 else site[S_BATCH, i]
             if c[C_FIXED_TIME] > 0.0:
                 batch = batch / c[C_LOCAL_STEPS]
-            if n_done > 0:
-                compute_s = latest - t
-                comm_s = c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])
-                round_s = compute_s + comm_s + c[C_AGG]
-            else:
-                compute_s = last_drop - t if n_sel > 0 else 0.0
-                comm_s = 0.0
-                round_s = compute_s if n_sel > 0 else c[C_IDLE_S]
+            compute_s, comm_s, round_s = _barrier(
+                c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, 1.0
+            )
             cover = _coverage(c, site, absent)
             dp = _delta_progress(c, st[PROGRESS], batch, cover)
             out[0, b, m] = round_s
@@ -1085,10 +1093,11 @@ class RoundResult:
     """
 
     __slots__ = ("record", "sites", "state")
+    # the properties besides ``state``, by name
     FIELDS = (
         "round_time_s", "compute_s", "comm_s", "delta_accuracy", "energy_j", "straggler",
         "invalid", "idle", "cut", "terminated", "truncated", "selected", "dropped", "powered",
-    )  # fmt: skip  (the properties besides ``state``, by name)
+    )  # fmt: skip
 
     def __init__(self, state: SimState, record: np.ndarray, sites: np.ndarray) -> None:
         self.state, self.record, self.sites = state, record, sites
@@ -1147,8 +1156,6 @@ class RoundResult:
 def _c_bool(values: np.ndarray) -> np.ndarray:
     """A mask the kernel can read: bool, C-contiguous."""
     return np.ascontiguousarray(values, dtype=np.bool_)
-
-
 
 
 def step_round(
