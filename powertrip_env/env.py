@@ -177,17 +177,10 @@ class PowerTripEnv(gym.Env):
     ) -> None:
         self.sampler = as_sampler(sites)
         setup = configure(
-            scenario,
-            reward_mode=reward_mode,
-            obs_mode=obs_mode,
-            action_mode=action_mode,
-            split=split,
-            jitter=jitter,
-            render_mode=render_mode,
-            render_modes=tuple(self.metadata["render_modes"]),
-            max_sites=max_sites,
-            sampler=self.sampler,
-        )
+            scenario, reward_mode=reward_mode, obs_mode=obs_mode, action_mode=action_mode,
+            split=split, jitter=jitter, render_mode=render_mode, max_sites=max_sites,
+            render_modes=tuple(self.metadata["render_modes"]), sampler=self.sampler,
+        )  # fmt: skip
         self.learner = make_learner(learner)
         if self.sampler is not None and not is_surrogate(self.learner):
             raise ValueError(
@@ -196,9 +189,7 @@ class PowerTripEnv(gym.Env):
             )
         self._base_sim = setup.sim
         self._use(setup.sim)
-        self.reward_fn, self.reward_mode = setup.reward, setup.reward.name
-        self.obs_mode, self.split = setup.obs_mode, split
-        self.render_mode, self.max_sites = setup.render_mode, setup.max_sites
+        setup.apply(self)
         self.action_space = setup.action_space
         self.observation_space = setup.observation_space
         self.state: core.SimState | None = None  # the episode, as a batch of one

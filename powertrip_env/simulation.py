@@ -361,6 +361,12 @@ class EnvSetup:
     action_space: spaces.Space  # of one episode
     observation_space: spaces.Space
 
+    def apply(self, env: Any) -> None:
+        """Set the attributes both environments expose from the checked arguments."""
+        env.reward_fn, env.reward_mode = self.reward, self.reward.name
+        env.obs_mode, env.split = self.obs_mode, self.split
+        env.render_mode, env.max_sites = self.render_mode, self.max_sites
+
 
 def configure(
     scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any],

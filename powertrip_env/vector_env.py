@@ -102,23 +102,15 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 "or None"
             )
         setup = configure(
-            scenario,
-            reward_mode=reward_mode,
-            obs_mode=obs_mode,
-            action_mode=action_mode,
-            split=split,
-            jitter=jitter,
-            render_mode=render_mode,
+            scenario, reward_mode=reward_mode, obs_mode=obs_mode, action_mode=action_mode,
+            split=split, jitter=jitter, render_mode=render_mode, max_sites=max_sites,
             render_modes=tuple(self.metadata["render_modes"]),
-            max_sites=max_sites,
-        )
+        )  # fmt: skip
         self.sim = setup.sim
         self.params = self.sim.params
         self.scenario = self.sim.scenario
         self.num_envs = int(num_envs)
-        self.reward_fn, self.reward_mode = setup.reward, setup.reward.name
-        self.obs_mode, self.split = setup.obs_mode, split
-        self.render_mode, self.max_sites = setup.render_mode, setup.max_sites
+        setup.apply(self)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self.single_action_space = setup.action_space
         self.single_observation_space = setup.observation_space
