@@ -507,7 +507,12 @@ def _row(c: np.ndarray, t: float) -> int:
 @_jit
 def _samples_at(c: np.ndarray, table: np.ndarray, t: float, i: int) -> float:
     """Cumulative samples site ``i`` could have processed from row 0 to time ``t``."""
-    k = _row(c, t)
+    return _samples_in(c, table, t, i, _row(c, t))
+
+
+@_jit
+def _samples_in(c: np.ndarray, table: np.ndarray, t: float, i: int, k: int) -> float:
+    """`_samples_at` with ``t``'s row ``k`` known."""
     return table[k, CUM_SAMPLES, i] + table[k, RATE, i] * (t - k * c[C_IV])
 
 
@@ -587,24 +592,42 @@ def _uniform(h: int) -> float:
 
 
 @_jit
-def _jitter_into(c: np.ndarray, key: float, rnd: int, out: np.ndarray) -> None:
-    """Round ``rnd``'s log-normal jitter ``exp(σ · z)``: N compute factors, then the network's.
+def _round_seed(key: float, rnd: int) -> int:
+    """Round ``rnd``'s 32-bit jitter seed: a hash of the episode's key and the round."""
+    return _hash(int(key), rnd & _M32, _JITTER_STREAM)
 
-    The standard normals ``z`` come in pairs from Box–Muller on two uniforms, hashes of the
-    round's seed (itself a hash of the episode's key and the round) and the value's index.
+
+@_jit
+def _jitter_value(c: np.ndarray, seed: int, j: int) -> float:
+    """Factor ``j`` of a round (N compute factors, then the network's): ``exp(σ · z)``.
+
+    The standard normals come in pairs from Box–Muller on two uniforms, hashes of the round's
+    seed and the pair's first index; ``z`` is the pair's cosine (even ``j``) or sine (odd).
     """
-    sigma = c[C_SIGMA]
-    if sigma <= 0.0:
-        for j in range(out.shape[0]):
-            out[j] = 1.0
-        return
-    seed = _hash(int(key), rnd & _M32, _JITTER_STREAM)
-    for j in range(0, out.shape[0], 2):
-        radius = math.sqrt(-2.0 * math.log(_uniform(_mix32(seed ^ j))))
-        angle = 2.0 * math.pi * _uniform(_mix32(seed ^ (j + 1)))
-        out[j] = math.exp(sigma * radius * math.cos(angle))
-        if j + 1 < out.shape[0]:
-            out[j + 1] = math.exp(sigma * radius * math.sin(angle))
+    first = j - (j & 1)
+    radius = math.sqrt(-2.0 * math.log(_uniform(_mix32(seed ^ first))))
+    angle = 2.0 * math.pi * _uniform(_mix32(seed ^ (first + 1)))
+    z = math.cos(angle) if j == first else math.sin(angle)
+    return math.exp(c[C_SIGMA] * radius * z)
+
+
+@_jit
+def _factor(c: np.ndarray, jitter: np.ndarray, b: int, seed: int, j: int) -> float:
+    """Factor ``j`` of episode ``b``'s round: given (``jitter`` not empty), 1 without jitter,
+    or its own. Computed only for the sites that start, the network only if needed."""
+    if jitter.shape[0] > 0:
+        return jitter[b, j]
+    if c[C_SIGMA] <= 0.0:
+        return 1.0
+    return _jitter_value(c, seed, j)
+
+
+@_jit
+def _jitter_into(c: np.ndarray, key: float, rnd: int, out: np.ndarray) -> None:
+    """Every factor of round ``rnd`` of the episode with ``key`` (the clairvoyant's view)."""
+    seed = _round_seed(key, rnd)
+    for j in range(out.shape[0]):
+        out[j] = _jitter_value(c, seed, j) if c[C_SIGMA] > 0.0 else 1.0
 
 
 @_jit
@@ -642,7 +665,7 @@ def _jitter_batch(c: np.ndarray, state: np.ndarray, first: np.ndarray, out: np.n
 
 
 @_jit
-def _round(c, site, table, st, mask, f, rec, srec, begin, end, s_begin):
+def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
     """One round of one episode, in the order docs/model.md gives it; ``st`` is updated.
 
     1. Requested sites without a powered GPU now are dropped (``invalid``); the rest start. None
@@ -659,13 +682,14 @@ def _round(c, site, table, st, mask, f, rec, srec, begin, end, s_begin):
     6. A round that would end after the episode's time budget is cut there and teaches nothing
        (a synchronous update lands only at the round's end).
 
-    ``f`` holds the jitter factors (N compute, then the network's); ``begin``, ``end`` and
-    ``s_begin`` are scratch of N.
+    The jitter factors are episode ``b``'s row of ``jitter`` if it is not empty, else the
+    episode's own (`_factor`); ``begin``, ``end`` and ``s_begin`` are scratch of N.
     """
     n = site.shape[1]
     t = st[TIME]
     k = _row(c, t)
     fixed = c[C_FIXED_TIME] > 0.0
+    seed = _round_seed(st[KEY], int(st[ROUNDS]))
     n_req = 0
     n_sel = 0
     for i in range(n):
@@ -690,12 +714,13 @@ def _round(c, site, table, st, mask, f, rec, srec, begin, end, s_begin):
         if srec[SELECTED, i] == 0.0:
             continue
         begin[i] = t + (0.0 if st[JOINED + i] > 0.0 else site[S_JOIN, i])
-        s_begin[i] = _samples_at(c, table, begin[i], i)
+        k_begin = _row(c, begin[i])
+        s_begin[i] = _samples_in(c, table, begin[i], i, k_begin)
         if fixed:
-            end[i] = begin[i] + c[C_ROUND_S] * f[i]
+            end[i] = begin[i] + c[C_ROUND_S] * _factor(c, jitter, b, seed, i)
         else:
-            target = s_begin[i] + site[S_QUOTA, i] * f[i]
-            end[i] = _time_to_reach(c, table, target, i, _row(c, begin[i]))
+            target = s_begin[i] + site[S_QUOTA, i] * _factor(c, jitter, b, seed, i)
+            end[i] = _time_to_reach(c, table, target, i, k_begin)
         drop_at = table[k, OUTAGE_S, i]  # the next row without power; the current row has some
         if drop_at < end[i]:
             srec[DROPPED, i] = 1.0
@@ -714,8 +739,9 @@ def _round(c, site, table, st, mask, f, rec, srec, begin, end, s_begin):
     if fixed:
         batch = batch / c[C_LOCAL_STEPS]
 
+    comm_jitter = _factor(c, jitter, b, seed, n) if n_done > 0 else 1.0
     compute_s, comm_s, round_s = _barrier(
-        c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, f[n]
+        c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter
     )
     deadline = st[START] + c[C_BUDGET]
     budget_left = deadline - t
@@ -825,16 +851,11 @@ def _step_batch(c, site, table, state, masks, jitter, rec, srec):
     """Every episode of ``state`` (updated in place) one round on; ``jitter`` (B, N + 1) gives
     the factors, or is empty to take each episode's own from its key."""
     n = site.shape[1]
-    f = np.empty(n + 1)
     begin = np.empty(n)
     end = np.empty(n)
     s_begin = np.empty(n)
     for b in range(state.shape[0]):
-        if jitter.shape[0] > 0:
-            f[:] = jitter[b]
-        else:
-            _jitter_into(c, state[b, KEY], int(state[b, ROUNDS]), f)
-        _round(c, site, table, state[b], masks[b], f, rec[b], srec[b], begin, end, s_begin)
+        _round(c, site, table, state[b], masks[b], jitter, b, rec[b], srec[b], begin, end, s_begin)
 
 
 # --------------------------------------------------------------------------- observations

@@ -154,6 +154,8 @@ class PowerTripEnv(gym.Env):
 
     ## Version History
 
+    * v0: The dynamics became one compiled kernel with counter-based randomness: a seed gives
+      other start times and jitter than before (every published table was regenerated).
     * v0: The flagship became a day-long DiLoCo job on real grid and solar power, with joins
       that fetch the model, drop-outs, forecasts in the observation and rounds cut at the
       budget; the earlier default scenario is `PowerTrip-LoRA-v0`. Initial version before that.

@@ -78,7 +78,7 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
 
 
 def test_the_environment_runs_without_importing_any_training_library() -> None:
-    # `pip install powertrip-env` brings gymnasium, numpy and pandas only; a cluster worker that
+    # `pip install powertrip-env` brings gymnasium, numba, numpy and pandas only; a worker that
     # runs the environment must never need torch, SB3, Ray or matplotlib.
     script = """
 import sys
