@@ -24,6 +24,7 @@ same jitter, and nothing here holds a generator.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -412,6 +413,7 @@ KEY_LIMIT = 2**53  # episode keys are whole numbers below this: exact in the flo
 _NO_JITTER = np.zeros((0, 0))  # "no jitter given": each episode's own, from its key
 PARALLEL_MIN_BATCH = 256  # episodes from which a step runs on all cores (threads cost ~10 µs)
 PARALLEL_CHUNKS = 64  # pieces of the batch the threads share out
+_PARALLEL_LOCK = threading.Lock()
 
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 _M32 = 0xFFFFFFFF
@@ -1207,7 +1209,8 @@ def step_observe(
     obs = np.empty((b, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0)), np.float32)
     args = (params.consts, params.site, params.table, params.site_obs, data, _c_bool(mask))
     if b >= PARALLEL_MIN_BATCH and numba.get_num_threads() > 1:
-        _step_observe_parallel(*args, record, sites, obs, width, valid)
+        with _PARALLEL_LOCK:  # numba's "workqueue" thread pool is documented not thread-safe
+            _step_observe_parallel(*args, record, sites, obs, width, valid)
     else:
         _step_observe(*args, _NO_JITTER, record, sites, obs, width, valid)
     return RoundResult(SimState(data), record, sites), obs

@@ -149,7 +149,7 @@ class PowerTripEnv(gym.Env):
 
     ## Vectorized environment
 
-    `gym.make_vec("PowerTrip-v0", num_envs=B)` steps B episodes in one array call of the same
+    `gym.make_vec("PowerTrip-v0", num_envs=B)` steps B episodes in one call of the same compiled
     simulator (`PowerTripVectorEnv`).
 
     ## Version History

@@ -30,7 +30,7 @@ from powertrip_env.view import DecisionView, decision_view
 
 
 class PowerTripVectorEnv(gym.vector.VectorEnv):
-    """B PowerTrip episodes advanced together by one array call of the simulator.
+    """B PowerTrip episodes advanced together by one call of the compiled simulator.
 
     Created by ``gym.make_vec("PowerTrip-v0", num_envs=B)`` (the registered
     ``vector_entry_point``), which passes the same keyword arguments as ``gym.make`` (see

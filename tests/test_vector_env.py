@@ -481,3 +481,31 @@ def test_autoresets_draw_every_new_episode_in_one_call_without_generators(monkey
         restarted += int(np.sum(terminated | truncated))
     assert restarted >= 8 and sum(calls) == restarted - int(venv.unwrapped._autoreset.sum())
     assert not seedings
+
+
+def test_vector_envs_stepped_from_two_threads_at_once_stay_exact():
+    """Batches from PARALLEL_MIN_BATCH up run on numba's thread pool, which takes one caller
+    at a time: two Python threads stepping their own vector envs must neither crash nor mix
+    their episodes."""
+    import threading
+
+    b = core.PARALLEL_MIN_BATCH
+    actions = np.random.default_rng(0).integers(0, 2, (30, b, 10)).astype(np.int8)
+
+    def run(out: list) -> None:
+        venv = gym.make_vec("PowerTrip-v0", num_envs=b)
+        obs, _ = venv.reset(seed=4)
+        for a in actions:
+            obs, *_ = venv.step(a)
+        out.append(obs)
+
+    alone: list = []
+    run(alone)
+    together: list = [[], []]
+    threads = [threading.Thread(target=run, args=(out,)) for out in together]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for out in together:
+        np.testing.assert_array_equal(out[0], alone[0])
