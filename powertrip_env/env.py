@@ -215,18 +215,12 @@ class PowerTripEnv(gym.Env):
             np.array([self._base]), np.array([self._episode]), self.split, options
         )
         self._episode += 1
-        start = float(starts[0])
-        self.state = core.initial_state(self.params, start, keys)
+        self.state = core.initial_state(self.params, starts, keys)
         if not is_surrogate(self.learner):
             accuracy = self.learner.reset(self.sim, int(seeds[0]))
             self.state = self.state.replace(accuracy=accuracy)
         self._history = [(0.0, float(self.state.accuracy[0]))]
-        info = {
-            "start_time_s": start,
-            "trace_time": self.params.trace_t0_s + start,
-            "available": self._padded(self.available()),
-        }
-        return self._observe(), info
+        return self._observe(), self.sim.reset_info(self.state, self.max_sites, row=0)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self.state is None:

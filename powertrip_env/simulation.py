@@ -275,6 +275,23 @@ class Simulation:
         elapsed = state.time_s - state.start_s
         return np.where(terminated, elapsed, self.params.time_budget_s) / 3600.0
 
+    def reset_info(
+        self, state: core.SimState, max_sites: int | None, row: int | None = None
+    ) -> dict[str, Any]:
+        """The reset info of new episodes: batched (B,) and (B, N) arrays, or one ``row``'s
+        Python values and (N,) array (see the single env's class docstring)."""
+        start = state.start_s
+        info = {
+            "start_time_s": start.copy(),
+            "trace_time": self.params.trace_t0_s + start,
+            "available": pad_sites(core.available_now(self.params, state), max_sites),
+        }
+        if row is None:
+            return info
+        return {
+            key: value[row] if value.ndim > 1 else float(value[row]) for key, value in info.items()
+        }
+
     def round_info(
         self, result: core.RoundResult, max_sites: int | None, row: int | None = None
     ) -> dict[str, Any]:

@@ -273,17 +273,12 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
 
     def _reset_info(self, rows: np.ndarray) -> dict[str, Any]:
         """What the single env's reset info says, for the sub-environments at bool ``rows``."""
-        state = self.state
-        available = core.available_now(self.params, state) & rows[:, None]
-        start = np.where(rows, state.start_s, 0.0)
-        return {
-            "start_time_s": start,
-            "_start_time_s": rows.copy(),
-            "trace_time": np.where(rows, self.params.trace_t0_s + start, 0.0),
-            "_trace_time": rows.copy(),
-            "available": pad_sites(available, self.max_sites),
-            "_available": rows.copy(),
-        }
+        info = {}
+        for key, value in self.sim.reset_info(self.state, self.max_sites).items():
+            mask = rows.reshape(-1, *(1,) * (value.ndim - 1))
+            info[key] = np.where(mask, value, np.zeros((), dtype=value.dtype))
+            info[f"_{key}"] = rows.copy()
+        return info
 
     def _step_info(
         self,
