@@ -3,10 +3,11 @@
 Every function here works on a batch: the single environment is a batch of one, the vector
 environment a batch of B, and the planners in ``baselines/`` a batch of candidate plans, so the
 dynamics are written once. They are plain scalar loops over episodes and sites, compiled by numba
-(``cache=True``: the first import after an install compiles them for ~20 s, later imports load
+(``cache=True``: the first use after an install compiles them in about 15 s, later imports load
 the cached machine code). ``NUMBA_DISABLE_JIT=1`` runs the very same functions as plain Python,
 which is slow but lets a debugger step through a round. The model, with every equation and
-parameter, is in docs/model.md; the round is `_round`, the what-if of a set `_predict_episode`.
+parameter, is in docs/model.md; the round is `_round`, the what-if of candidate sets
+`_predict_batch`.
 
 Power enters through tables built once per scenario (``SimParams``): powered GPUs, throughput,
 the cumulative samples and GPU energy a site could accumulate, and each site's next outage, per
