@@ -34,7 +34,6 @@ from powertrip_env.traces import iso_utc
 OBS_MODES = ("flat", "dict")
 ACTION_MODES = ("multibinary", "multidiscrete")
 SPLITS = ("train", "test", "all")
-PER_SITE_INFO = frozenset({"selected", "dropped", "powered_gpus"})  # info arrays of one per site
 
 
 def base_from(rng: np.random.Generator) -> int:
@@ -299,7 +298,8 @@ class Simulation:
 
         Batched (``row`` None): each a (B,) array, or (B, N) per site padded to ``max_sites``;
         the vector env masks the rows that restart. For one ``row``: Python values, and the
-        ``PER_SITE_INFO`` arrays as (N,) (or (M,)), as the single env reports them.
+        per-site arrays (``selected``, ``dropped``, ``powered_gpus``) as (N,) (or (M,)), as the
+        single env reports them.
         """
         if row is None:
             # copies: the vector env zeroes the rows that restart
