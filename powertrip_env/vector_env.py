@@ -124,7 +124,6 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         self._seeded = np.zeros(b, dtype=bool)
         self._episodes = np.zeros(b, dtype=np.int64)  # episodes since each sub-env's seeding
         self._autoreset = np.zeros(b, dtype=bool)
-        self._rows = np.arange(b)
 
     # ------------------------------------------------------------------ gym API
 
