@@ -36,6 +36,12 @@ ACTION_MODES = ("multibinary", "multidiscrete")
 SPLITS = ("train", "test", "all")
 
 
+# the keyword arguments both environments take and `configure` checks
+ENV_OPTIONS = (
+    "reward_mode", "obs_mode", "action_mode", "split", "jitter", "render_mode", "max_sites",
+)  # fmt: skip
+
+
 def base_from(rng: np.random.Generator) -> int:
     """The one draw an environment makes from its generator when seeded: every episode's
     start time and jitter then follow from it and the episode's index (``new_episodes``)."""
@@ -388,20 +394,21 @@ class EnvSetup:
 def configure(
     scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any],
     *,
-    reward_mode: str | RewardFn,
-    obs_mode: str,
-    action_mode: str,
-    split: str,
-    jitter: bool | float,
-    render_mode: str | None,
     render_modes: tuple[str, ...],
-    max_sites: int | None,
+    reward_mode: str | RewardFn = "excess_gain",
+    obs_mode: str = "flat",
+    action_mode: str = "multibinary",
+    split: str = "train",
+    jitter: bool | float = True,
+    render_mode: str | None = None,
+    max_sites: int | None = None,
     sampler: SiteSampler | None = None,
 ) -> EnvSetup:
     """Check the keyword arguments of ``PowerTripEnv`` and ``PowerTripVectorEnv`` in one place.
 
     Every bad value raises a ``ValueError`` naming the argument, the value and what is allowed,
-    before an environment exists.
+    before an environment exists. The defaults are the environments' (``ENV_OPTIONS``): the
+    single env spells them out in its signature, the vector env passes its options through.
     """
     sim = load_simulation(scenario).with_jitter(jitter)
     reward = reward_fn(reward_mode)

@@ -24,8 +24,7 @@ from gymnasium.vector.utils import batch_space
 
 from powertrip_env import core
 from powertrip_env.config import Scenario
-from powertrip_env.rewards import RewardFn
-from powertrip_env.simulation import base_from, configure, pad_sites
+from powertrip_env.simulation import ENV_OPTIONS, base_from, configure, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
 
@@ -34,7 +33,9 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
 
     Created by ``gym.make_vec("PowerTrip-v0", num_envs=B)`` (the registered
     ``vector_entry_point``), which passes the same keyword arguments as ``gym.make`` (see
-    `PowerTripEnv`) plus ``max_episode_steps`` from the registration.
+    `PowerTripEnv`; ``reward_mode``, ``obs_mode``, ``action_mode``, ``split``, ``jitter``,
+    ``render_mode`` and ``max_sites`` with its defaults) plus ``max_episode_steps`` from the
+    registration.
 
     * Spaces: ``single_observation_space`` and ``single_action_space`` are those of the single
       env; ``observation_space`` and ``action_space`` are them batched: observations
@@ -68,17 +69,17 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         num_envs: int = 1,
         scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any] = "default",
         *,
-        reward_mode: str | RewardFn = "excess_gain",
-        obs_mode: str = "flat",
-        action_mode: str = "multibinary",
-        split: str = "train",
-        jitter: bool | float = True,
-        render_mode: str | None = None,
         max_episode_steps: int | None = None,
         learner: str = "surrogate",
-        max_sites: int | None = None,
         sites: str | None = None,
+        **options: Any,
     ) -> None:
+        unknown = sorted(set(options) - set(ENV_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"PowerTripVectorEnv got unexpected keyword arguments {unknown}; it takes "
+                f"num_envs, scenario, max_episode_steps and {', '.join(ENV_OPTIONS)}"
+            )
         if sites is not None:
             raise ValueError(
                 f"sites={sites!r}: the native vector env steps one site catalogue for every "
@@ -101,11 +102,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 f"max_episode_steps={max_episode_steps!r}: give a whole number of at least 1, "
                 "or None"
             )
-        setup = configure(
-            scenario, reward_mode=reward_mode, obs_mode=obs_mode, action_mode=action_mode,
-            split=split, jitter=jitter, render_mode=render_mode, max_sites=max_sites,
-            render_modes=tuple(self.metadata["render_modes"]),
-        )  # fmt: skip
+        setup = configure(scenario, render_modes=tuple(self.metadata["render_modes"]), **options)
         self.sim = setup.sim
         self.params = self.sim.params
         self.scenario = self.sim.scenario

@@ -509,3 +509,22 @@ def test_vector_envs_stepped_from_two_threads_at_once_stay_exact():
         t.join()
     for out in together:
         np.testing.assert_array_equal(out[0], alone[0])
+
+
+def test_the_vector_env_takes_the_single_envs_options_with_the_same_defaults():
+    """The vector env passes its options through to ``simulation.configure``, whose defaults
+    must be the ones ``PowerTripEnv`` documents in its signature; unknown names are refused."""
+    import inspect
+
+    from powertrip_env.env import PowerTripEnv
+    from powertrip_env.simulation import ENV_OPTIONS, configure
+
+    single = inspect.signature(PowerTripEnv.__init__).parameters
+    shared = inspect.signature(configure).parameters
+    for name in ENV_OPTIONS:
+        assert single[name].default == shared[name].default, name
+    assert set(ENV_OPTIONS) | {"self", "scenario", "learner", "sites"} == set(single)
+    venv = gym.make_vec("PowerTrip-v0", num_envs=2, obs_mode="dict", max_sites=12)
+    assert venv.unwrapped.obs_mode == "dict" and venv.unwrapped.max_sites == 12
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['obs_mod'\]"):
+        gym.make_vec("PowerTrip-v0", num_envs=2, obs_mod="dict")
