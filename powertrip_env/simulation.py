@@ -395,20 +395,20 @@ def configure(
     scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any],
     *,
     render_modes: tuple[str, ...],
-    reward_mode: str | RewardFn = "excess_gain",
-    obs_mode: str = "flat",
-    action_mode: str = "multibinary",
-    split: str = "train",
-    jitter: bool | float = True,
-    render_mode: str | None = None,
-    max_sites: int | None = None,
+    reward_mode: str | RewardFn,
+    obs_mode: str,
+    action_mode: str,
+    split: str,
+    jitter: bool | float,
+    render_mode: str | None,
+    max_sites: int | None,
     sampler: SiteSampler | None = None,
 ) -> EnvSetup:
     """Check the keyword arguments of ``PowerTripEnv`` and ``PowerTripVectorEnv`` in one place.
 
     Every bad value raises a ``ValueError`` naming the argument, the value and what is allowed,
-    before an environment exists. The defaults are the environments' (``ENV_OPTIONS``): the
-    single env spells them out in its signature, the vector env passes its options through.
+    before an environment exists. The defaults of ``ENV_OPTIONS`` are those of
+    ``PowerTripEnv``'s signature, which the vector env reads too.
     """
     sim = load_simulation(scenario).with_jitter(jitter)
     reward = reward_fn(reward_mode)

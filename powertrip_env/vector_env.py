@@ -12,6 +12,7 @@ compiled simulator over the whole batch, with no Python loop over sub-environmen
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -24,8 +25,14 @@ from gymnasium.vector.utils import batch_space
 
 from powertrip_env import core
 from powertrip_env.config import Scenario
+from powertrip_env.env import PowerTripEnv
 from powertrip_env.simulation import ENV_OPTIONS, base_from, configure, pad_sites
 from powertrip_env.view import DecisionView, decision_view
+
+# The single env's signature is where the options' defaults are written (and documented).
+_SINGLE_ENV_DEFAULTS = {
+    name: inspect.signature(PowerTripEnv.__init__).parameters[name].default for name in ENV_OPTIONS
+}
 
 
 class PowerTripVectorEnv(gym.vector.VectorEnv):
@@ -102,6 +109,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 f"max_episode_steps={max_episode_steps!r}: give a whole number of at least 1, "
                 "or None"
             )
+        options = {**_SINGLE_ENV_DEFAULTS, **options}
         setup = configure(scenario, render_modes=tuple(self.metadata["render_modes"]), **options)
         self.sim = setup.sim
         self.params = self.sim.params

@@ -512,18 +512,20 @@ def test_vector_envs_stepped_from_two_threads_at_once_stay_exact():
 
 
 def test_the_vector_env_takes_the_single_envs_options_with_the_same_defaults():
-    """The vector env passes its options through to ``simulation.configure``, whose defaults
-    must be the ones ``PowerTripEnv`` documents in its signature; unknown names are refused."""
+    """The vector env passes its options through to ``simulation.configure`` with the defaults
+    ``PowerTripEnv`` documents in its signature; unknown names are refused."""
     import inspect
 
     from powertrip_env.env import PowerTripEnv
-    from powertrip_env.simulation import ENV_OPTIONS, configure
+    from powertrip_env.simulation import ENV_OPTIONS
 
     single = inspect.signature(PowerTripEnv.__init__).parameters
-    shared = inspect.signature(configure).parameters
-    for name in ENV_OPTIONS:
-        assert single[name].default == shared[name].default, name
     assert set(ENV_OPTIONS) | {"self", "scenario", "learner", "sites"} == set(single)
+    plain = gym.make_vec("PowerTrip-v0", num_envs=2).unwrapped
+    for name in ("obs_mode", "split", "render_mode", "max_sites"):
+        assert getattr(plain, name) == single[name].default, name
+    assert plain.reward_mode == single["reward_mode"].default
+    assert plain.single_action_space == gym.make("PowerTrip-v0").action_space
     venv = gym.make_vec("PowerTrip-v0", num_envs=2, obs_mode="dict", max_sites=12)
     assert venv.unwrapped.obs_mode == "dict" and venv.unwrapped.max_sites == 12
     with pytest.raises(TypeError, match=r"unexpected keyword arguments \['obs_mod'\]"):
