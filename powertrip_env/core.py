@@ -132,17 +132,15 @@ class SimParams:
     data_share: np.ndarray
     quota: np.ndarray  # samples per round per site (fixed_quota mode)
     join_s: np.ndarray  # join_fixed_s + model bits / WAN bandwidth
-    # per row of the wrapped calendar, shape (rows, n_sites); cum_* have rows + 1
+    # per row of the wrapped calendar, shape (rows, n_sites)
     powered: np.ndarray
     rate: np.ndarray  # samples/s
-    cum_samples: np.ndarray
-    cum_gpu_j: np.ndarray  # energy of the powered GPUs if busy
     available: np.ndarray  # bool
-    outage_s: np.ndarray  # start of the first row at or after this one with no powered GPU
     forecast_rate: np.ndarray  # (rows, H, n_sites) samples/s forecast at row k for row k + h
     site_obs: np.ndarray  # float32 (rows, n_sites, F) static part of the site features
-    # the kernel's packed forms of the above: (rows + 1, TABLE_FIELDS, n_sites) with the
-    # per-row arrays above as views of it, and (SITE_FIELDS, n_sites)
+    # the kernel's packed tables: (rows + 1, TABLE_FIELDS, n_sites), of which powered and rate
+    # above are views (the cumulative sums and outages are read only from it), and the
+    # per-site values (SITE_FIELDS, n_sites)
     table: np.ndarray
     site: np.ndarray
     # workload and network scalars
@@ -190,20 +188,15 @@ class SimParams:
         out.flags.writeable = False
         return out
 
-    @cached_property
+    @property
     def site_tx_s(self) -> np.ndarray:
         """``M / bw_i``: seconds to send the update over each site's WAN link."""
-        return self.model_bits / self.wan_bps
+        return self.site[S_TX]
 
     @cached_property
     def hub_tx_s(self) -> float:
         """``M / bw_hub``: seconds the hub's link needs per site's update."""
         return self.model_bits / self.hub_bps
-
-    @cached_property
-    def idle_w_per_gpu(self) -> np.ndarray:
-        """Draw of one joined-but-waiting GPU: ``idle_fraction · p_g``."""
-        return self.idle_fraction * self.gpu_wall_w
 
 
 def build_params(scenario: Scenario, power: SitePower) -> SimParams:
@@ -291,10 +284,7 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
         join_s=join_s,
         powered=table[:rows, POWERED],
         rate=table[:rows, RATE],
-        cum_samples=table[:, CUM_SAMPLES],
-        cum_gpu_j=table[:, CUM_GPU_J],
         available=available,
-        outage_s=table[:rows, OUTAGE_S],
         forecast_rate=forecast_rate,
         site_obs=site_obs,
         table=table,
@@ -1182,6 +1172,20 @@ def _c_bool(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.bool_)
 
 
+def _round_buffers(params: SimParams, state: SimState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What a round writes: a copy of the state, its record and its per-site record."""
+    b = state.batch
+    record = np.empty((b, len(RECORD_FIELDS)))
+    return state.data.copy(), record, np.empty((b, len(SITE_RECORD), params.n_sites))
+
+
+def _obs_buffer(batch: int, width: int, valid: bool) -> np.ndarray:
+    """Flat observations of ``width`` sites: their features, the global ones, valid flags."""
+    return np.empty(
+        (batch, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0)), np.float32
+    )
+
+
 def step_round(
     params: SimParams, state: SimState, mask: np.ndarray, jitter: np.ndarray | None = None
 ) -> RoundResult:
@@ -1190,10 +1194,7 @@ def step_round(
     ``mask`` (B, N) bool is the requested set. The jitter is each episode's own, from its key;
     ``jitter`` (B, N + 1) factors replace it (tests and what-ifs).
     """
-    data = state.data.copy()
-    b, n = data.shape[0], params.n_sites
-    record = np.empty((b, len(RECORD_FIELDS)))
-    sites = np.empty((b, len(SITE_RECORD), n))
+    data, record, sites = _round_buffers(params, state)
     given = _NO_JITTER if jitter is None else np.ascontiguousarray(jitter, dtype=np.float64)
     _step_batch(params.consts, params.site, params.table, data, _c_bool(mask), given, record, sites)
     return RoundResult(SimState(data), record, sites)
@@ -1203,11 +1204,9 @@ def step_observe(
     params: SimParams, state: SimState, mask: np.ndarray, width: int, valid: bool
 ) -> tuple[RoundResult, np.ndarray]:
     """`step_round` and the new observations, flat (B, width·F + G [+ width]), in one call."""
-    data = state.data.copy()
-    b, n = data.shape[0], params.n_sites
-    record = np.empty((b, len(RECORD_FIELDS)))
-    sites = np.empty((b, len(SITE_RECORD), n))
-    obs = np.empty((b, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0)), np.float32)
+    data, record, sites = _round_buffers(params, state)
+    b = data.shape[0]
+    obs = _obs_buffer(b, width, valid)
     args = (params.consts, params.site, params.table, params.site_obs, data, _c_bool(mask))
     if b >= PARALLEL_MIN_BATCH and numba.get_num_threads() > 1:
         with _PARALLEL_LOCK:  # numba's "workqueue" thread pool is documented not thread-safe
@@ -1220,8 +1219,7 @@ def step_observe(
 def observe(params: SimParams, state: SimState, width: int, valid: bool) -> np.ndarray:
     """Flat observations (B, width·F + G [+ width]) float32: site features (zeros for padded
     sites), global features, and with ``valid`` the per-site valid flags."""
-    b = state.batch
-    obs = np.empty((b, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0)), np.float32)
+    obs = _obs_buffer(state.batch, width, valid)
     _observe_batch(params.consts, params.site_obs, state.data, obs, width, valid)
     return obs
 
