@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +55,79 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 def _default_mode() -> int:
     """Permissions of a newly created file under the current umask (0644 under 022)."""
+    return 0o666 & ~_umask()
+
+
+class OutputDirError(ValueError):
+    """A results folder that holds an earlier run's files, and ``force`` was not given."""
+
+
+def check_output_dir(path: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Refuse a non-empty results folder unless ``force``; prove its parent can be written.
+
+    Called before a long run, so a tool fails in a second instead of after an hour. A folder
+    that holds an earlier run's files is refused because mixing two runs' files (a new
+    ``episodes.csv`` beside an old ``summary.md``) gives results that no run produced.
+    """
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(f"output folder {os.fspath(out)!r} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise OutputDirError(
+            f"output folder {os.fspath(out)!r} already holds results; choose another with "
+            "--out, or pass --force to replace them"
+        )
+    parent = out.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise OutputDirError(
+            f"output folder {os.fspath(out)!r} cannot be written: {exc.strerror or exc}; "
+            "choose another with --out"
+        ) from None
+    return out
+
+
+@contextlib.contextmanager
+def result_dir(path: str | os.PathLike[str], *, force: bool = False) -> Iterator[Path]:
+    """Yield a fresh temporary folder beside ``path``; on success it becomes ``path`` at once.
+
+    A result set (a table, its CSV, its plots) must appear whole or not at all: a reader, or a
+    Ctrl-C between two files, must never leave a new ``episodes.csv`` beside an old summary.
+    Everything is written into a hidden sibling folder, which is renamed onto ``path`` when the
+    block ends without an exception. With ``force``, an existing ``path`` is moved aside first
+    and deleted after the rename; without it a non-empty ``path`` is refused (see
+    ``check_output_dir``). On an exception the temporary folder is removed and ``path`` is
+    untouched.
+    """
+    final = check_output_dir(path, force=force)
+    final.absolute().parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.absolute().parent, prefix=f".{final.name}.tmp-"))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        old = None
+        if final.exists():
+            if any(final.iterdir()) and not force:  # filled by someone else meanwhile
+                raise OutputDirError(
+                    f"output folder {os.fspath(final)!r} was filled while this run wrote; "
+                    f"its results are left in {os.fspath(tmp)!r}"
+                )
+            old = Path(tempfile.mkdtemp(dir=tmp.parent, prefix=f".{final.name}.old-"))
+            os.replace(final, old / final.name)
+        os.replace(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OutputDirError:
+        raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask

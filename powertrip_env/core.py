@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numba
@@ -406,7 +408,47 @@ PARALLEL_MIN_BATCH = 256  # episodes from which a step runs on all cores (thread
 PARALLEL_CHUNKS = 64  # pieces of the batch the threads share out
 _PARALLEL_LOCK = threading.Lock()
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+def _compiled(**options: Any) -> Any:
+    """``numba.njit(cache=True, **options)``, or without the cache where none can be written.
+
+    numba keeps compiled code in ``__pycache__`` beside this file, else in the user's cache
+    folder. In a container or on a cluster node with read-only site-packages and a read-only
+    HOME it finds neither and refuses to decorate the function ("no locator available"), which
+    would make the package unimportable. There, each import compiles again (about 15 s) instead,
+    after one warning that says how to keep the cache.
+    """
+
+    def decorate(fn: Any) -> Any:
+        try:
+            return numba.njit(cache=True, **options)(fn)
+        except RuntimeError as exc:
+            if "no locator available" not in str(exc):
+                raise
+        _warn_no_cache()
+        return numba.njit(cache=False, **options)(fn)
+
+    return decorate
+
+
+_cache_warned = False
+
+
+def _warn_no_cache() -> None:
+    global _cache_warned
+    if _cache_warned:
+        return
+    _cache_warned = True
+    warnings.warn(
+        f"powertrip_env: numba cannot cache the compiled kernel (neither {Path(__file__).parent}"
+        " nor the user cache folder is writable), so every import compiles it again (about 15 s);"
+        " set NUMBA_CACHE_DIR to a writable folder to keep it",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+_jit = _compiled(nogil=True, error_model="numpy")
 _M32 = 0xFFFFFFFF
 # the hashes' third word, one per use
 _JITTER_STREAM, _START_STREAM, _KEY_STREAM, _LEARNER_STREAM = 1, 2, 3, 5
@@ -889,7 +931,7 @@ def _step_observe(c, site, table, site_obs, state, masks, jitter, rec, srec, out
     _observe_batch(c, site_obs, state, out, width, valid)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+@_compiled(nogil=True, error_model="numpy", parallel=True)
 def _step_observe_parallel(c, site, table, site_obs, state, masks, rec, srec, out, width, valid):
     """`_step_observe` on all cores: the batch in chunks, each episode as in the serial call."""
     b = state.shape[0]

@@ -38,7 +38,7 @@ def ansi(view: DecisionView | None) -> str:
 def agg_figure(width: float, height: float, dpi: int = 120, layout: str | None = None) -> Any:
     """A matplotlib figure on the Agg canvas: off screen, without pyplot's global state.
 
-    matplotlib comes with the ``train`` extra; ``has_matplotlib()`` says whether it is there.
+    matplotlib is a dependency of the package, imported only here, when a picture is drawn.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -55,26 +57,71 @@ def test_wheel_data_holds_the_real_traces_and_no_tools(wheel: Path) -> None:
     assert [n for n in data if n.startswith("powertrip_env/_data/tools/")] == []
 
 
+_OURS = ("powertrip_env", "baselines", "agents")
+
+
+def _wheel_only(target: Path) -> dict[str, str]:
+    """An environment in which ``python -S`` sees the unpacked wheel and the dependencies only.
+
+    ``-S`` skips the site module, so no ``.pth`` file runs: the editable install's finder, which
+    maps ``powertrip_env`` onto the checkout, never loads, and neither does the checkout's
+    folder. The dependencies' site-packages come back through ``PYTHONPATH``, after the wheel.
+    """
+    deps = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *deps])}
+
+
+def _run_wheel_only(code: str, target: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=cwd,
+        env=_wheel_only(target),
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_wheel_holds_every_package_of_the_source_tree(wheel: Path) -> None:
+    """A subpackage left out of the wheel breaks only non-editable installs, so check them all."""
+    names = zipfile.ZipFile(wheel).namelist()
+    for top in _OURS:
+        for module in (ROOT / top).rglob("*.py"):
+            rel = module.relative_to(ROOT).as_posix()
+            assert rel in names, f"{rel} is not in the wheel"
+
+
+def test_the_unpacked_wheel_is_what_the_subprocess_imports(wheel: Path, tmp_path: Path) -> None:
+    """The check below is only worth something if the checkout cannot fill a gap in the wheel."""
+    target = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(target)
+    shutil.rmtree(target / "powertrip_env" / "learners", ignore_errors=True)
+    done = _run_wheel_only("import powertrip_env.learners", target, tmp_path)
+    assert done.returncode != 0
+    assert "No module named 'powertrip_env.learners'" in done.stderr
+
+
 def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)  # what a non-editable install puts on the path
-    env = {**os.environ, "PYTHONPATH": str(target)}
     code = (
-        "import powertrip_env, gymnasium as gym; "
+        "import powertrip_env, gymnasium as gym, baselines.evaluate, agents; "
         "print(powertrip_env.__file__); print(powertrip_env.load_scenario('default')); "
         "env = gym.make('PowerTrip-v0'); print(env.reset(seed=0)[0].shape); "
         "env = gym.make('PowerTrip-LoRA-v0'); print(env.reset(seed=0)[0].shape); "
-        "env = gym.make('PowerTrip-Random-v0'); print(env.reset(seed=0)[0].shape)"
+        "env = gym.make('PowerTrip-Random-v0'); print(env.reset(seed=0)[0].shape); "
+        "import sys; print([m.__file__ for m in list(sys.modules.values()) "
+        f"if m.__name__.split('.')[0] in {_OURS!r} "
+        f"and not (getattr(m, '__file__', None) or '').startswith({str(target)!r})])"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
+    done = _run_wheel_only(code, target, tmp_path)
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith(str(target)), first  # not the checkout
     assert "Scenario 'default': 10 sites" in done.stdout
     # 10 and 8 sites of 15 + 6 features; drawn sites padded to 32, with 32 valid flags
-    assert done.stdout.splitlines()[-3:] == ["(156,)", "(126,)", "(518,)"]
+    assert done.stdout.splitlines()[-4:-1] == ["(156,)", "(126,)", "(518,)"]
+    # every module of ours came from the unpacked wheel, none from the checkout
+    assert done.stdout.splitlines()[-1] == "[]"
 
 
 def test_the_environment_runs_without_importing_any_training_library() -> None:
@@ -99,3 +146,60 @@ print(sorted({name.split(".")[0] for name in sys.modules} & heavy))
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]", out
+
+
+_READ_ONLY_RUN = """
+set -e
+mount --bind "$ROOT_RO" "$ROOT_RO"
+mount -o remount,bind,ro "$ROOT_RO"
+touch "$ROOT_RO/home/probe" 2>/dev/null && { echo "still writable"; exit 3; }
+cd "$ROOT_RO"
+exec "$PYTHON" -S -W always -c "$CODE"
+"""
+
+
+def test_read_only_install_and_home_import_make_and_step(wheel: Path, tmp_path: Path) -> None:
+    """Containers and cluster nodes often mount site-packages and HOME read-only; numba then has
+    nowhere to cache, and the package must still import (compiling without a cache) and say how
+    to keep the cache. Needs a private mount namespace (``unshare -m``, as root) to make the
+    folders really read-only: permissions alone do not stop root."""
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        pytest.skip("needs unshare and mount for a read-only bind mount")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot make a mount namespace here (unshare -m needs root)")
+    root = tmp_path / "ro"
+    zipfile.ZipFile(wheel).extractall(root / "site")
+    (root / "home").mkdir()
+    code = (
+        "import powertrip_env, gymnasium as gym, numpy as np; "
+        "env = gym.make('PowerTrip-LoRA-v0'); env.reset(seed=0); "
+        "print(env.step(np.ones(8, dtype=np.int8))[4]['rounds'])"
+    )
+    env = {**_wheel_only(root / "site"), "HOME": str(root / "home"), "ROOT_RO": str(root)}
+    env |= {"PYTHON": sys.executable, "CODE": code}
+    env.pop("NUMBA_CACHE_DIR", None)
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", _READ_ONLY_RUN], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "1"
+    warned = [line for line in done.stderr.splitlines() if "RuntimeWarning" in line]
+    assert len(warned) == 1, done.stderr  # one warning, however many functions compiled
+    assert "NUMBA_CACHE_DIR" in warned[0]
+    assert not list((root / "site").rglob("*.nbi"))  # nothing was written into the install
+
+
+def test_check_env_needs_no_extra(wheel: Path) -> None:
+    """Gymnasium's check_env draws every render mode, and rgb_array draws with matplotlib: so a
+    plain ``pip install powertrip-env`` must bring it (CI's wheel stage runs check_env there)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (meta,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        requires = [
+            line.split(":", 1)[1].strip()
+            for line in archive.read(meta).decode().splitlines()
+            if line.startswith("Requires-Dist:")
+        ]
+    core = {re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0] for r in requires if "extra ==" not in r}
+    assert {"gymnasium", "matplotlib", "numba", "numpy", "pandas"} <= core
+    assert not {"torch", "stable-baselines3", "ray"} & core
