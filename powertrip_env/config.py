@@ -14,7 +14,8 @@ import difflib
 import math
 import os
 import tomllib
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ class Workload:
 
     name: str
     flops_per_sample: float
-    model_bytes: float  # size of the update exchanged with the aggregator each round
+    model_bytes: float  # size of the update exchanged each round (the pseudo-gradient)
     site_batch: int  # samples per local step at one site
     local_steps: int  # local steps per round
     mfu: float  # model FLOPs utilisation (docs/references.md: 30-50% for large models)
@@ -100,6 +101,8 @@ class Workload:
     coverage_ceiling: float  # κ: the accuracy ceiling falls as coverage^κ (0: no effect)
     round_mode: str  # "fixed_quota" (default) or "fixed_time"
     round_s: float  # compute seconds per round in "fixed_time" mode
+    grace: float | None = None  # fixed_time: a slow window stops at (1 + grace) · round_s
+    state_bytes: float | None = None  # what a joining site fetches; None: model_bytes
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ class Network:
     aggregation_s: float
     join_fixed_s: float  # a joining site's fixed cost (allocate GPUs, start); plus M / bw_i
     rtt_to_hub_ms: tuple[float, ...] | None  # measured RTTs, overriding the distance model
+    allreduce: str = "hub"  # "hub": every update through the aggregator; "ring": ring all-reduce
 
 
 @dataclass(frozen=True)
@@ -219,18 +223,31 @@ _REQUIRED = object()
 
 
 class _Table:
-    """Reads typed, range-checked fields out of one TOML table, naming the file in errors."""
+    """Reads typed, range-checked fields out of one TOML table, naming the file in errors.
 
-    def __init__(self, data: dict[str, Any], source: str, section: str) -> None:
+    ``lineage`` (for a scenario that ``extends`` another) lets a message say which base file
+    wrote an inherited value, and why a base's value the user may expect was not inherited.
+    """
+
+    def __init__(
+        self, data: dict[str, Any], source: str, section: str, lineage: _Lineage | None = None
+    ) -> None:
         if not isinstance(data, dict):
             raise ScenarioError(f"{source}: [{section}] must be a table, got {data!r}")
         self.data = data
         self.source = source
         self.section = section
+        self.lineage = lineage
         self.used: set[str] = set()
 
     def _where(self, key: str) -> str:
-        return f"{self.source}: [{self.section}] field {key!r}"
+        origin = self.lineage.inherited.get((self.section, key)) if self.lineage else None
+        inherited = f" (inherited from {origin} through 'extends')" if origin else ""
+        return f"{self.source}: [{self.section}] field {key!r}{inherited}"
+
+    def dropped(self, key: str) -> str:
+        """Why the base's ``key`` was not inherited, as a clause to append; "" if it was not."""
+        return self.lineage.dropped.get((self.section, key), "") if self.lineage else ""
 
     def has(self, key: str) -> bool:
         return key in self.data
@@ -239,7 +256,9 @@ class _Table:
         self.used.add(key)
         if key not in self.data:
             if default is _REQUIRED:
-                raise ScenarioError(f"{self._where(key)} is missing; it is required")
+                raise ScenarioError(
+                    f"{self._where(key)} is missing; it is required{self.dropped(key)}"
+                )
             return default
         return self.data[key]
 
@@ -518,27 +537,35 @@ def scenario_path(name_or_path: str | os.PathLike[str]) -> Path:
 
 
 def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
-    """Load and validate a named scenario or a user's TOML file."""
+    """Load and validate a named scenario or a user's TOML file.
+
+    Data shares that sum to within ``SHARE_SUM_TOLERANCE`` of 1 are normalised with a
+    ``UserWarning``; everything else that is wrong raises ``ScenarioError``.
+    """
     path = scenario_path(name_or_path)
     source = str(path)
     doc = _read_toml(path, source)
     if not doc:
         raise ScenarioError(f"{source}: the scenario file is empty")
     tomls: list[Path] = [path]
-    doc, path = _apply_extends(doc, path, source, seen=(str(path),), read=tomls)
+    lineage = _Lineage()
+    doc, path = _apply_extends(doc, path, source, seen=(str(path),), read=tomls, lineage=lineage)
+
+    def table(key: str, default: Any = _REQUIRED) -> _Table:
+        return _Table(top.raw(key, default), source, key, lineage)
 
     top = _Table(doc, source, "top level")
     name = top.string("name", path.stem)
     description = top.string("description", name)
 
-    gpus_table = _Table(top.raw("gpus", {}), source, "gpus")
+    gpus_table = table("gpus", {})
     gpu_file = _resolve_file(
         gpus_table.string("catalogue", "gpus.csv"), path, f"{source}: [gpus] field 'catalogue'"
     )
     gpus_table.finish()
     gpus = load_gpu_catalogue(gpu_file)
 
-    sites_table = _Table(top.raw("sites"), source, "sites")
+    sites_table = table("sites")
     if sites_table.has("catalogue") == sites_table.has("site"):
         raise ScenarioError(
             f"{source}: [sites] must have exactly one of 'catalogue' (a CSV file) or "
@@ -549,9 +576,13 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
             sites_table.string("catalogue"), path, f"{source}: [sites] field 'catalogue'"
         )
         sites = _sites_from_csv(site_file)
+        share_field = f"{site_file}: field 'data_share'"
     else:
         site_file = path
-        sites = _sites_from_toml(sites_table.raw("site"), source)
+        # Inline sites taken from a base are reported where they are written.
+        written_in = lineage.inherited.get(("sites", "site"), source)
+        sites = _sites_from_toml(sites_table.raw("site"), written_in)
+        share_field = f"{written_in}: field 'data_share'"
     sites_source = str(site_file)
     shares = sites_table.raw("data_shares", None)
     if shares is not None:
@@ -561,7 +592,7 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
             or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in shares)
         ):
             raise ScenarioError(
-                f"{source}: [sites] field 'data_shares' = {shares!r}: must be a list of "
+                f"{sites_table._where('data_shares')} = {shares!r}: must be a list of "
                 f"{len(sites)} numbers (one per site, in site order) summing to 1"
             )
         sites = [
@@ -569,19 +600,19 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
             for s, v in zip(sites, shares, strict=True)
         ]
         site_file = path
+        share_field = f"{sites_table._where('data_shares')} = {shares!r} (field 'data_share')"
+    sites = _normalised_shares(sites, share_field)
     _check_sites(sites, gpus, str(site_file), source)
 
-    trace_table = _Table(top.raw("trace"), source, "trace")
+    trace_table = table("trace")
     trace = _load_trace_files(trace_table, path, sites)
 
-    workload = _load_workload(_Table(top.raw("workload"), source, "workload"))
-    network, hub_index = _load_network(
-        _Table(top.raw("network"), source, "network"), sites, sites_table
-    )
+    workload = _load_workload(table("workload"))
+    network, hub_index = _load_network(table("network"), sites, sites_table)
     sites_table.finish()
-    episode = _load_episode(_Table(top.raw("episode", {}), source, "episode"), trace_table)
+    episode = _load_episode(table("episode", {}), trace_table)
     trace_table.finish()
-    learner = load_learner_config(_Table(top.raw("learner", {}), source, "learner"))
+    learner = load_learner_config(table("learner", {}))
     top.finish()
     data_files = [gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file]
     inputs = dict.fromkeys([*tomls, *(f for f in data_files if f is not None)])
@@ -648,15 +679,22 @@ def _load_trace_files(t: _Table, path: Path, sites: list[Site]) -> TraceFiles:
     if solar and trace.pv_file is None:
         raise ScenarioError(
             f"{t.source}: site(s) {solar} have pv_kw > 0 but [trace] has no 'pv_file' to drive "
-            "their solar output; add one or set pv_kw = 0"
+            f"their solar output; add one or set pv_kw = 0{t.dropped('pv_file')}"
         )
     if trace.utc_offset_h is not None:
         missing = [s.name for s in sites if s.utc_offset_h is None]
         if missing:
+            inherited = t.lineage is not None and ("trace", "utc_offset_h") in t.lineage.inherited
+            own_file = (
+                ", or write [trace] file in this file: the base's utc_offset_h describes the "
+                "base's trace and is not inherited with a trace of your own"
+                if inherited
+                else ""
+            )
             raise ScenarioError(
-                f"{t.source}: [trace] field 'utc_offset_h' = {trace.utc_offset_h!r} replays the "
-                f"grid trace in each site's local time, so every site needs 'utc_offset_h'; "
-                f"missing for {missing}"
+                f"{t._where('utc_offset_h')} = {trace.utc_offset_h!r} replays the grid trace in "
+                f"each site's local time, so every site needs 'utc_offset_h'; missing for "
+                f"{missing}: give those sites a utc_offset_h (in [-12, 14]){own_file}"
             )
     return trace
 
@@ -673,31 +711,69 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
 
 _FILE_KEYS = ("catalogue", "file", "pv_file", "pv_forecast_file")
 
+_SPLIT_DAYS = (("trace", "train_days"), ("trace", "test_days"))
+_SITE_LISTS = (("sites", "hub"), ("sites", "data_shares"), ("network", "rtt_to_hub_ms"))
+# What a scenario's fields describe, as (table, field): ``extends`` inherits a base's field on
+# the right only together with the field on the left. A scenario that writes a field on the left
+# itself gets none of the base's fields on the right (it keeps the ones it writes), because they
+# describe a file, sites or hub that are no longer its own, and TOML cannot unset a field: the
+# time zone of the flagship's Google trace, inherited by a user's trace that replaced it, refused
+# every site without one. Writing the base's own value again counts as writing it: restating
+# [trace] file takes the base's trace without its time zone and shift. docs/scenarios.md
+# ("Starting from a shipped scenario") lists the same table.
+TIED_FIELDS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    # The grid trace: its time zone and shift, the PV data laid on its calendar, and the day
+    # split counted on that calendar.
+    ("trace", "file"): (
+        ("trace", "utc_offset_h"), ("trace", "shift_days"), ("trace", "pv_file"),
+        ("trace", "pv_forecast_file"), *_SPLIT_DAYS,
+    ),
+    # The PV trace: its forecasts; and the calendar (where every file has data) moves with it.
+    ("trace", "pv_file"): (("trace", "pv_forecast_file"), *_SPLIT_DAYS),
+    ("trace", "pv_forecast_file"): _SPLIT_DAYS,
+    # The sites: the hub names one of them; data_shares and rtt_to_hub_ms are in their order.
+    ("sites", "catalogue"): (("sites", "site"), *_SITE_LISTS),
+    ("sites", "site"): (("sites", "catalogue"), *_SITE_LISTS),
+    # The hub: rtt_to_hub_ms are round trips to it.
+    ("sites", "hub"): (("network", "rtt_to_hub_ms"),),
+}  # fmt: skip
 
-class _Inherited(str):
-    """A string a scenario took from its base, remembering which file wrote it.
 
-    It compares and prints like the plain string, so merging and loading are unchanged; only an
-    error about the value reads ``source``, to say where a value the user never wrote came from.
+@dataclass
+class _Lineage:
+    """Where the fields of a scenario merged through ``extends`` came from, for messages.
+
+    A value the user never wrote, or one they expected but did not get, is confusing in an
+    error unless the message says which base wrote it or why it was left out.
     """
 
-    source: str
+    inherited: dict[tuple[str, str], str] = field(default_factory=dict)  # -> the base file
+    dropped: dict[tuple[str, str], str] = field(default_factory=dict)  # -> why, as a clause
 
-    def __new__(cls, value: str, source: str = "") -> _Inherited:
-        self = super().__new__(cls, value)
-        self.source = source
-        return self
+
+def _shown(value: Any) -> str:
+    """A base's value as a message shows it: inline sites by their count, not in full."""
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return f"[{len(value)} site table(s)]"
+    return repr(value)
 
 
 def _apply_extends(
-    doc: dict[str, Any], path: Path, source: str, seen: tuple[str, ...], read: list[Path]
+    doc: dict[str, Any],
+    path: Path,
+    source: str,
+    seen: tuple[str, ...],
+    read: list[Path],
+    lineage: _Lineage | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """``extends = "default"`` starts from another scenario and overrides it table by table.
 
     Fields of a table in this file replace the same fields of the base; relative data files
-    keep resolving against the file that names them. Returns the merged document and the path
-    that relative names in it resolve against.
+    keep resolving against the file that names them. The base's fields that describe what this
+    file replaces (``TIED_FIELDS``) are left out. Returns the merged document and the path that
+    relative names in it resolve against; ``lineage`` records where the fields came from.
     """
+    lineage = lineage if lineage is not None else _Lineage()
     base_name = doc.pop("extends", None)
     if base_name is None:
         return doc, path
@@ -723,28 +799,80 @@ def _apply_extends(
     base_doc = _read_toml(base_path, str(base_path))
     read.append(base_path)
     base_doc, base_root = _apply_extends(
-        base_doc, base_path, str(base_path), (*seen, str(base_path)), read
+        base_doc, base_path, str(base_path), (*seen, str(base_path)), read, lineage
     )
-    for table, value in base_doc.items():
+
+    def writes(table: str, key: str) -> bool:
+        own = doc.get(table)
+        return isinstance(own, dict) and key in own
+
+    base = {t: dict(v) if isinstance(v, dict) else v for t, v in base_doc.items()}
+    for (table, key), tied in TIED_FIELDS.items():
+        if not writes(table, key):
+            continue
+        for t, k in tied:
+            if writes(t, k) or not isinstance(base.get(t), dict) or k not in base[t]:
+                continue
+            value = base[t].pop(k)
+            origin = lineage.inherited.pop((t, k), str(base_path))
+            own = "[[sites.site]]" if (table, key) == ("sites", "site") else f"[{table}] {key}"
+            lineage.dropped[(t, k)] = (
+                f" (the base's [{t}] {k} = {_shown(value)} in {origin} is not inherited through "
+                f"'extends': it describes what {source} replaces with its own {own})"
+            )
+    for t, k in [*lineage.inherited, *lineage.dropped]:
+        if writes(t, k):  # this file's own value stands
+            lineage.inherited.pop((t, k), None)
+            lineage.dropped.pop((t, k), None)
+    for table, value in base.items():
         if isinstance(value, dict):
-            value = dict(value)
-            hub = value.get("hub") if table == "sites" else None
-            if isinstance(hub, str) and not isinstance(hub, _Inherited):
-                value["hub"] = _Inherited(hub, str(base_path))  # for the "not a site" error
             for key in _FILE_KEYS:  # keep the base's data files findable
-                if key in value and key not in doc.get(table, {}):
+                if key in value and not writes(table, key):
                     where = f"{base_path}: [{table}] field {key!r}"
                     value[key] = str(_resolve_file(value[key], base_root, where))
+            for key in value:
+                if not writes(table, key):
+                    lineage.inherited.setdefault((table, key), str(base_path))
         if table in doc and isinstance(doc[table], dict) and isinstance(value, dict):
-            merged = {**value, **doc[table]}
-            if table == "sites" and "site" in doc[table]:
-                merged.pop("catalogue", None)
-            if table == "sites" and "catalogue" in doc[table]:
-                merged.pop("site", None)
-            doc[table] = merged
+            doc[table] = {**value, **doc[table]}
         elif table not in doc and table not in ("name", "description"):
             doc[table] = value
     return doc, path
+
+
+# A sum of data shares this close to 1 is 1 (decimals as written): the shares are used as they
+# are. Up to SHARE_SUM_TOLERANCE off, they are rounded decimals (twelve sites at 0.083333 sum to
+# 0.999996) and are normalised, with a warning; further off is a mistake and refused.
+SHARE_SUM_EXACT = 1e-6
+SHARE_SUM_TOLERANCE = 1e-3
+
+
+def _normalised_shares(sites: list[Site], where: str) -> list[Site]:
+    """``sites`` with data shares that sum to 1, normalising a sum that is nearly 1.
+
+    Shares are usually written as rounded decimals, and 1/12 cannot be written exactly, so an
+    exact sum would refuse honest files; but a sum well off 1 is most likely a share left out
+    or mistyped, which normalising would hide. ``where`` names the file and field, for the
+    warning and the error.
+
+    Raises:
+        ScenarioError: if the sum is more than ``SHARE_SUM_TOLERANCE`` away from 1.
+    """
+    total = math.fsum(s.data_share for s in sites)
+    if abs(total - 1.0) <= SHARE_SUM_EXACT:
+        return sites
+    if abs(total - 1.0) > SHARE_SUM_TOLERANCE:
+        raise ScenarioError(
+            f"{where} sums to {total:.6g} over the sites; it must sum to 1 (a sum within "
+            f"{SHARE_SUM_TOLERANCE:g} of 1 is accepted and normalised)"
+        )
+    warnings.warn(
+        f"{where} sums to {total:.6g} over the sites, not 1; the shares were normalised to "
+        f"sum to 1 (each divided by {total:.6g})",
+        UserWarning,
+        stacklevel=3,
+    )
+    return [replace(s, data_share=s.data_share / total) for s in sites]
 
 
 def _check_sites(sites: list[Site], gpus: dict[str, GpuType], site_file: str, source: str) -> None:
@@ -797,6 +925,8 @@ def _load_workload(t: _Table) -> Workload:
         coverage_ceiling=t.number("coverage_ceiling", 0.0, lo=0.0, hi=10.0),
         round_mode=t.string("round_mode", "fixed_quota", choices=("fixed_quota", "fixed_time")),
         round_s=t.number("round_s", 60.0, lo=0.0, lo_open=True),
+        grace=t.number("grace", lo=0.0) if t.has("grace") else None,
+        state_bytes=t.number("state_bytes", lo=0.0, lo_open=True) if t.has("state_bytes") else None,
     )
     t.finish()
     return workload
@@ -808,19 +938,18 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
             f"{t.source}: [network] field 'join_s' was renamed 'join_fixed_s': a joining site "
             "now pays join_fixed_s plus the time to fetch the model (model_bytes / wan_gbps)"
         )
-    hub_value = sites_table.raw("hub")
     names = [s.name for s in sites]
+    if not sites_table.has("hub"):
+        raise ScenarioError(
+            f"{sites_table._where('hub')} is missing; it is required{sites_table.dropped('hub')}"
+            f"; set [sites] hub in {sites_table.source} to one of its sites {names} or to a "
+            "table {name, latitude, longitude}"
+        )
+    hub_value = sites_table.raw("hub")
     if isinstance(hub_value, str):
-        if hub_value not in names and isinstance(hub_value, _Inherited):
-            raise ScenarioError(
-                f"{sites_table.source}: [sites] field 'hub' = {hub_value!r} is inherited from "
-                f"{hub_value.source} (through 'extends') and is not a site of this scenario; "
-                f"set [sites] hub in {sites_table.source} to one of its own sites {names} or to a "
-                "table {name, latitude, longitude}"
-            )
         if hub_value not in names:
             raise ScenarioError(
-                f"{sites_table.source}: [sites] field 'hub' = {hub_value!r}: not a site of this "
+                f"{sites_table._where('hub')} = {hub_value!r}: not a site of this "
                 f"scenario; allowed: {names} or a table {{name, latitude, longitude}}"
             )
         hub_index = names.index(hub_value)
@@ -845,7 +974,7 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
             )
         ):
             raise ScenarioError(
-                f"{t.source}: [network] field 'rtt_to_hub_ms' = {rtt_to_hub!r}: must be a list "
+                f"{t._where('rtt_to_hub_ms')} = {rtt_to_hub!r}: must be a list "
                 f"of {len(sites)} round-trip times in ms (one per site, in site order), each in "
                 "(0, 10000)"
             )
@@ -862,6 +991,7 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
         aggregation_s=t.number("aggregation_s", 0.0, lo=0.0),
         join_fixed_s=t.number("join_fixed_s", 0.0, lo=0.0),
         rtt_to_hub_ms=rtt_to_hub,
+        allreduce=t.string("allreduce", "hub", choices=("hub", "ring")),
     )
     t.finish()
     return network, hub_index

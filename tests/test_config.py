@@ -8,8 +8,10 @@ those message parts, not only on the exception type.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -377,7 +379,61 @@ def test_data_shares_not_summing_to_one_are_rejected(folder):
     doc = two_site_doc()
     doc["sites"]["site"][1]["data_share"] = 0.3
     path = write(folder, doc)
-    assert_mentions(load_error(path), path.name, "data_share", "0.9", "sum to 1")
+    message = load_error(path)
+    assert_mentions(message, str(path), "field 'data_share'", "sums to 0.9", "sum to 1")
+    assert_mentions(message, "within 0.001 of 1")
+
+
+def _twelve_sites(folder: Path, share: float, *, as_list: bool = False) -> Path:
+    """Twelve inline sites at ``share`` each, in the sites or in [sites] data_shares."""
+    write_trace(folder / "trace.csv", {f"c{i}": 0.5 for i in range(12)})
+    doc = scenario_doc([site(f"s{i}", f"c{i}", data_share=share) for i in range(12)])
+    if as_list:
+        for entry in doc["sites"]["site"]:
+            entry["data_share"] = 1.0 / 12
+        doc["sites"]["data_shares"] = [share] * 12
+    return write(folder, doc)
+
+
+@pytest.mark.parametrize("as_list", [False, True], ids=["site-fields", "data_shares-list"])
+def test_data_shares_within_a_thousandth_of_one_are_normalised_with_one_warning(folder, as_list):
+    """Twelve sites at 0.083333 sum to 0.999996: rounded decimals, not a mistake."""
+    path = _twelve_sites(folder, 0.083333, as_list=as_list)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scenario = load_scenario(path)
+    shares = [s.data_share for s in scenario.sites]
+    assert sum(shares) == 1.0 and math.fsum(shares) == 1.0
+    assert shares == [shares[0]] * 12
+    assert len(caught) == 1, [str(w.message) for w in caught]
+    assert caught[0].category is UserWarning
+    assert_mentions(str(caught[0].message), str(path), "'data_share", "0.999996", "normalised")
+    with pytest.warns(UserWarning, match="0.999996") as again:  # loading again says it again
+        assert load_simulation(path).params.n_sites == 12
+    assert len(again) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the cached simulation: not loaded, not warned again
+        gym.make("PowerTrip-v0", scenario=str(path)).reset(seed=0)
+
+
+@pytest.mark.parametrize("total", [0.9, 0.998, 1.0011])
+def test_data_shares_off_by_more_than_a_thousandth_are_refused(folder, total):
+    path = _twelve_sites(folder, total / 12)
+    message = load_error(path)
+    assert_mentions(message, str(path), "field 'data_share'", f"sums to {total:g}")
+    assert_mentions(message, "must sum to 1", "within 0.001 of 1")
+
+
+def test_data_shares_within_a_millionth_of_one_are_used_as_written(folder):
+    """Decimals that sum to 1 up to rounding (default's ten 0.1 sum to 0.9999999999999999)."""
+    doc = two_site_doc()
+    doc["sites"]["site"][1]["data_share"] = 0.3999995
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scenario = load_scenario(write(folder, doc))
+        default = load_scenario("default")
+    assert [s.data_share for s in scenario.sites] == [0.6, 0.3999995]
+    assert [s.data_share for s in default.sites] == [0.1] * 10
 
 
 def test_data_shares_list_not_summing_to_one_is_rejected(folder):
@@ -599,13 +655,14 @@ def _inline_sites_extending_lora(folder: Path, hub: str | None) -> Path:
     return write(folder, mine)
 
 
-def test_inherited_hub_that_is_not_a_site_says_where_it_came_from(folder):
+def test_base_hub_is_not_inherited_by_own_sites_and_the_error_says_why(folder):
+    """The base's hub names one of the base's sites: it is dropped with them, not kept."""
     path = _inline_sites_extending_lora(folder, hub=None)
     lora_hub = load_scenario("lora").network.hub
     message = load_error(path)
-    assert_mentions(message, str(path), "'hub'", repr(lora_hub), "inherited")
-    assert_mentions(message, str(powertrip_env.config.scenario_path("lora")))
-    assert_mentions(message, "set [sites] hub", "site-a", "site-b")
+    assert_mentions(message, str(path), "[sites] field 'hub' is missing", repr(lora_hub))
+    assert_mentions(message, str(powertrip_env.config.scenario_path("lora")), "not inherited")
+    assert_mentions(message, "[[sites.site]]", "set [sites] hub", "site-a", "site-b")
 
 
 def test_restated_hub_among_inline_sites_loads_over_lora(folder):
@@ -621,6 +678,142 @@ def test_inherited_hub_keeps_working_when_the_sites_are_inherited_too(tmp_path):
     large = load_scenario("large")
     assert (scenario.network.hub, scenario.hub_index) == (large.network.hub, large.hub_index)
     assert type(scenario.network.hub) is str
+
+
+# --------------------------------------------------------------------------- what extends drops
+
+
+def _extending(folder: Path, base: str, **tables: dict[str, Any]) -> Path:
+    """A scenario that extends ``base`` with the given tables (own sites: the folder's GPUs)."""
+    gpus = {"gpus": {"catalogue": "gpus.csv"}} if "sites" in tables else {}
+    return write(folder, {"extends": base, **gpus, **tables})
+
+
+def _own_sites(hub: str = "site-a", **extra: Any) -> dict[str, Any]:
+    return {"site": two_site_doc()["sites"]["site"], "hub": hub, **extra}
+
+
+def test_own_trace_file_drops_everything_that_described_the_base_trace(folder):
+    """default's Google trace is in New York time, shifted onto 2022 and met by its PV data:
+    none of that is true of a trace that replaced it (TOML could not unset it)."""
+    path = _extending(folder, "default", sites=_own_sites(), trace={"file": "trace.csv"})
+    scenario = load_scenario(path)
+    trace = scenario.trace
+    assert trace.file == (folder / "trace.csv").resolve()
+    assert (trace.utc_offset_h, trace.shift_days) == (None, 0)
+    assert (trace.pv_file, trace.pv_forecast_file) == (None, None)
+    assert (scenario.episode.train_days, scenario.episode.test_days) == ((1, 21), (22, 31))
+    assert scenario.workload == load_scenario("default").workload  # the rest is inherited
+
+
+def test_own_trace_file_keeps_the_description_written_with_it(folder):
+    trace = {"file": "trace.csv", "utc_offset_h": 2.0, "shift_days": 3, "train_days": [1, 1],
+             "test_days": [2, 2]}  # fmt: skip
+    sites = _own_sites()
+    for entry in sites["site"]:
+        entry["utc_offset_h"] = 1.0
+    scenario = load_scenario(_extending(folder, "default", sites=sites, trace=trace))
+    assert (scenario.trace.utc_offset_h, scenario.trace.shift_days) == (2.0, 3)
+    assert (scenario.episode.train_days, scenario.episode.test_days) == ((1, 1), (2, 2))
+
+
+def test_restating_the_base_trace_file_takes_it_without_its_time_zone(folder):
+    trace = {"file": "google_cella_2019.csv"}
+    scenario = load_scenario(_extending(folder, "default", sites=_own_sites(), trace=trace))
+    default = load_scenario("default")
+    assert scenario.trace.file == default.trace.file
+    assert (scenario.trace.utc_offset_h, scenario.trace.shift_days) == (None, 0)
+
+
+def test_inherited_time_zone_error_names_the_base_and_the_way_out(folder):
+    path = _extending(folder, "default", sites=_own_sites())
+    message = load_error(path)
+    assert_mentions(message, str(path), "[trace] field 'utc_offset_h'", "-4.0", "site-a")
+    assert_mentions(message, "inherited from", str(powertrip_env.config.scenario_path("default")))
+    assert_mentions(message, "[-12, 14]", "write [trace] file")
+
+
+def test_inherited_solar_sites_are_told_why_the_base_pv_file_is_gone(folder):
+    path = _extending(folder, "default", trace={"file": "trace.csv"})
+    message = load_error(path)
+    assert_mentions(message, str(path), "pv_kw > 0", "'pv_file'", "'solcast_pv_2022.csv'")
+    assert_mentions(message, "not inherited", "[trace] file")
+
+
+def test_own_pv_file_drops_the_base_forecasts_and_days_but_keeps_its_grid_trace(folder):
+    scenario = load_scenario(_extending(folder, "default", trace={"pv_file": "trace.csv"}))
+    default = load_scenario("default")
+    assert scenario.trace.pv_file == (folder / "trace.csv").resolve()
+    assert scenario.trace.pv_forecast_file is None
+    assert (scenario.episode.train_days, scenario.episode.test_days) == ((1, 21), (22, 31))
+    assert scenario.trace.file == default.trace.file
+    assert (scenario.trace.utc_offset_h, scenario.trace.shift_days) == (-4.0, 1133)
+
+
+def test_own_sites_drop_the_base_data_shares(folder):
+    """emnist's eight data_shares are in the order of its own sites."""
+    trace = two_site_doc()["trace"]
+    scenario = load_scenario(_extending(folder, "emnist", sites=_own_sites(), trace=trace))
+    assert [s.data_share for s in scenario.sites] == [0.6, 0.4]
+
+
+def _base_with_rtts(folder: Path) -> None:
+    doc = two_site_doc()
+    doc["network"]["rtt_to_hub_ms"] = [5.0, 10.0]
+    write(folder, doc, "base.toml")
+
+
+def test_own_sites_drop_the_base_rtts(folder):
+    _base_with_rtts(folder)
+    sites = _own_sites()
+    sites["site"][0]["longitude"] = 100.0
+    scenario = load_scenario(write(folder, {"extends": "base.toml", "sites": sites}))
+    assert scenario.network.rtt_to_hub_ms is None  # the distance model
+
+
+def test_own_hub_drops_the_base_rtts(folder):
+    """The RTTs were measured to the base's hub, site-a, not to site-b."""
+    _base_with_rtts(folder)
+    scenario = load_scenario(write(folder, {"extends": "base.toml", "sites": {"hub": "site-b"}}))
+    assert (scenario.network.hub, scenario.hub_index) == ("site-b", 1)
+    assert scenario.network.rtt_to_hub_ms is None
+
+
+def test_inherited_sites_and_hub_keep_the_base_rtts_and_shares(folder):
+    _base_with_rtts(folder)
+    text = 'extends = "base.toml"\n[network]\njoin_fixed_s = 1.0\n'
+    scenario = load_scenario(write(folder, text))
+    assert scenario.network.rtt_to_hub_ms == (5.0, 10.0)
+    assert [s.data_share for s in scenario.sites] == [0.6, 0.4]
+
+
+def test_a_chain_inherits_a_middle_base_trace_with_its_own_time_zone(folder):
+    sites = _own_sites()
+    for entry in sites["site"]:
+        entry["utc_offset_h"] = 1.0
+    trace = {"file": "trace.csv", "utc_offset_h": 2.0, "train_days": [1, 1], "test_days": [2, 2]}
+    write(folder, {"extends": "default", "gpus": {"catalogue": "gpus.csv"}, "sites": sites,
+                   "trace": trace}, "middle.toml")  # fmt: skip
+    child = load_scenario(write(folder, 'extends = "middle.toml"\n'))
+    assert (child.trace.utc_offset_h, child.trace.shift_days) == (2.0, 0)
+    own = load_scenario(write(folder, {"extends": "middle.toml", "trace": {"file": "trace.csv"}}))
+    assert own.trace.utc_offset_h is None
+    assert (own.episode.train_days, own.episode.test_days) == ((1, 21), (22, 31))
+
+
+def test_docs_list_the_fields_extends_drops():
+    """docs/scenarios.md's table of what extends leaves out is config.TIED_FIELDS."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "scenarios.md").read_text("utf-8")
+    rows = [line for line in docs.splitlines() if line.startswith("| `[")]
+    for (table, key), tied in powertrip_env.config.TIED_FIELDS.items():
+        own = "`[[sites.site]]`" if (table, key) == ("sites", "site") else f"`[{table}] {key}`"
+        row = next((r for r in rows if own in r.split("|")[1]), None)
+        assert row is not None, f"docs/scenarios.md: no row for {own}"
+        for _, field in tied:
+            if {key, field} == {"catalogue", "site"}:
+                assert "the other of the two" in row
+            else:
+                assert f"{field}`" in row.split("|")[2], f"{field} missing from the {own} row"
 
 
 # --------------------------------------------------------------------------- simulation cache
