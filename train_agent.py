@@ -2,7 +2,8 @@
 
     python train_agent.py                          # PPO + SitePolicy on PowerTrip-v0, ~9 min
     python train_agent.py --algo a2c --extractor mlp --timesteps 500_000
-    python train_agent.py --resume runs/PowerTrip-v0-ppo-0/interrupted.zip --timesteps 200_000
+    python train_agent.py --resume runs/PowerTrip-v0-ppo-0/interrupted.zip   # finish that run
+    python train_agent.py --resume runs/PowerTrip-v0-ppo-0/final_model.zip --timesteps 1_000_000
     python train_agent.py --env PowerTrip-Random-v0        # one agent for any site catalogue
     python train_agent.py --scenario a.toml --scenario b.toml --max-sites 16
     tensorboard --logdir runs
@@ -13,8 +14,16 @@ The run directory (``--out``, default ``runs/<env>-<algo>-<seed>``) receives:
     checkpoints/   model_<steps>_steps.zip every --checkpoint-freq steps
     best_model.zip the best model on the periodic test-split evaluation (+ best_model.json)
     final_model.zip, or interrupted.zip after Ctrl-C
-    config.yaml    the command line and the hyperparameters that were used
-    summary.md, episodes.csv, ...   the final comparison, written by baselines.evaluate
+    config.yaml    the command line and the hyperparameters that were used, then one entry per
+                   --resume (never rewritten: a resume appends to it)
+    summary.md, episodes.csv, ...   the final comparison, written by baselines.evaluate and
+                   moved in as a set
+
+A used ``--out`` is refused unless ``--force`` (which empties it once every argument is
+checked) or ``--resume`` continues the run in it. ``--resume`` takes the run's settings from its
+``config.yaml`` and trains up to the run's ``--timesteps``; given options that would change the
+run are refused (``agents.checks.FIXED_ON_RESUME``), the others (``--timesteps`` to extend it,
+``--final-episodes``, ...) apply from then on.
 
 Reads top to bottom: the arguments, the environment thunk, then the training and the final
 table. The pieces with logic in them live in ``agents/`` (site encoder and policy, callbacks,
@@ -26,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,7 +55,7 @@ from agents import callbacks, checks, hyperparams
 from agents.checks import UsageError
 from agents.hyperparams import ConfigError
 from agents.reference import PowerTripReference
-from agents.saving import save_model, write_text
+from agents.saving import append_to_list, clear_folder, install_results, save_model, write_text
 
 # Measured on 2 cores: 700k steps of the default config on PowerTrip-v0 take ~7 min at ~1,700
 # steps/s and the final table (BeamPlanner plans each episode) ~2 min: README's main-job command
@@ -69,6 +80,24 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line; see ``--help``. Only shapes are checked here, meanings in ``setup``."""
+    return build_parser().parse_args(argv)
+
+
+def given_options(argv: Sequence[str]) -> set[str]:
+    """The options (argparse ``dest`` names) that ``argv`` gives, whatever their values.
+
+    ``--resume`` takes every setting from the run's ``config.yaml`` except those given, so it
+    must tell ``--seed 0`` typed by the user from the default 0: the same parser with every
+    default suppressed leaves only the given options in the namespace.
+    """
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``train_agent.py``'s argument parser (``parse_args`` and ``given_options`` share it)."""
     p = _Parser(
         prog="train_agent.py",
         description="Train an SB3 agent on a PowerTrip environment, then compare it with the "
@@ -102,7 +131,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--timesteps",
         type=checks.positive_int,
         default=DEFAULT_TIMESTEPS,
-        help="environment steps to train (with --resume: steps to add)",
+        help="environment steps of the whole run (with --resume: default the run's own; a "
+        "larger total extends it)",
     )
     p.add_argument(
         "--n-envs",
@@ -137,12 +167,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="override a hyperparameter of the config (repeatable), e.g. "
         "--hp gamma=0.999 --hp policy_kwargs.net_arch=[64,64]",
     )
-    p.add_argument("--out", default=None, help="run directory (default runs/<env>-<algo>-<seed>)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="run directory, new or empty (default runs/<env>-<algo>-<seed>; with --resume, "
+        "the run's own)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="use a non-empty --out: delete its files (once every argument is checked)",
+    )
     p.add_argument(
         "--resume",
         default=None,
         metavar="PATH",
-        help="continue training a saved model .zip; the step count continues",
+        help="continue the run a saved model .zip belongs to (interrupted.zip, a checkpoint, "
+        "final_model.zip) with the settings in its config.yaml, up to its --timesteps",
     )
     p.add_argument(
         "--eval-freq",
@@ -182,7 +223,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="torch CPU threads; small networks gain nothing from more",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    return p.parse_args(argv)
+    return p
 
 
 # --------------------------------------------------------------------------- 2. environments
@@ -232,8 +273,22 @@ def make_vec_env(
 # --------------------------------------------------------------------------- 3. the run
 
 
-def setup(args: argparse.Namespace) -> dict[str, Any]:
-    """Check every argument and resolve defaults, before anything is trained."""
+def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dict[str, Any]:
+    """Check every argument and resolve defaults, before anything is trained or deleted.
+
+    ``saved`` is the run that ``--resume`` continues (``args`` are then its settings, from
+    ``checks.restore_run``): its hyperparameters are the ones it recorded, not the config file
+    read again, and its own folder may be ``--out`` although it is not empty.
+    """
+    out = Path(args.out or Path("runs") / f"{args.env}-{args.algo}-{args.seed}")
+    same_run = saved is not None and out.resolve() == saved.folder.resolve()
+    if same_run and args.force:
+        raise UsageError(
+            f"argument --force: --resume continues the run in {str(out)!r}, which --force "
+            "would delete; leave --force out, or give another --out"
+        )
+    if not same_run:
+        checks.check_out_dir(out, force=args.force)
     env_kwargs: dict[str, Any] = {
         "reward_mode": args.reward_mode,
         "obs_mode": "dict" if args.extractor == "sites" else "flat",
@@ -256,16 +311,19 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
     final_kwargs = {k: v for k, v in env_kwargs.items() if k != "reward_mode"}
     final_counts = [checks.check_env(final_env, {**final_kwargs, **sc}) for sc in each]
     config_path = args.config or hyperparams.default_config_path(args.algo)
-    config = hyperparams.load_config(config_path, args.algo)
-    config = hyperparams.apply_overrides(config, args.hp, args.algo)
-    if args.resume is not None:
-        checks.check_readable_file(args.resume, "--resume")
+    if saved is None:
+        config = hyperparams.load_config(config_path, args.algo)
+        config = hyperparams.apply_overrides(config, args.hp, args.algo)
+    else:
+        config = saved.hyperparameters
     final_policies = (
         checks.check_final_policies(args.final_policies, max(final_counts))
         if args.final_episodes
         else []
     )
-    out = checks.check_out_dir(args.out or Path("runs") / f"{args.env}-{args.algo}-{args.seed}")
+    clear = args.force and not same_run and out.is_dir() and any(out.iterdir())
+    if clear:
+        checks.check_clearable(out, [args.resume, args.config, *scenarios])
     return {
         "env_kwargs": env_kwargs,
         "scenarios": scenarios,
@@ -275,6 +333,8 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
         "final_policies": final_policies,
         "out": out,
         "n_sites": max(site_counts),
+        "clear": clear,
+        "saved": saved,
     }
 
 
@@ -287,6 +347,7 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     env = make_vec_env(args.env, run["env_kwargs"], args.n_envs, args.vec_env, scenarios)
     first = {"scenario": scenarios[0]} if scenarios else {}
     eval_env = DummyVecEnv([make_env(args.env, {**run["env_kwargs"], **first, "split": "test"})])
+    done = 0 if run["saved"] is None else run["saved"].timesteps_done
     try:
         if args.resume is None:
             policy, kwargs = hyperparams.model_kwargs(run["config"], args.algo, args.extractor)
@@ -301,18 +362,11 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
         what = f"--resume {args.resume!r}" if args.resume else f"--config {run['config_path']!r}"
         raise UsageError(f"argument {what}: {' '.join(str(exc).split())}") from None
 
-    write_text(
-        out / "config.yaml",
-        yaml.safe_dump(
-            {
-                "command": shlex.join(["python", "train_agent.py", *run["argv"]]),
-                "args": vars(args),
-                "env_kwargs": run["env_kwargs"],
-                "hyperparameters": run["config"],
-            },
-            sort_keys=False,
-        ),
-    )
+    # Every argument is checked and the model is built: only now may --force delete anything.
+    if run["clear"]:
+        clear_folder(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "config.yaml", config_text(args, run, done))
 
     # Callbacks: powertrip/* scalars, periodic test-split evaluation, checkpoints.
     eval_cls = (
@@ -330,9 +384,6 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     )
     if args.resume is not None:  # keep the earlier best unless this run really beats it
         evaluation.best_mean_reward = callbacks.SaveBest.read_best(out)
-    else:  # a best model left by an earlier run in this directory is not this run's
-        for stale in ("best_model.zip", "best_model.json"):
-            (out / stale).unlink(missing_ok=True)
     # PowerTrip's return from the same start time says how far the agent is ahead, on one fixed
     # catalogue only: with several, or with catalogues drawn per episode, it has no single value.
     fixed = len(scenarios) <= 1 and args.env not in powertrip_env.SAMPLED_ENV_IDS
@@ -341,14 +392,20 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     if args.checkpoint_freq:
         callback_list.append(callbacks.Checkpoint(args.checkpoint_freq, out / "checkpoints"))
 
+    steps = f"{args.timesteps:,} steps"
+    if done:
+        steps = f"the last {args.timesteps - done:,} of its {steps} (resumed at {done:,})"
     print(
-        f"training {args.algo} on {args.env} for {args.timesteps:,} steps "
+        f"training {args.algo} on {args.env} for {steps} "
         f"({args.n_envs} envs, {args.extractor} extractor) -> {out}"
     )
     started = time.monotonic()
     try:
+        # Resumed: the rest of the run, counted on from the model's steps, so TensorBoard's
+        # curves and the learning-rate schedules continue where they stopped. SB3 trains whole
+        # rollouts, so the run ends at the first rollout boundary at or after the total.
         model.learn(
-            args.timesteps,
+            args.timesteps - done,
             callback=callback_list,
             log_interval=1,  # a TensorBoard point per rollout
             tb_log_name=args.algo,
@@ -357,15 +414,9 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
         )
     except KeyboardInterrupt:
         path = save_model(model, out / "interrupted.zip")
-        again = ["python", "train_agent.py", "--env", args.env, "--algo", args.algo]
-        again += ["--extractor", args.extractor, "--reward-mode", args.reward_mode]
-        for scenario in scenarios:
-            again += ["--scenario", scenario]
-        again += ["--max-sites", str(args.max_sites)] if args.max_sites else []
-        again += ["--resume", str(path), "--out", str(out)]
         print(
-            f"\ninterrupted at {model.num_timesteps:,} steps; model saved to {path}\n"
-            f"continue with: {shlex.join(again)}"
+            f"\ninterrupted at {model.num_timesteps:,} of {args.timesteps:,} steps; model saved "
+            f"to {path}\ncontinue with: {shlex.join(continue_command(args, path, out))}"
         )
         return 130
     finally:
@@ -394,6 +445,9 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
             f"{', '.join(run['final_policies'])} on {args.final_episodes} test episodes"
         )
         table_dir = out / Path(scenario).stem if len(scenarios) > 1 else out
+        # The table's files are written into a hidden folder and moved in as a set, so a stop
+        # half-way never leaves a new episodes.csv beside an earlier summary.md.
+        staging = Path(tempfile.mkdtemp(dir=out, prefix=".final-"))
         try:
             result = evaluate(
                 run["final_env"],
@@ -402,15 +456,84 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
                 split="test",
                 seed=args.eval_seed,
                 env_kwargs={**env_kwargs, **({"scenario": scenario} if scenario else {})},
-                out_dir=table_dir,
+                out_dir=staging / "results",
                 progress=not args.no_progress,
             )
+            install_results(staging / "results", table_dir)
         except EvaluationError as exc:
             print(f"train_agent.py: error: final comparison failed: {exc}", file=sys.stderr)
             return 1
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         print(result.to_markdown())
         print(f"results written to {table_dir}")
     return 0
+
+
+# Run settings in the order a command line shows them; (dest, option). Written out whole in the
+# command printed after Ctrl-C, so it reads as the run it finishes.
+RUN_OPTIONS = (
+    ("env", "--env"), ("scenario", "--scenario"), ("max_sites", "--max-sites"),
+    ("algo", "--algo"), ("extractor", "--extractor"), ("reward_mode", "--reward-mode"),
+    ("config", "--config"), ("hp", "--hp"), ("n_envs", "--n-envs"), ("seed", "--seed"),
+    ("timesteps", "--timesteps"), ("eval_freq", "--eval-freq"),
+    ("eval_episodes", "--eval-episodes"), ("checkpoint_freq", "--checkpoint-freq"),
+    ("final_env", "--final-env"), ("final_episodes", "--final-episodes"),
+    ("final_policies", "--final-policies"), ("eval_seed", "--eval-seed"),
+)  # fmt: skip
+# How the run used the machine: shown only when not the default.
+RUNTIME_OPTIONS = (
+    ("vec_env", "--vec-env"), ("torch_threads", "--torch-threads"), ("no_progress", "--no-progress")
+)  # fmt: skip
+
+
+def continue_command(args: argparse.Namespace, path: Path, out: Path) -> list[str]:
+    """The command that finishes this run from ``path``, every setting of the run spelled out.
+
+    ``--resume`` alone would do (it reads them from ``config.yaml``), but a command that names
+    the total steps, envs, seed and the rest says which run it finishes, and ``--resume``
+    accepts them because they match.
+    """
+    defaults = build_parser().parse_args([])
+    cmd = ["python", "train_agent.py"]
+    for dest, option in (*RUN_OPTIONS, *RUNTIME_OPTIONS):
+        value = getattr(args, dest)
+        runtime_default = (dest, option) in RUNTIME_OPTIONS and value == getattr(defaults, dest)
+        if value is None or value is False or runtime_default:
+            continue
+        if value is True:
+            cmd.append(option)
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                cmd += [option, str(item)]
+    return [*cmd, "--resume", str(path), "--out", str(out)]
+
+
+def config_text(args: argparse.Namespace, run: dict[str, Any], done: int) -> str:
+    """``config.yaml``: the run's command and settings, or the resumed run's file plus an entry.
+
+    A resume never rewrites the record of the run it continues (the original command, its
+    arguments and hyperparameters stay as written); it appends to ``resumes`` the command, the
+    model and step it started from, and the settings it changed, which later resumes apply.
+    """
+    command = shlex.join(["python", "train_agent.py", *run["argv"]])
+    saved: checks.SavedRun | None = run["saved"]
+    if saved is None:
+        record = {
+            "command": command,
+            "args": vars(args),
+            "env_kwargs": run["env_kwargs"],
+            "hyperparameters": run["config"],
+        }
+        return yaml.safe_dump(record, sort_keys=False)
+    entry = {
+        "command": command,
+        "model": str(args.resume),
+        "at_timesteps": done,
+        "out": str(run["out"]),
+        "changed": run.get("changed", {}),
+    }
+    return append_to_list(saved.text, "resumes", entry)
 
 
 def load_for_resume(algo_cls: type, args: argparse.Namespace, env: VecEnv, out: Path) -> Any:
@@ -419,11 +542,6 @@ def load_for_resume(algo_cls: type, args: argparse.Namespace, env: VecEnv, out: 
     The seed is moved on by the steps already done, so the resumed run does not replay the
     start times it trained on first.
     """
-    if args.config or args.hp:
-        print(
-            "note: --config and --hp are ignored with --resume (the saved model's "
-            "hyperparameters are used)"
-        )
     model = algo_cls.load(args.resume, env=env, device="cpu", tensorboard_log=str(out / "tb"))
     model.set_random_seed(args.seed + model.num_timesteps)
     return model
@@ -434,7 +552,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     try:
-        run = {**setup(args), "argv": argv}
+        saved, changed = None, {}
+        if args.resume is not None:  # the run's own settings, with the ones it may change
+            args, saved, changed = checks.restore_run(
+                args, given_options(argv), build_parser().parse_args([])
+            )
+        run = {**setup(args, saved), "argv": argv, "changed": changed}
         return train(args, run)
     except (UsageError, ConfigError) as exc:
         print(f"train_agent.py: error: {exc}", file=sys.stderr)

@@ -10,15 +10,20 @@ like argparse does for its own errors.
 from __future__ import annotations
 
 import argparse
+import json
 import os
-from collections.abc import Mapping
+import zipfile
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import yaml
 from gymnasium.envs.registration import registry
 
 from powertrip_env import ENTRY_POINT, ENV_IDS, SAMPLED_ENV_IDS
+from powertrip_env.atomic import OutputDirError, check_output_dir
 from powertrip_env.env import PowerTripEnv
 
 
@@ -123,18 +128,213 @@ def check_readable_file(path: str | os.PathLike[str], argument: str) -> Path:
     return p
 
 
-def check_out_dir(path: str | os.PathLike[str]) -> Path:
-    """Create the output directory (and parents) or explain why it cannot be used."""
+def check_out_dir(path: str | os.PathLike[str], force: bool = False) -> Path:
+    """The run folder ``--out``: new or empty, or (with ``force``) one whose files may go.
+
+    A folder that holds an earlier run's files is refused (``powertrip_env.atomic``'s
+    ``check_output_dir``): a new ``config.yaml`` beside an old ``final_model.zip``, summary
+    and checkpoints is a folder no run produced. Nothing is created or deleted here; ``force``
+    only lets the check pass (``clear_folder`` empties the folder once every argument is
+    checked). When the folder holds an interrupted run, the message says how to resume it.
+    """
     p = Path(path)
     try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"argument --out: cannot create {os.fspath(path)!r}: {exc.strerror}"
-        ) from None
-    if not os.access(p, os.W_OK):
+        check_output_dir(p, force=force)
+    except OutputDirError as exc:
+        hint = ""
+        if (p / "interrupted.zip").is_file() and not (p / "final_model.zip").exists():
+            hint = f", or continue its run with --resume {p / 'interrupted.zip'}"
+        raise UsageError(f"argument --out: {_one_line(exc)}{hint}") from None
+    if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
         raise UsageError(f"argument --out: directory {os.fspath(path)!r} is not writable")
     return p
+
+
+def check_clearable(out: Path, inputs: Sequence[str | os.PathLike[str] | None]) -> None:
+    """Refuse ``--force`` on a folder whose deletion would lose more than an earlier run.
+
+    ``--force`` deletes everything in ``--out``; a slip such as ``--out .`` must not empty the
+    working directory, a home directory or a repository, nor may it delete the files this run
+    reads (``--resume``, ``--config``, ``--scenario`` files inside the folder).
+    """
+    where = out.resolve()
+    cwd = Path.cwd().resolve()
+    if where == Path(where.anchor) or where == Path.home().resolve() or where in cwd.parents:
+        raise UsageError(f"argument --force: refusing to empty {os.fspath(out)!r}; give --out")
+    if where == cwd or (where / ".git").exists():
+        raise UsageError(
+            f"argument --force: {os.fspath(out)!r} is the working directory or a repository, "
+            "not a run folder; give --out a folder of its own"
+        )
+    for item in inputs:
+        if item is not None and where in Path(item).resolve().parents:
+            raise UsageError(
+                f"argument --force: {os.fspath(out)!r} holds {os.fspath(item)!r}, which this run "
+                "reads and --force would delete"
+            )
+
+
+# --------------------------------------------------------------------------- --resume
+
+FIXED_ON_RESUME = (
+    "env", "scenario", "max_sites", "algo", "extractor", "reward_mode",
+    "config", "hp", "n_envs", "seed", "eval_episodes",
+)  # fmt: skip
+"""Settings that define a run: a resume takes them from ``config.yaml`` and refuses others.
+
+The model's spaces come from the env, scenario files and padding; its algorithm, policy and
+hyperparameters from ``--algo``, ``--extractor``, ``--config`` and ``--hp``; its rollout size
+from ``--n-envs``; its episodes from ``--seed``; ``best_model.json``'s reward is a mean over
+``--eval-episodes`` episodes, which a different count would not compare with."""
+
+CHANGEABLE_ON_RESUME = (
+    "timesteps", "eval_freq", "checkpoint_freq", "final_env", "final_episodes",
+    "final_policies", "eval_seed", "vec_env", "torch_threads", "no_progress",
+)  # fmt: skip
+"""Settings a resume takes from ``config.yaml`` unless given: ``--timesteps`` (the run's new
+total, to extend it), how often to evaluate and checkpoint, the final comparison, and how the
+run uses the machine. None of them changes what the model learns from."""
+
+PER_INVOCATION = ("resume", "out", "force")
+"""Never taken from ``config.yaml``: they say what this command does, not what the run is."""
+
+
+@dataclass
+class SavedRun:
+    """The run that ``--resume`` continues, read from its folder's ``config.yaml``.
+
+    Attributes:
+        folder: the run folder (``config.yaml``'s; the model is in it or in ``checkpoints/``).
+        text: ``config.yaml`` as written, which a resume extends but never rewrites.
+        settings: the run's arguments: the original ones with each earlier resume's changes.
+        hyperparameters: the resolved hyperparameters the run started with.
+        timesteps_done: ``num_timesteps`` of the model being resumed.
+    """
+
+    folder: Path
+    text: str
+    settings: dict[str, Any]
+    hyperparameters: dict[str, Any]
+    timesteps_done: int
+
+
+def read_saved_run(resume: str | os.PathLike[str]) -> SavedRun:
+    """Find and read the run that the model ``resume`` belongs to; ``UsageError`` if none.
+
+    The run folder is the model's folder, or its parent for a model in ``checkpoints/``.
+    """
+    model = check_readable_file(resume, "--resume")
+    done = saved_timesteps(model)
+    folders = [model.parent]
+    if model.parent.name == "checkpoints":
+        folders.append(model.parent.parent)
+    config = next((f / "config.yaml" for f in folders if (f / "config.yaml").is_file()), None)
+    if config is None:
+        raise UsageError(
+            f"argument --resume: no config.yaml beside {os.fspath(resume)!r}; --resume "
+            "continues a train_agent.py run from the model in its run folder"
+        )
+    try:
+        text = config.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise UsageError(
+            f"argument --resume: cannot read {os.fspath(config)!r}: {_one_line(exc)}"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("args"), dict):
+        raise UsageError(
+            f"argument --resume: {os.fspath(config)!r} does not record a run's arguments "
+            "(no 'args' table)"
+        )
+    settings = dict(data["args"])
+    for resumed in data.get("resumes") or []:
+        if isinstance(resumed, dict):
+            settings.update(resumed.get("changed") or {})
+    return SavedRun(config.parent, text, settings, dict(data.get("hyperparameters") or {}), done)
+
+
+def saved_timesteps(path: Path) -> int:
+    """``num_timesteps`` of an SB3 model zip, read from its ``data`` JSON without loading it."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return int(json.loads(archive.read("data"))["num_timesteps"])
+    except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError) as exc:
+        raise UsageError(
+            f"argument --resume: {os.fspath(path)!r} is not a saved SB3 model: {_one_line(exc)}"
+        ) from None
+
+
+def restore_run(
+    args: argparse.Namespace, given: Collection[str], defaults: argparse.Namespace
+) -> tuple[argparse.Namespace, SavedRun, dict[str, Any]]:
+    """The arguments of the run ``args.resume`` continues, checked against those given.
+
+    Every setting comes from the run's ``config.yaml``; one given on the command line must
+    match it if it is in ``FIXED_ON_RESUME`` and replaces it if it is in
+    ``CHANGEABLE_ON_RESUME``. ``--out`` defaults to the run folder, and the run's total
+    ``--timesteps`` must be above the steps the model has trained.
+
+    Args:
+        args: the parsed command line.
+        given: the names (argparse ``dest``) of the options given on it.
+        defaults: the parser's defaults, for settings an older ``config.yaml`` lacks.
+
+    Returns:
+        The arguments to run with, the saved run, and the settings this resume changes.
+    """
+    saved = read_saved_run(args.resume)
+    where = os.fspath(saved.folder / "config.yaml")
+    merged = argparse.Namespace(**vars(defaults))
+    for dest, value in saved.settings.items():
+        if dest in FIXED_ON_RESUME or dest in CHANGEABLE_ON_RESUME:
+            setattr(merged, dest, value)
+    for dest in sorted(set(given) & set(FIXED_ON_RESUME)):
+        mine, theirs = getattr(args, dest), getattr(merged, dest)
+        if _normalised(dest, mine, merged) != _normalised(dest, theirs, merged):
+            raise UsageError(
+                f"argument --{dest.replace('_', '-')}: {_shown(mine)} differs from the run being "
+                f"resumed ({_shown(theirs)}, in {where!r}); a resumed run keeps its settings, so "
+                "leave it out or start a new run in another --out"
+            )
+    changed: dict[str, Any] = {}
+    for dest in CHANGEABLE_ON_RESUME:
+        if dest in given and getattr(args, dest) != getattr(merged, dest):
+            changed[dest] = getattr(args, dest)
+            setattr(merged, dest, getattr(args, dest))
+    merged.resume = args.resume
+    merged.force = getattr(args, "force", False)
+    merged.out = args.out if args.out is not None else os.fspath(saved.folder)
+    done, total = saved.timesteps_done, merged.timesteps
+    if total <= done and "timesteps" in given:
+        raise UsageError(
+            f"argument --timesteps: the run's total, {total:,}, must be above the {done:,} "
+            f"steps {os.fspath(args.resume)!r} has trained"
+        )
+    if total <= done:
+        raise UsageError(
+            f"argument --resume: {os.fspath(args.resume)!r} has trained all {total:,} steps of "
+            f"its run; give --timesteps above {done:,} (the run's new total) to train it on"
+        )
+    return merged, saved, changed
+
+
+def _normalised(dest: str, value: Any, run: argparse.Namespace) -> Any:
+    """A setting in a form where equal meanings compare equal (paths resolved, None = [])."""
+    if dest == "config":
+        from agents.hyperparams import default_config_path
+
+        return Path(value or default_config_path(run.algo)).resolve()
+    if dest == "scenario":
+        return [os.fspath(Path(s).resolve()) if Path(s).is_file() else s for s in value or []]
+    if dest == "hp":
+        return list(value or [])
+    return value
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return " ".join(map(str, value)) or "none"
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _one_line(exc: BaseException) -> str:

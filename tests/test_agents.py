@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import yaml
 from gymnasium import spaces
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, PPO
@@ -16,12 +17,12 @@ from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import powertrip_env  # noqa: F401  (registers the IDs)
-from agents import hyperparams
+from agents import hyperparams, saving
 from agents.callbacks import Checkpoint, PowerTripMetrics
 from agents.extractors import SiteEncoder
 from agents.hyperparams import ConfigError
 from agents.reference import PowerTripReference
-from agents.saving import save_model, write_text
+from agents.saving import append_to_list, save_model, write_text
 from agents.site_policy import MaskableSitePolicy, SiteActionHead, SitePolicy
 from baselines.policies import make_policy
 from powertrip_env import core
@@ -359,3 +360,52 @@ def test_failed_save_keeps_the_previous_file(tmp_path: Path) -> None:
         save_model(Broken(), tmp_path / "model.zip")
     assert (tmp_path / "model.zip").read_text(encoding="utf-8") == "previous"
     assert [p.name for p in tmp_path.iterdir()] == ["model.zip"]
+
+
+def test_append_to_list_keeps_the_text_and_adds_the_entry() -> None:
+    text = "# the run\ncommand: python train_agent.py\nargs:\n  seed: 3\n"
+    once = append_to_list(text, "resumes", {"at_timesteps": 64, "changed": {}})
+    twice = append_to_list(once, "resumes", {"at_timesteps": 128, "changed": {"timesteps": 9}})
+    assert once.startswith(text) and twice.startswith(once)  # byte for byte, then the entry
+    assert yaml.safe_load(twice) == {
+        "command": "python train_agent.py",
+        "args": {"seed": 3},
+        "resumes": [
+            {"at_timesteps": 64, "changed": {}},
+            {"at_timesteps": 128, "changed": {"timesteps": 9}},
+        ],
+    }
+    # A list that is not the last entry cannot be appended to as text; the values are kept.
+    edited = "resumes:\n- at_timesteps: 64\nargs:\n  seed: 3"
+    assert yaml.safe_load(append_to_list(edited, "resumes", {"at_timesteps": 96})) == {
+        "resumes": [{"at_timesteps": 64}, {"at_timesteps": 96}],
+        "args": {"seed": 3},
+    }
+
+
+def test_install_results_replaces_the_set_with_the_summary_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    for name in ("summary.md", "episodes.csv", "tta.png", "final_model.zip"):
+        write_text(run / name, f"old {name}")
+    new = tmp_path / "new"
+    for name in ("episodes.csv", "summary.md"):
+        write_text(new / name, f"new {name}")
+    moved: list[str] = []
+    replace = saving.os.replace
+
+    def watched(src: Path, dst: Path) -> None:
+        moved.append(Path(dst).name)
+        assert not (run / "summary.md").exists()  # the old summary went first
+        replace(src, dst)
+
+    monkeypatch.setattr(saving.os, "replace", watched)
+    saving.install_results(new, run)
+    assert moved == ["episodes.csv", "summary.md"]
+    assert {p.name: p.read_text(encoding="utf-8") for p in run.iterdir()} == {
+        "summary.md": "new summary.md",
+        "episodes.csv": "new episodes.csv",
+        "final_model.zip": "old final_model.zip",  # not a result: kept; the old plot is gone
+    }
+    assert not new.exists()
