@@ -56,10 +56,14 @@ BASELINES = ["PowerTrip", "MyopicOptimal", "BestFixedSet"]
 README_BLOCK = "zero-shot"
 
 
-def train(run_dir: Path, dest: Path) -> int:
-    """Train with ``TRAIN_ARGS`` into ``run_dir``; copy the best model and config to ``dest``."""
+def train(run_dir: Path, dest: Path, force: bool = False) -> int:
+    """Train with ``TRAIN_ARGS`` into ``run_dir``; copy the best model and config to ``dest``.
+
+    ``train_agent.py`` refuses a ``run_dir`` that holds an earlier run (its files would mix
+    with this one's); ``force`` lets it replace them.
+    """
     started = time.monotonic()
-    code = train_agent.main([*TRAIN_ARGS, "--out", str(run_dir)])
+    code = train_agent.main([*TRAIN_ARGS, "--out", str(run_dir), *(["--force"] if force else [])])
     if code != 0:
         return code
     best = run_dir / "best_model.zip"
@@ -128,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents.pretrain", description=__doc__)
     parser.add_argument("--table", action="store_true", help="only regenerate the table")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/pretrained"))
+    parser.add_argument(
+        "--force", action="store_true", help="replace an earlier training run in --run-dir"
+    )
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
@@ -135,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dest = pretrained_model_path().parent
     if not args.table:
-        return train(args.run_dir, dest)
+        return train(args.run_dir, dest, args.force)
     if not args.readme.is_file():
         parser.error(f"--readme {str(args.readme)!r}: not found; run from the repository root")
     text = args.readme.read_text(encoding="utf-8")

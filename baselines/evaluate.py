@@ -14,20 +14,31 @@ Command line::
 
 writes ``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png`` to ``--out``
 (default ``results/<env>-<split>``, or ``results/<env>-<scenario stem>-<split>`` with
-``--scenario``) and prints the summary. Bad arguments (unknown policy or environment, a broken
-scenario or trace, a missing or incompatible model, an unwritable output folder) exit with code
-2 and a message, before any episode runs.
+``--scenario``) as one set, and prints the summary. A ``--out`` that holds an earlier run's files
+is refused unless ``--force``, which replaces them once the new set is complete. Bad arguments
+(unknown policy or environment, a broken scenario or trace, a missing or incompatible model, a
+model that could only be loaded by running code stored in it, a used or unwritable output
+folder) exit with code 2 and a message, before any episode runs.
+
+A model file is code: SB3 pickles the policy class and other objects into its zips, and
+unpickling runs whatever the file names. Models are loaded here without unpickling anything in
+them (see ``_load_sb3``); an RLlib checkpoint is loaded by Ray, which unpickles, so evaluate only
+checkpoints you trust.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import importlib
 import importlib.util
+import io
 import json
 import math
 import os
+import pickletools
+import re
 import sys
-import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +60,7 @@ from baselines.policies import (
     default_policy_names,
     make_policy,
 )
-from powertrip_env.atomic import write_text
+from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
 from powertrip_env.config import scenario_names
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
@@ -211,29 +222,131 @@ def _check_env_id(env_id: str) -> None:
         )
 
 
-def _check_out_dir(out_dir: Path) -> None:
-    """Create ``out_dir`` and prove a file can be written there, before any episode runs."""
+def _check_out_dir(out_dir: Path, force: bool) -> None:
+    """Refuse a results folder that holds an earlier run, or one that cannot be written.
+
+    Checked before any episode runs, so a long evaluation does not fail at its end; nothing is
+    created here (``write_outputs`` moves the finished set into place).
+    """
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-test-"):
-            pass
-    except OSError as exc:
+        check_output_dir(out_dir, force=force)
+    except OutputDirError as exc:
+        raise EvaluationError(str(exc)) from None
+
+
+# --------------------------------------------------------------------------- loading models
+#
+# A model file is code. An SB3 zip keeps its policy class, spaces, schedules and buffers
+# pickled (cloudpickle) in its "data" JSON, and SB3's ``load`` unpickles every one of them,
+# which runs whatever the file names, before anything can be checked. So nothing here unpickles
+# any of it: every pickled entry is replaced through ``load(custom_objects=...)`` by an object
+# built from what is already known (the policy class from a short list of known classes, the
+# spaces of the env the model will run on, constant schedules, empty buffers), and a file with
+# a pickled entry that cannot be replaced that way is refused before SB3 sees it. The weights
+# are read by ``torch.load(weights_only=True)``, which builds tensors and nothing else.
+
+# The policy classes a model may name, by algorithm: SB3's own and the project's site policies.
+_POLICY_CLASSES: dict[str, tuple[str, ...]] = {
+    "ppo": (
+        "stable_baselines3.common.policies.ActorCriticPolicy",
+        "stable_baselines3.common.policies.MultiInputActorCriticPolicy",
+        "agents.site_policy.SitePolicy",
+    ),
+    "a2c": (
+        "stable_baselines3.common.policies.ActorCriticPolicy",
+        "stable_baselines3.common.policies.MultiInputActorCriticPolicy",
+        "agents.site_policy.SitePolicy",
+    ),
+    "maskable_ppo": (
+        "sb3_contrib.common.maskable.policies.MaskableActorCriticPolicy",
+        "sb3_contrib.common.maskable.policies.MaskableMultiInputActorCriticPolicy",
+        "agents.site_policy.MaskableSitePolicy",
+    ),
+}
+# "module.Name" -> (module, Name) of every class in _POLICY_CLASSES.
+_POLICY_CLASS_HOMES = {
+    name: tuple(name.rsplit(".", 1)) for names in _POLICY_CLASSES.values() for name in names
+}
+# Pickled entries only training reads; a loaded model starts without them, as a new one does.
+_TRAINING_STATE = (
+    "_last_obs", "_last_original_obs", "_last_episode_starts", "action_noise",
+    "rollout_buffer_class",  # None: the algorithm picks its own buffer for the spaces
+)  # fmt: skip
+_EPISODE_BUFFERS = ("ep_info_buffer", "ep_success_buffer")
+# The opcodes of a pickle that names one global by reference (a class) and does nothing else.
+_REFERENCE_OPCODES = frozenset(
+    {"PROTO", "FRAME", "SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "MEMOIZE", "BINPUT",
+     "LONG_BINPUT", "PUT", "STACK_GLOBAL", "GLOBAL", "STOP"}
+)  # fmt: skip
+# A Box inside the readable copy of a Dict space: "'sites': Box(low, high, (32, 15), float32)".
+_BOX_IN_DICT = re.compile(r"'([^']+)'(?::|,) Box\([^()]*\(([\d, ]*)\), \w+\)")
+_SPACE_IN_DICT = re.compile(r"'[^']+'(?::|,) \w+\(")
+
+
+def _pickled_reference(item: Any) -> str | None:
+    """``"module.name"`` of a class SB3 pickled by reference, read without unpickling it.
+
+    cloudpickle stores an importable class as its module and name and nothing else; the
+    opcodes are read with ``pickletools``, which decodes them without running any. ``None``
+    for anything more than one reference (a class pickled by value, a payload).
+    """
+    serialized = item.get(":serialized:") if isinstance(item, dict) else None
+    if not isinstance(serialized, str):
+        return None
+    try:
+        ops = list(pickletools.genops(base64.b64decode(serialized.encode(), validate=True)))
+    except Exception:  # not base64, or not a pickle: not a reference either
+        return None
+    strings: list[str] = []
+    names: list[str] = []
+    for op, arg, _ in ops:
+        if op.name not in _REFERENCE_OPCODES:
+            return None
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+            strings.append(str(arg))
+        elif op.name == "STACK_GLOBAL":
+            if len(strings) < 2:
+                return None
+            names.append(f"{strings[-2]}.{strings[-1]}")
+        elif op.name == "GLOBAL":  # protocols 0-3: "module name"
+            module, _, name = str(arg).partition(" ")
+            names.append(f"{module}.{name}")
+    return names[0] if len(names) == 1 else None
+
+
+def _read_sb3_data(raw: bytes, file: Path) -> dict[str, Any]:
+    """The "data" JSON of an SB3 zip's bytes: plain JSON, nothing unpickled."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            data = json.loads(archive.read("data"))
+    except (KeyError, ValueError, zipfile.BadZipFile):
+        data = None
+    if not isinstance(data, dict):
         raise EvaluationError(
-            f"output directory {str(out_dir)!r} is not writable: {exc.strerror or exc}; "
-            "choose another with --out"
-        ) from None
+            f"model file {str(file)!r} is not a Stable-Baselines3 model (.zip saved by model.save)"
+        )
+    return data
 
 
 def _saved_algo(path: Path) -> str:
     """Which of ``ALGOS`` saved the SB3 zip at ``path``, from the fields it stores."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            data = json.loads(archive.read("data"))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        raise EvaluationError(
-            f"model file {str(path)!r} is not a Stable-Baselines3 model (.zip saved by model.save)"
-        ) from None
-    if _is_maskable_policy(data.get("policy_class", {})):
+        raw = Path(path).read_bytes()
+    except OSError:
+        raw = b""
+    return _algo_of(_read_sb3_data(raw, Path(path)))
+
+
+def _algo_of(data: Mapping[str, Any]) -> str:
+    """Which of ``ALGOS`` saved a model, from its policy class's name and its fields.
+
+    The class is read by name (``_pickled_reference``), never unpickled: a MaskablePPO model is
+    one whose policy comes from sb3-contrib's maskable policies or is ``MaskableSitePolicy``.
+    """
+    policy = data.get("policy_class")
+    name = _pickled_reference(policy)
+    module = name or (str(policy.get("__module__", "")) if isinstance(policy, dict) else "")
+    if name in _POLICY_CLASSES["maskable_ppo"] or module.startswith("sb3_contrib.common.maskable"):
         return "maskable_ppo"
     if "clip_range" in data:  # PPO's clipping; A2C has none
         return "ppo"
@@ -242,28 +355,119 @@ def _saved_algo(path: Path) -> str:
     return "unknown"
 
 
-def _is_maskable_policy(policy_class: dict[str, Any]) -> bool:
-    """Whether a saved policy class is a MaskablePPO policy, custom subclasses included.
+def _unsafe(file: Path, key: str, what: str) -> EvaluationError:
+    """The refusal of a model whose entry ``key`` could only be had by unpickling it."""
+    return EvaluationError(
+        f"model {str(file)!r}: its entry {key!r} {what}; getting it would mean unpickling "
+        "the file, which runs code stored in it, so the model is refused (load it with "
+        "Stable-Baselines3 yourself only if you trust the file)"
+    )
 
-    SB3 stores the class pickled; unpickling it (its module must be importable, as it must be
-    to load the model at all) lets a user's ``MaskableActorCriticPolicy`` subclass count too.
+
+def _space_shape(space: spaces.Space) -> tuple[Any, ...]:
+    """What decides whether a model fits an env's space: its type, keys and shapes."""
+    if isinstance(space, spaces.Dict):
+        return ("Dict", tuple(sorted((k, _space_shape(s)) for k, s in space.spaces.items())))
+    if isinstance(space, spaces.MultiDiscrete):
+        nvec = tuple(int(n) for n in np.asarray(space.nvec).reshape(-1))
+        return ("MultiDiscrete", tuple(space.shape), nvec)
+    return (type(space).__name__, tuple(space.shape or ()))
+
+
+def _saved_space_shape(item: Any) -> tuple[Any, ...] | None:
+    """``_space_shape`` of a space stored in an SB3 zip, from the readable copy beside it.
+
+    Beside each pickled entry SB3 writes the object's attributes as JSON, or as ``str`` when
+    they are not JSON: a Box's ``_shape``, a MultiDiscrete's ``nvec``, a Dict's ``spaces`` (the
+    sub-spaces' reprs, whose shapes are read here). ``None`` if it cannot be read.
     """
-    module = str(policy_class.get("__module__", ""))
-    if module.startswith("sb3_contrib.common.maskable"):
-        return True
-    serialized = policy_class.get(":serialized:")
-    if not serialized:
-        return False
+    if not isinstance(item, dict):
+        return None
+    kind = re.search(r"\.(\w+)'>$", str(item.get(":type:", "")))
+    name = kind.group(1) if kind else ""
+    if name == "Dict":
+        text = item.get("spaces")
+        boxes = _BOX_IN_DICT.findall(text) if isinstance(text, str) else []
+        if not boxes or len(boxes) != len(_SPACE_IN_DICT.findall(text)):
+            return None  # a sub-space other than a Box, or a repr this cannot read
+        parts = ((key, ("Box", tuple(int(d) for d in dims.split(",") if d.strip())))
+                 for key, dims in boxes)  # fmt: skip
+        return ("Dict", tuple(sorted(parts)))
+    shape = item.get("_shape")
+    if not isinstance(shape, list) or not all(type(d) is int for d in shape):
+        return None
+    if name == "MultiDiscrete":
+        nvec = tuple(int(n) for n in re.findall(r"-?\d+", str(item.get("nvec", ""))))
+        return ("MultiDiscrete", tuple(shape), nvec)
+    if name in ("Box", "MultiBinary"):
+        return (name, tuple(shape))
+    return None
+
+
+def _shape_text(shape: tuple[Any, ...]) -> str:
+    """``_space_shape`` for a message: ``Dict(global: Box(6,), sites: Box(10, 15))``."""
+    if shape[0] == "Dict":
+        return "Dict(" + ", ".join(f"{k}: {_shape_text(s)}" for k, s in shape[1]) + ")"
+    if shape[0] == "MultiDiscrete":
+        return f"MultiDiscrete({list(shape[2])})"
+    return f"{shape[0]}{shape[1]}"
+
+
+def _mode_kwargs(obs: tuple[Any, ...], action: tuple[Any, ...], label: str) -> dict[str, Any]:
+    """Observation and action modes (and padding) of the env a model was trained on.
+
+    A model trained with ``max_sites`` has a ``"valid"`` entry in its (dict) observation; it
+    runs on an env padded to the same M, whatever the scenario's N.
+    """
+    kwargs: dict[str, Any] = {"obs_mode": "dict" if obs[0] == "Dict" else "flat"}
+    valid = dict(obs[1]).get("valid") if obs[0] == "Dict" else None
+    if valid is not None and len(valid[1]) == 1:
+        kwargs["max_sites"] = int(valid[1][0])
+    if action[0] == "MultiBinary":
+        kwargs["action_mode"] = "multibinary"
+    elif action[0] == "MultiDiscrete":
+        kwargs["action_mode"] = "multidiscrete"
+    else:
+        raise EvaluationError(
+            f"model {label!r} acts in {_shape_text(action)}; only MultiBinary(N) and "
+            "MultiDiscrete([2]*N) agents of PowerTripEnv can be evaluated here"
+        )
+    return kwargs
+
+
+def _model_env_kwargs(model: Any, label: str) -> dict[str, Any]:
+    """``_mode_kwargs`` of a loaded model (an RLlib module), from its spaces."""
+    obs, action = _space_shape(model.observation_space), _space_shape(model.action_space)
+    return _mode_kwargs(obs, action, label)
+
+
+def _fitting_env_spaces(
+    path: str,
+    env_id: str,
+    kwargs: dict[str, Any],
+    model_obs: tuple[Any, ...],
+    model_action: tuple[Any, ...],
+) -> tuple[spaces.Space, spaces.Space]:
+    """The spaces of ``env_id`` made with ``kwargs``, refusing a model they do not fit."""
     try:
-        import base64
-
-        import cloudpickle
-        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-
-        cls = cloudpickle.loads(base64.b64decode(serialized.encode()))
-    except Exception:  # an unimportable class: fall back to the module name above
-        return False
-    return isinstance(cls, type) and issubclass(cls, MaskableActorCriticPolicy)
+        env = gym.make(env_id, **kwargs)
+    except ValueError as exc:  # e.g. more sites than the model's max_sites
+        raise EvaluationError(f"model {path!r} cannot run on {env_id}: {exc}") from None
+    try:
+        for what, model_shape, env_space in (
+            ("observation", model_obs, env.observation_space),
+            ("action", model_action, env.action_space),
+        ):
+            if model_shape != _space_shape(env_space):
+                raise EvaluationError(
+                    f"model {path!r} is incompatible with {env_id}: its {what} space is "
+                    f"{_shape_text(model_shape)} but the environment's is "
+                    f"{_shape_text(_space_shape(env_space))} (was it trained on another "
+                    "scenario?)"
+                )
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
 
 
 # ``--model pretrained``: the general agent shipped in agents/pretrained (see its README.md).
@@ -271,10 +475,15 @@ PRETRAINED = "pretrained"
 
 
 def pretrained_model_path() -> Path:
-    """The shipped pretrained agent's zip, found next to the ``agents`` package."""
-    import agents
+    """The shipped pretrained agent's zip, in the ``agents`` package installed beside this one.
 
-    return Path(agents.__file__).resolve().parent / "pretrained" / "model.zip"
+    Found from this file's own location, not by importing ``agents``: ``python -m`` puts the
+    current folder first on ``sys.path``, so a folder with an ``agents`` package of its own
+    would otherwise supply the "shipped" model, and a model file is code. The wheel installs
+    ``baselines`` and ``agents`` side by side (the top-level packages of setup.py), and an
+    editable install of the checkout finds both in the checkout.
+    """
+    return Path(__file__).resolve().parent.parent / "agents" / "pretrained" / "model.zip"
 
 
 def _resolve_model_path(path: str) -> Path:
@@ -290,29 +499,170 @@ def _resolve_model_path(path: str) -> Path:
     raise EvaluationError(f"model file {path!r} not found")
 
 
-def _load_model(path: str, algo: str) -> Any:
-    """Load a saved agent, refusing files saved by another algorithm than ``algo``."""
+def _load_model(
+    path: str,
+    algo: str,
+    env_id: str = "PowerTrip-v0",
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """A saved agent and the ``gym.make`` arguments of the env it runs on.
+
+    Refuses files saved by another algorithm than ``algo``, models whose spaces do not fit
+    ``env_id`` made with ``env_kwargs`` (plus the model's own observation and action modes),
+    and SB3 files that could only be loaded by unpickling them (see ``_load_sb3``).
+    """
     if algo not in ALGOS:
         raise EvaluationError(
             f"unknown algorithm {algo!r} for {path!r}; allowed: {', '.join(ALGOS)}"
         )
+    base = dict(env_kwargs or {})
     if algo == "rllib":
-        return _load_rllib(path)
+        module = _load_rllib(path)
+        kwargs = {**base, **_model_env_kwargs(module, path)}
+        obs, action = _space_shape(module.observation_space), _space_shape(module.action_space)
+        _fitting_env_spaces(path, env_id, kwargs, obs, action)
+        return module, kwargs
     if path != PRETRAINED and (Path(path) / "rllib_checkpoint.json").is_file():
         raise EvaluationError(f"model {path!r} is an RLlib checkpoint; pass --algo rllib")
-    file = _resolve_model_path(path)
-    saved = _saved_algo(file)
-    if saved != algo:
+    return _load_sb3(_resolve_model_path(path), path, algo, env_id, base)
+
+
+def _load_sb3(
+    file: Path, path: str, algo: str, env_id: str, base: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """Load an SB3 zip without unpickling anything in it (see the note above ``_POLICY_CLASSES``).
+
+    The file is read once, and SB3 loads those bytes, so what was checked is what is loaded.
+    """
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise EvaluationError(f"cannot read model {str(file)!r}: {exc.strerror or exc}") from None
+    data = _read_sb3_data(raw, file)
+    policy = _pickled_reference(data.get("policy_class"))
+    known = sorted({name for names in _POLICY_CLASSES.values() for name in names})
+    if policy not in known:
+        what = f"names the class {policy}" if policy else "holds a class stored by value"
+        raise _unsafe(
+            file, "policy_class",
+            f"{what}, not one of the policy classes evaluate loads ({', '.join(known)})",
+        )  # fmt: skip
+    saved = _algo_of(data)
+    if saved != algo or policy not in _POLICY_CLASSES[algo]:
         hint = f"it was saved by {saved}; pass --algo {saved}" if saved in ALGOS else (
             f"it was not saved by any of {', '.join(ALGOS)}"
         )  # fmt: skip
         raise EvaluationError(f"model {str(file)!r} does not match --algo {algo}: {hint}")
-    module_name, class_name = ALGOS[algo]
-    module = __import__(module_name, fromlist=[class_name])
+    shapes = {}
+    for key in ("observation_space", "action_space"):
+        shapes[key] = _saved_space_shape(data.get(key))
+        if shapes[key] is None:
+            raise _unsafe(file, key, "has no readable shape")
+    obs, action = shapes["observation_space"], shapes["action_space"]
+    kwargs = {**base, **_mode_kwargs(obs, action, path)}
+    obs_space, action_space = _fitting_env_spaces(path, env_id, kwargs, obs, action)
+    module_name, class_name = _POLICY_CLASS_HOMES[policy]
     try:
-        return getattr(module, class_name).load(str(file), device="cpu")
+        policy_class = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:  # e.g. agents shadowed by a local folder
+        raise EvaluationError(
+            f"model {str(file)!r}: cannot import its policy class {policy}: {exc}"
+        ) from None
+    known_objects = {
+        "policy_class": policy_class,
+        "observation_space": obs_space,
+        "action_space": action_space,
+    }
+    objects = _replacements(file, data, known_objects)
+    for key, item in data.items():  # a second guard: SB3 would unpickle anything left over
+        if _is_pickled(item) and key not in objects:
+            raise _unsafe(file, key, "is a pickled object evaluate cannot rebuild")
+    module_name, class_name = ALGOS[algo]
+    algo_cls = getattr(importlib.import_module(module_name), class_name)
+    try:
+        model = algo_cls.load(io.BytesIO(raw), device="cpu", custom_objects=objects)
     except Exception as exc:  # SB3 raises many types for a broken file; report, don't trace
         raise EvaluationError(f"cannot load model {str(file)!r} as {algo}: {exc}") from None
+    return model, kwargs
+
+
+def _is_pickled(item: Any) -> bool:
+    return isinstance(item, dict) and ":serialized:" in item
+
+
+def _replacements(file: Path, data: Mapping[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """``custom_objects`` for SB3's ``load``: a stand-in for every pickled entry of ``data``.
+
+    ``known`` holds the policy class and the spaces (always given, pickled or not). Schedules
+    become constants (the readable ``ConstantSchedule(val=...)`` when there is one: an
+    evaluation never trains, so any valid value would do), training state starts empty, and
+    ``policy_kwargs`` is rebuilt from its readable copy. Any other pickled entry is refused.
+    """
+    from collections import deque
+
+    from stable_baselines3.common.utils import FloatSchedule
+
+    objects = dict(known)
+    for key, item in data.items():
+        if key in objects or not _is_pickled(item):
+            continue  # plain JSON: SB3 reads it as it is, nothing to unpickle
+        if key == "policy_kwargs":
+            objects[key] = _policy_kwargs(file, item)
+        elif key == "lr_schedule":
+            objects[key] = FloatSchedule(_constant(item, 0.0))
+        elif key in ("learning_rate", "clip_range"):
+            objects[key] = _constant(item, 0.0 if key == "learning_rate" else 0.2)
+        elif key == "clip_range_vf":
+            objects[key] = _constant(item, None)
+        elif key in _TRAINING_STATE:
+            objects[key] = None
+        elif key in _EPISODE_BUFFERS:
+            window = data.get("_stats_window_size")
+            objects[key] = deque(maxlen=window if type(window) is int and window > 0 else 100)
+        else:
+            raise _unsafe(file, key, "is a pickled object evaluate cannot rebuild")
+    return objects
+
+
+def _constant(item: Mapping[str, Any], default: float | None) -> float | None:
+    """The value of a pickled constant schedule, from its readable copy; else ``default``."""
+    value = item.get("val")
+    if type(value) in (int, float):
+        return float(value)
+    text = str(item.get("value_schedule", ""))
+    match = re.fullmatch(r"ConstantSchedule\(val=([-+]?[\d.]+(?:[eE][-+]?\d+)?)\)", text)
+    return float(match.group(1)) if match else default
+
+
+def _policy_kwargs(file: Path, item: Mapping[str, Any]) -> dict[str, Any]:
+    """A pickled ``policy_kwargs`` rebuilt from the readable copy SB3 writes beside it.
+
+    That copy has the dict's items: JSON values as they are (widths, flags), anything else as
+    its ``str``. Classes read ``<class 'torch.nn.modules.activation.Tanh'>`` and are taken from
+    a short list (activations, optimisers, feature extractors, the site encoder); any other
+    value that is not JSON cannot be rebuilt, and the model is refused.
+    """
+    if item.get(":type:") != "<class 'dict'>":
+        raise _unsafe(file, "policy_kwargs", f"is a pickled {item.get(':type:')}, not a dict")
+    import torch as th
+    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+    from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
+
+    from agents.extractors import ACTIVATIONS, SiteEncoder
+
+    classes = [*ACTIVATIONS.values(), th.optim.Adam, th.optim.AdamW, th.optim.RMSprop,
+               RMSpropTFLike, FlattenExtractor, CombinedExtractor, SiteEncoder]  # fmt: skip
+    by_name = {str(cls): cls for cls in classes}
+    kwargs: dict[str, Any] = {}
+    for name, value in item.items():
+        if name in (":type:", ":serialized:"):
+            continue
+        if isinstance(value, str) and value in by_name:
+            value = by_name[value]
+        elif isinstance(value, str) and not (name == "activation_fn" and value in ACTIVATIONS):
+            raise _unsafe(file, f"policy_kwargs.{name}", f"holds {value[:80]!r}")
+        kwargs[name] = value
+    return kwargs
 
 
 def _load_rllib(path: str) -> Any:
@@ -332,44 +682,6 @@ def _load_rllib(path: str) -> Any:
         raise EvaluationError(str(exc)) from None
     except Exception as exc:  # a broken checkpoint raises many types; report, don't trace
         raise EvaluationError(f"cannot load the RLlib checkpoint {path!r}: {exc}") from None
-
-
-def _model_env_kwargs(model: Any, label: str) -> dict[str, Any]:
-    """Observation and action modes (and padding) of the env a model was trained on.
-
-    A model trained with ``max_sites`` has a ``"valid"`` entry in its (dict) observation; it
-    runs on an env padded to the same M, whatever the scenario's N.
-    """
-    space = model.observation_space
-    obs_mode = "dict" if isinstance(space, spaces.Dict) else "flat"
-    padding = {}
-    if isinstance(space, spaces.Dict) and "valid" in space.spaces:
-        padding = {"max_sites": int(space["valid"].shape[0])}
-    if isinstance(model.action_space, spaces.MultiBinary):
-        action_mode = "multibinary"
-    elif isinstance(model.action_space, spaces.MultiDiscrete):
-        action_mode = "multidiscrete"
-    else:
-        raise EvaluationError(
-            f"model {label!r} acts in {model.action_space}; only MultiBinary(N) and "
-            "MultiDiscrete([2]*N) agents of PowerTripEnv can be evaluated here"
-        )
-    return {"obs_mode": obs_mode, "action_mode": action_mode, **padding}
-
-
-def _spaces_match(a: spaces.Space, b: spaces.Space) -> bool:
-    if isinstance(a, spaces.Dict) or isinstance(b, spaces.Dict):
-        return (
-            isinstance(a, spaces.Dict)
-            and isinstance(b, spaces.Dict)
-            and set(a.spaces) == set(b.spaces)
-            and all(_spaces_match(a[k], b[k]) for k in a.spaces)
-        )
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, spaces.MultiDiscrete):
-        return np.array_equal(a.nvec, b.nvec)
-    return a.shape == b.shape
 
 
 # --------------------------------------------------------------------------- running
@@ -456,6 +768,7 @@ def evaluate(
     env_kwargs: Mapping[str, Any] | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
+    force: bool = False,
 ) -> Evaluation:
     """Run policies and saved agents on the same episodes and summarise time-to-accuracy.
 
@@ -472,8 +785,11 @@ def evaluate(
             action modes the agent was trained with.
         env_kwargs: extra ``gym.make`` arguments (e.g. ``scenario=...``, ``jitter=False``).
         out_dir: if given, write ``episodes.csv``, ``summary.md``, ``tta.png`` and
-            ``accuracy_vs_time.png`` there (atomically).
+            ``accuracy_vs_time.png`` there, as a set (see ``write_outputs``). A folder that
+            already holds files is refused before anything runs, unless ``force``.
         progress: show a progress bar on stderr (only when stderr is a terminal).
+        force: replace the files of an earlier run in ``out_dir`` (all of them, once this
+            run's set is complete).
 
     Returns:
         An ``Evaluation``. Raises ``EvaluationError`` (a ``ValueError``) for bad input, before
@@ -501,7 +817,7 @@ def evaluate(
         raise EvaluationError("nothing to evaluate: give at least one policy or model")
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
-        _check_out_dir(out)  # after the cheap checks, before the long run
+        _check_out_dir(out, force)  # after the cheap checks, before the long run
     rows: list[dict[str, Any]] = []
     curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {e.label: [] for e in entries}
     bar = _progress_bar(len(entries) * episodes, progress)
@@ -527,7 +843,7 @@ def evaluate(
     order = [e.label for e in entries]
     result = Evaluation(env_id, split, frame, _summarise(frame, order), curves, scenario)
     if out is not None:
-        write_outputs(result, out)
+        write_outputs(result, out, force=force)
     return result
 
 
@@ -557,7 +873,6 @@ def _entries(
                 raise EvaluationError(str(exc)) from None
     labels = [e.label for e in entries]
     for path, algo in models:
-        model = _load_model(path, algo)
         if path == PRETRAINED:
             label = PRETRAINED
         elif Path(path).suffix == ".zip":
@@ -566,24 +881,7 @@ def _entries(
             label = Path(path).resolve().name
         if label in labels:
             label = f"{label}-{algo}"
-        kwargs = {**base_kwargs, **_model_env_kwargs(model, label)}
-        try:
-            env = gym.make(env_id, **kwargs)
-        except ValueError as exc:  # e.g. more sites than the model's max_sites
-            raise EvaluationError(f"model {path!r} cannot run on {env_id}: {exc}") from None
-        try:
-            for what, model_space, env_space in (
-                ("observation", model.observation_space, env.observation_space),
-                ("action", model.action_space, env.action_space),
-            ):
-                if not _spaces_match(model_space, env_space):
-                    raise EvaluationError(
-                        f"model {path!r} is incompatible with {env_id}: its {what} space is "
-                        f"{model_space} but the environment's is {env_space} (was it trained on "
-                        "another scenario?)"
-                    )
-        finally:
-            env.close()
+        model, kwargs = _load_model(path, algo, env_id, base_kwargs)
         agent = RLlibPolicy(model, label) if algo == "rllib" else SB3Policy(model, label)
         entries.append(_Entry(label, agent, kwargs))
         labels.append(label)
@@ -613,15 +911,29 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 # --------------------------------------------------------------------------- outputs
 
 
-def write_outputs(result: Evaluation, out_dir: Path) -> None:
-    """``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png``.
+def write_outputs(
+    result: Evaluation, out_dir: str | os.PathLike[str], *, force: bool = False
+) -> None:
+    """``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png``, as a set.
+
+    The files are written into a hidden folder beside ``out_dir`` that becomes ``out_dir`` only
+    once all are written (``powertrip_env.atomic.result_dir``): a Ctrl-C half-way leaves the
+    earlier results as they were, never a new ``episodes.csv`` beside an old summary. A
+    ``out_dir`` that holds files is refused unless ``force``, which replaces them all.
 
     The plots need matplotlib (the ``train`` extra); without it they are left out with a note,
     so that evaluation runs on an install that has only the environment and RLlib.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_text(out_dir / "episodes.csv", result.episodes.to_csv(index=False, lineterminator="\n"))
-    write_text(out_dir / "summary.md", result.to_markdown())
+    try:
+        with result_dir(out_dir, force=force) as tmp:
+            _write_files(result, tmp)
+    except OutputDirError as exc:
+        raise EvaluationError(str(exc)) from None
+
+
+def _write_files(result: Evaluation, folder: Path) -> None:
+    write_text(folder / "episodes.csv", result.episodes.to_csv(index=False, lineterminator="\n"))
+    write_text(folder / "summary.md", result.to_markdown())
     if not has_matplotlib():
         print(
             "note: matplotlib is not installed, so tta.png and accuracy_vs_time.png were not "
@@ -630,7 +942,7 @@ def write_outputs(result: Evaluation, out_dir: Path) -> None:
         )
         return
     for name, plot in (("tta.png", _plot_tta), ("accuracy_vs_time.png", _plot_accuracy)):
-        save_png(plot(result), out_dir / name)
+        save_png(plot(result), folder / name)
 
 
 def _plot_tta(result: Evaluation) -> Any:
@@ -710,7 +1022,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="saved SB3 agent (.zip), RLlib checkpoint folder (with --algo rllib), or "
-        "'pretrained' for the shipped general agent (agents/pretrained); may repeat",
+        "'pretrained' for the shipped general agent (agents/pretrained); may repeat. A model "
+        "file is code: give only files you trust",
     )
     parser.add_argument(
         "--algo",
@@ -720,6 +1033,7 @@ def _parser() -> argparse.ArgumentParser:
         help="algorithm of each --model, or one for all (ppo)",
     )
     parser.add_argument("--out", default=None, help="output folder (results/<env>-<split>)")
+    parser.add_argument("--force", action="store_true", help="replace the results already in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -768,6 +1082,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             env_kwargs={"scenario": args.scenario} if args.scenario else None,
             out_dir=out,
             progress=not args.no_progress,
+            force=args.force,
         )
     except EvaluationError as exc:
         print(f"error: {exc}", file=sys.stderr)

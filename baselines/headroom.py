@@ -18,10 +18,11 @@ Command line::
 
 Episodes run without time jitter by default (deterministic given the trace, as the references'
 plans are exact then; ``--jitter`` keeps the scenario's). It writes ``headroom.csv`` (one row per
-episode and policy, the bound included) and ``headroom.md`` to ``--out``, prints the table, and
-prints as its last line one JSON object: for one ``--env``, ``{"env", "episodes", "mean_tta_h":
-{policy: hours}, "headroom", "one_shot", "mean_episode_h", "mean_rounds", "bound_holds"}``; for
-several, an object mapping each ID to that.
+episode and policy, the bound included) and ``headroom.md`` to ``--out`` as one set (a ``--out``
+that holds an earlier run's files is refused before anything runs, unless ``--force``), prints
+the table, and prints as its last line one JSON object: for one ``--env``, ``{"env",
+"episodes", "mean_tta_h": {policy: hours}, "headroom", "one_shot", "mean_episode_h",
+"mean_rounds", "bound_holds"}``; for several, an object mapping each ID to that.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import powertrip_env
 from baselines.evaluate import EvaluationError, evaluate, powertrip_env_ids
 from baselines.policies import MAX_EXHAUSTIVE_SITES
 from baselines.references import lower_bound_h
-from powertrip_env.atomic import write_text
+from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
 from powertrip_env.errors import ScenarioError, TraceError
 
 ONE_SHOT_BELOW = 1.02
@@ -158,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
     parser.add_argument("--jitter", action="store_true", help="keep the scenario's time jitter")
     parser.add_argument("--out", default="results/headroom", help="output folder")
+    parser.add_argument("--force", action="store_true", help="replace the results in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     env_ids = args.env or ["PowerTrip-v0"]
@@ -174,6 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.episodes < 1:
         print(f"error: --episodes {args.episodes}: must be >= 1", file=sys.stderr)
         return 2
+    out = Path(args.out)
+    try:
+        check_output_dir(out, force=args.force)  # now, not after the long run
+    except OutputDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     summaries, frames = [], []
     try:
         for env_id in env_ids:
@@ -189,10 +197,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; no results written", file=sys.stderr)
         return 130
-    out = Path(args.out)
     table = to_markdown(summaries)
-    write_text(out / "headroom.csv", pd.concat(frames).to_csv(index=False, lineterminator="\n"))
-    write_text(out / "headroom.md", table)
+    try:
+        with result_dir(out, force=args.force) as tmp:  # both files, or neither
+            episodes = pd.concat(frames).to_csv(index=False, lineterminator="\n")
+            write_text(tmp / "headroom.csv", episodes)
+            write_text(tmp / "headroom.md", table)
+    except OutputDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; no results written", file=sys.stderr)
+        return 130
     print(table)
     if not all(s["bound_holds"] for s in summaries):
         print(

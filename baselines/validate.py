@@ -12,7 +12,9 @@ policies: a surrogate is good enough to compare policies on when τ is near 1, a
 quote TTAs from when the errors are small.
 
 Writes ``validation.csv`` (per policy, episode and learner), ``validation.md`` and
-``validation.png`` to ``--out``, prints the table, and as its last line one JSON object:
+``validation.png`` to ``--out`` as one set (a ``--out`` that holds an earlier run's files is
+refused before anything runs, unless ``--force``), prints the table, and as its last line one
+JSON object:
 ``{"kendall_tau", "median_abs_tta_error", "policies": {name: {"real_tta_h", "surrogate_tta_h",
 "relative_error"}}, ...}``. Needs the ``train`` extra (torch).
 """
@@ -31,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from baselines.evaluate import EvaluationError, evaluate
-from powertrip_env.atomic import write_text
+from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 
@@ -160,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=10, help="paired test episodes")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results/validate", help="output folder")
+    p.add_argument("--force", action="store_true", help="replace the results in --out")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     policies = [x.strip() for x in args.policies.split(",") if x.strip()]
@@ -167,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--policies: give at least two policies to rank")
     try:
         require_torch("validation (it trains real models)")
-    except ImportError as exc:
+        out = check_output_dir(args.out, force=args.force)  # now, not after the long run
+    except (ImportError, OutputDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
@@ -175,14 +179,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.env, policies, episodes=args.episodes, seed=args.seed, scenario=args.scenario,
             progress=not args.no_progress,
         )  # fmt: skip
-    except EvaluationError as exc:
+        table = to_markdown(summary)
+        with result_dir(out, force=args.force) as tmp:  # the three files, or none
+            write_text(tmp / "validation.csv", frame.to_csv(index=False, lineterminator="\n"))
+            write_text(tmp / "validation.md", table)
+            plot(summary, tmp / "validation.png")
+    except (EvaluationError, OutputDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    write_text(out / "validation.csv", frame.to_csv(index=False, lineterminator="\n"))
-    table = to_markdown(summary)
-    write_text(out / "validation.md", table)
-    plot(summary, out / "validation.png")
+    except KeyboardInterrupt:
+        print("interrupted; no results written", file=sys.stderr)
+        return 130
     print(table)
     print(json.dumps(summary))
     return 0

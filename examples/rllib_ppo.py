@@ -11,12 +11,14 @@ hyperparameters), the training loop that prints one line per iteration, the chec
 paired comparison with the baselines by ``baselines.evaluate``. The scenario travels to the env
 runners by value (``powertrip_env.rllib.env_config``), so the cluster's nodes need the package
 but none of the data files. Everything goes to ``--out``: ``rllib_ppo/`` (``Algorithm.save``),
-``progress.csv``, and the evaluation's ``summary.md`` and ``episodes.csv``.
+``progress.csv``, and the evaluation's ``summary.md`` and ``episodes.csv`` in ``comparison/``.
+A used ``--out`` is refused unless ``--force`` is given, before anything trains.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -26,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 
 import powertrip_env
-from powertrip_env.atomic import write_text
+from powertrip_env.atomic import OutputDirError, check_output_dir, write_text
 from powertrip_env.errors import ScenarioError, TraceError
 
 # PPO's hyperparameters, after agents/configs/ppo.yaml (tuned for SB3 on PowerTrip-v0).
@@ -57,6 +59,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--envs-per-runner", type=int, default=1, help="envs per runner")
     p.add_argument("--address", default=None, help="an existing Ray cluster ('auto' or host:port)")
     p.add_argument("--out", default="runs/rllib-ppo", help="output folder")
+    p.add_argument("--force", action="store_true", help="replace what an earlier run left in --out")
     p.add_argument("--episodes", type=int, default=10, help="test episodes of the comparison")
     p.add_argument("--policies", default="PowerTrip,MyopicOptimal",
                    help="baselines of the comparison ('all', 'references' or names)")  # fmt: skip
@@ -104,6 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         .debugging(seed=args.seed)
     )
     out = Path(args.out)
+    try:
+        check_output_dir(out, force=args.force)
+    except OutputDirError as exc:
+        print(f"error: argument --out: {exc}", file=sys.stderr)
+        return 2
+    if args.force and out.is_dir():
+        shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
 
     # 2. Training: one line per iteration.
@@ -134,14 +144,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = evaluate(
             args.env, policies, episodes=args.episodes, seed=args.seed,
-            models=[(str(checkpoint), "rllib")], out_dir=out, progress=False,
+            models=[(str(checkpoint), "rllib")], out_dir=out / "comparison", progress=False,
             env_kwargs={"scenario": args.scenario} if args.scenario else None,
         )  # fmt: skip
     except EvaluationError as exc:
         print(f"error: the comparison failed: {exc}", file=sys.stderr)
         return 1
     print(result.to_markdown())
-    print(f"results written to {out}")
+    print(f"results written to {out / 'comparison'}")
     return 0
 
 

@@ -24,8 +24,10 @@ calibrates itself.
 Writes to ``--out``: ``calibrated.toml`` (a scenario that ``extends`` the one calibrated and
 sets the fitted ``[workload]`` fields: pass it as ``--scenario``, or paste the fields),
 ``rounds.csv`` (every recorded round), ``fit.json`` (the parameters and the error before and
-after) and ``real_vs_surrogate.png`` (accuracy against wall-clock time, real and fitted). Needs
-the ``train`` extra (torch; matplotlib for the plot).
+after) and ``real_vs_surrogate.png`` (accuracy against wall-clock time, real and fitted), as one
+set: a ``--out`` that holds an earlier run's files is refused before anything runs, unless
+``--force``, which replaces them once the new set is complete. Needs the ``train`` extra (torch;
+matplotlib for the plot).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import gymnasium as gym
 import numpy as np
 
 import powertrip_env
-from powertrip_env.atomic import write_text
+from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
@@ -296,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=600, help="optimiser steps of the fit")
     p.add_argument("--max-rounds", type=int, default=300, help="rounds recorded per episode")
     p.add_argument("--out", default="results/calibrate", help="output folder")
+    p.add_argument("--force", action="store_true", help="replace the results in --out")
     args = p.parse_args(argv)
     if args.env not in powertrip_env.ENV_IDS:
         p.error(
@@ -320,23 +323,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: calibration replays fixed_quota rounds; this scenario is fixed_time",
               file=sys.stderr)  # fmt: skip
         return 2
-    recorded = record(args.env, args.episodes, args.seed, args.scenario, args.max_rounds)
-    fitted = fit(recorded, params, args.iterations)
-    out = Path(args.out)
+    try:
+        out = check_output_dir(args.out, force=args.force)  # now, not after the long run
+    except OutputDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     base = args.scenario if args.scenario else scenario.name
     command = " ".join(["python -m powertrip_env.calibrate", *(argv or sys.argv[1:])])
-    write_text(out / "calibrated.toml", calibrated_toml(fitted, str(base), command))
-    rows = ["rule,episode,round,hours,sites,accuracy,surrogate"]
-    for e, r in enumerate(recorded):
-        for t in range(len(r.accuracy)):
-            rows.append(f"{r.rule},{r.episode},{t + 1},{r.hours[t]:.6f},{int(r.done[t].sum())},"
-                        f"{r.accuracy[t]:.6f},{fitted['_predicted'][e, t]:.6f}")  # fmt: skip
-    write_text(out / "rounds.csv", "\n".join(rows) + "\n")
-    summary = {k: v for k, v in fitted.items() if not k.startswith("_")}
-    summary.update(env=args.env, scenario=args.scenario, episodes=len(recorded),
-                   rounds=int(sum(len(r.accuracy) for r in recorded)))  # fmt: skip
-    write_text(out / "fit.json", json.dumps(summary, indent=2) + "\n")
-    plotted = plot(recorded, fitted["_predicted"], out / "real_vs_surrogate.png")
+    try:
+        recorded = record(args.env, args.episodes, args.seed, args.scenario, args.max_rounds)
+        fitted = fit(recorded, params, args.iterations)
+        summary = {k: v for k, v in fitted.items() if not k.startswith("_")}
+        summary.update(env=args.env, scenario=args.scenario, episodes=len(recorded),
+                       rounds=int(sum(len(r.accuracy) for r in recorded)))  # fmt: skip
+        with result_dir(out, force=args.force) as tmp:  # every file, or none
+            plotted = _write_results(tmp, recorded, fitted, summary, str(base), command)
+    except OutputDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; no results written", file=sys.stderr)
+        return 130
     print(calibrated_toml(fitted, str(base), command))
     print(
         f"written to {out}: calibrated.toml, rounds.csv, fit.json"
@@ -344,6 +351,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(json.dumps(summary))
     return 0
+
+
+def _write_results(
+    folder: Path,
+    recorded: Sequence[Recorded],
+    fitted: dict[str, Any],
+    summary: dict[str, Any],
+    base: str,
+    command: str,
+) -> bool:
+    """The result files in ``folder``; whether the plot was drawn (it needs matplotlib)."""
+    write_text(folder / "calibrated.toml", calibrated_toml(fitted, base, command))
+    rows = ["rule,episode,round,hours,sites,accuracy,surrogate"]
+    for e, r in enumerate(recorded):
+        for t in range(len(r.accuracy)):
+            rows.append(f"{r.rule},{r.episode},{t + 1},{r.hours[t]:.6f},{int(r.done[t].sum())},"
+                        f"{r.accuracy[t]:.6f},{fitted['_predicted'][e, t]:.6f}")  # fmt: skip
+    write_text(folder / "rounds.csv", "\n".join(rows) + "\n")
+    write_text(folder / "fit.json", json.dumps(summary, indent=2) + "\n")
+    return plot(recorded, fitted["_predicted"], folder / "real_vs_surrogate.png")
 
 
 if __name__ == "__main__":

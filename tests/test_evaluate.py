@@ -95,6 +95,19 @@ def test_evaluate_runs_paired_episodes_and_writes_every_output(small_scenario, t
         assert hours[0] == 0.0 and np.all(np.diff(hours) > 0) and hours.shape == acc.shape
 
 
+def test_an_out_dir_holding_results_is_refused_unless_force(small_scenario, tmp_path):
+    out = tmp_path / "out"
+    kw = {"episodes": 1, "env_kwargs": {"scenario": str(small_scenario)}, "progress": False}
+    evaluate("PowerTrip-v0", ["AllSites"], out_dir=out, **kw)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(EvaluationError, match=r"already holds results.*--force"):
+        evaluate("PowerTrip-v0", ["TopPower-1"], out_dir=out, **kw)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    evaluate("PowerTrip-v0", ["TopPower-1"], out_dir=out, force=True, **kw)
+    assert {p.name for p in out.iterdir()} == OUTPUT_FILES
+    assert list(pd.read_csv(out / "episodes.csv")["policy"]) == ["TopPower-1"]
+
+
 def test_episodes_are_identical_whichever_policies_run_beside(small_scenario):
     kw = {"episodes": 2, "env_kwargs": {"scenario": str(small_scenario)}, "progress": False}
     alone = evaluate("PowerTrip-v0", ["PowerTrip"], **kw).episodes
@@ -295,7 +308,7 @@ def test_unwritable_output_directory_is_refused(tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     err = _refused(["--policies", "AllSites", "--out", str(blocker / "results")], capsys)
-    assert "not writable" in err and "--out" in err
+    assert "cannot be written" in err and "--out" in err
 
 
 def test_zero_episodes_is_refused(tmp_path, capsys):

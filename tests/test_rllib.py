@@ -125,7 +125,7 @@ def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     """The example, as a user runs it: a fresh interpreter, its own local Ray instance."""
     example = str(ROOT / "examples" / "rllib_ppo.py")
     command = [sys.executable, example, "--iterations", "2", "--num-env-runners", "1",
-               "--episodes", "2", "--out", str(tmp_path), *args]  # fmt: skip
+               "--episodes", "2", "--out", str(tmp_path / "run"), *args]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
 
 
@@ -133,17 +133,18 @@ def test_the_example_trains_with_a_remote_runner_and_compares_the_checkpoint(tmp
     done = _train(tmp_path, "--env", "PowerTrip-v0")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "iteration  env steps" in done.stdout and "rllib_ppo" in done.stdout
-    assert (tmp_path / "rllib_ppo" / "rllib_checkpoint.json").is_file()
-    progress = (tmp_path / "progress.csv").read_text().splitlines()
+    run = tmp_path / "run"
+    assert (run / "rllib_ppo" / "rllib_checkpoint.json").is_file()
+    progress = (run / "progress.csv").read_text().splitlines()
     assert len(progress) == 3 and int(progress[-1].split(",")[1]) > 0
-    summary = (tmp_path / "summary.md").read_text()
+    summary = (run / "comparison" / "summary.md").read_text()
     assert "| rllib_ppo |" in summary and "| PowerTrip |" in summary
 
     # baselines.evaluate loads the checkpoint beside the policies, from the command line
     out = tmp_path / "again"
     cli = subprocess.run(
         [sys.executable, "-m", "baselines.evaluate", "--env", "PowerTrip-v0", "--policies",
-         "PowerTrip", "--model", str(tmp_path / "rllib_ppo"), "--algo", "rllib", "--episodes",
+         "PowerTrip", "--model", str(run / "rllib_ppo"), "--algo", "rllib", "--episodes",
          "1", "--out", str(out), "--no-progress"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip
@@ -154,8 +155,8 @@ def test_the_example_trains_with_a_remote_runner_and_compares_the_checkpoint(tmp
 def test_the_example_trains_on_a_user_scenario_passed_by_value(tmp_path, user_scenario) -> None:
     done = _train(tmp_path, "--scenario", str(user_scenario), "--policies", "PowerTrip,AllSites")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| rllib_ppo |" in (tmp_path / "summary.md").read_text()
-    checkpoint = tmp_path / "rllib_ppo"
+    assert "| rllib_ppo |" in (tmp_path / "run" / "comparison" / "summary.md").read_text()
+    checkpoint = tmp_path / "run" / "rllib_ppo"
     module = rllib.load_module(checkpoint)
     assert module.observation_space["sites"].shape == (3, 15)
     meta = json.loads((checkpoint / "rllib_checkpoint.json").read_text())
