@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 import time
@@ -104,7 +105,8 @@ def zero_shot_table(episodes: int, seed: int, progress: bool) -> str:
         )
         rows.append(f"| {label} | " + " | ".join(_cells(result.summary)) + " |")
     note = (
-        f"\nMean time to accuracy (h) ± 95% CI over {episodes} paired test episodes with jitter "
+        f"\nMean time to accuracy (h) ± half a 95% interval (a block bootstrap over the start days "
+        f"of the episodes) over {episodes} paired test episodes with jitter "
         "(episode e uses seed e). The agent never saw any of these catalogues; MyopicOptimal "
         "enumerates subsets and stops at 16 sites. Regenerate with "
         "`python -m agents.pretrain --table`.\n"
@@ -120,7 +122,13 @@ def _cells(summary: pd.DataFrame) -> list[str]:
     ci = dict(zip(summary["policy"], summary["ci95_tta_h"], strict=True))
     digits = 2 if min(tta.values()) >= 1.0 else 3  # jobs shorter than an hour: 3 decimals
     cells = [
-        f"{tta[name]:.{digits}f} ± {ci[name]:.{digits}f}" if name in tta else "–"
+        (
+            f"{tta[name]:.{digits}f} ± {ci[name]:.{digits}f}"
+            if math.isfinite(ci[name])
+            else f"{tta[name]:.{digits}f} ± –"
+        )
+        if name in tta
+        else "–"
         for name in (PRETRAINED, *BASELINES)
     ]
     for name in ("PowerTrip", "MyopicOptimal"):

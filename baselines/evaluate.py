@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import importlib
 import importlib.util
 import io
@@ -77,12 +78,15 @@ EPISODE_COLUMNS = (
     "rounds",
     "energy_kwh",
     "mean_sites",
+    "comm_share",
 )
 SUMMARY_COLUMNS = (
     "policy",
     "episodes",
     "mean_tta_h",
-    "ci95_tta_h",
+    "ci95_tta_h",  # half the width of [ci95_lo_h, ci95_hi_h]
+    "ci95_lo_h",
+    "ci95_hi_h",
     "median_tta_h",
     "success_rate",
     "mean_rounds",
@@ -99,16 +103,10 @@ ALGOS: dict[str, tuple[str, str]] = {
 REFERENCE = "PowerTrip"
 _CURVE_POINTS = 200
 
-# Two-sided 95% quantiles of Student's t (standard tables), by degrees of freedom. Between the
-# listed points above 30 the value is interpolated linearly in 1/df; beyond 120 it tends to the
-# normal 1.960. Exact to the three decimals shown for df <= 30, within 0.002 above.
-_T95 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-    10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
-    18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
-    26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
-}  # fmt: skip
-_Z95 = 1.960
+# Resamples of the day bootstrap of every 95% CI (``day_bootstrap_ci95``). With 2,000 the
+# Monte Carlo error of the 2.5th and 97.5th percentiles is about 0.06 standard errors of the
+# mean, small beside the interval's own approximation with a handful of days.
+BOOTSTRAP_RESAMPLES = 2000
 
 
 class EvaluationError(ValueError):
@@ -118,29 +116,84 @@ class EvaluationError(ValueError):
 # --------------------------------------------------------------------------- statistics
 
 
-def t_quantile_95(df: int) -> float:
-    """Two-sided 95% Student-t quantile for ``df`` degrees of freedom (see ``_T95``)."""
-    if df < 1:
-        return math.nan
-    if df in _T95:
-        return _T95[df]
-    points = sorted(_T95)
-    if df > points[-1]:
-        lo_df, lo_t, hi_inv, hi_t = points[-1], _T95[points[-1]], 0.0, _Z95
-    else:
-        hi_df = next(p for p in points if p > df)
-        lo_df = max(p for p in points if p < df)
-        lo_t, hi_inv, hi_t = _T95[lo_df], 1.0 / hi_df, _T95[hi_df]
-    frac = (1.0 / df - hi_inv) / (1.0 / lo_df - hi_inv)
-    return hi_t + frac * (lo_t - hi_t)
+def start_days(start_times: Sequence[str] | pd.Series) -> np.ndarray:
+    """The UTC calendar day (``"YYYY-MM-DD"``) of each ISO start time, the blocks of the CI.
+
+    Episodes that start on the same day share that day's sun and wind, so they are not
+    independent draws; the day is the unit the bootstrap resamples. Raises ``ValueError`` for a
+    missing or unreadable time rather than inventing a block for it.
+    """
+    times = pd.to_datetime(pd.Series(start_times, dtype=object), utc=True, format="ISO8601")
+    if times.isna().any():
+        raise ValueError("every episode needs a start time to group it by day")
+    return times.dt.strftime("%Y-%m-%d").to_numpy(dtype=str)
 
 
-def ci95_half_width(values: Sequence[float] | np.ndarray) -> float:
-    """Half-width of the 95% t-interval of the mean; NaN for fewer than two values."""
+def _bootstrap_seed(labels: np.ndarray, counts: np.ndarray) -> int:
+    """A seed from the days and their episode counts, never from the TTAs.
+
+    Every policy of one evaluation ran the same start times, so every policy gets the same
+    resampled days (a paired bootstrap), and a rerun of the same episodes gets the same
+    interval bit for bit. ``hashlib`` is stable across processes, unlike ``hash``.
+    """
+    text = ",".join(f"{day}:{n}" for day, n in zip(labels, counts, strict=True))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+
+def day_bootstrap_ci95(
+    values: Sequence[float] | np.ndarray,
+    days: Sequence[str] | np.ndarray,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> tuple[float, float]:
+    """95% percentile interval of the mean of ``values`` from a block bootstrap over ``days``.
+
+    Episodes are grouped by their start day; each resample draws as many days as there are,
+    with replacement, keeps every episode of a drawn day (whole blocks), and takes the mean
+    TTA of the episodes drawn. The interval is the 2.5th and 97.5th percentiles of those means.
+    A t-interval over episodes would treat the 30 test episodes of PowerTrip-v0 as independent
+    although they start on about 7 days and share each day's weather, and overstate precision.
+
+    The draws are reproducible: the seed comes from the days (``_bootstrap_seed``) and the
+    indices from the raw output of PCG64, whose stream NumPy keeps fixed across versions
+    (``Generator`` methods may change), reduced modulo the number of days (a bias of order
+    days / 2**64).
+
+    With few days the interval is itself approximate and, if anything, too narrow: the
+    bootstrap variance of a mean of G equal days is (G - 1) / G of the usual estimate, and its
+    percentiles carry no small-sample (t with G - 1 degrees of freedom) correction. For 7 days
+    a cluster t-interval would be about 1.35 times as wide. With three equal days the interval
+    is simply the range of the day means. Read it as what the days allow, not as exact.
+
+    Returns:
+        ``(low, high)``; ``(nan, nan)`` with fewer than two distinct days, where the data hold
+        no information on how the mean varies from day to day.
+    """
     x = np.asarray(values, dtype=np.float64)
-    if x.shape[0] < 2:
-        return math.nan
-    return t_quantile_95(x.shape[0] - 1) * float(x.std(ddof=1)) / math.sqrt(x.shape[0])
+    labels, block, counts = np.unique(np.asarray(days, dtype=str), return_inverse=True,
+                                      return_counts=True)  # fmt: skip
+    if x.shape[0] != block.shape[0]:
+        raise ValueError(f"{x.shape[0]} values but {block.shape[0]} days")
+    if labels.shape[0] < 2:
+        return math.nan, math.nan
+    # Sums of deviations from one episode's value: an exact zero when every TTA is the same.
+    sums = np.bincount(block, weights=x - x[0], minlength=labels.shape[0])
+    raw = np.random.PCG64(_bootstrap_seed(labels, counts)).random_raw((resamples, labels.size))
+    drawn = (raw % np.uint64(labels.size)).astype(np.intp)
+    means = x[0] + sums[drawn].sum(axis=1) / counts[drawn].sum(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def ci95_half_width(
+    values: Sequence[float] | np.ndarray,
+    days: Sequence[str] | np.ndarray,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> float:
+    """Half the width of ``day_bootstrap_ci95``: the ``±`` of the tables; NaN with one day."""
+    low, high = day_bootstrap_ci95(values, days, resamples=resamples)
+    return (high - low) / 2.0
 
 
 # --------------------------------------------------------------------------- the result
@@ -165,6 +218,7 @@ class Evaluation:
     def to_markdown(self) -> str:
         """The summary as a Markdown table with the notes a reader needs to interpret it."""
         n_eps = int(self.episodes["episode"].nunique()) if len(self.episodes) else 0
+        n_days = len(set(start_days(self.episodes["start_time"]))) if len(self.episodes) else 0
         head = (
             "| policy | episodes | mean TTA (h) | 95% CI (h) | median TTA (h) | success | "
             "rounds | energy (kWh) | sites/round | vs PowerTrip |"
@@ -176,9 +230,10 @@ class Evaluation:
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for row in self.summary.itertuples(index=False):
+            ci = _fmt(row.ci95_tta_h, ".3f")  # "–" when undefined (one start day)
             lines.append(
                 f"| {row.policy} | {row.episodes} | {row.mean_tta_h:.3f} | "
-                f"±{_fmt(row.ci95_tta_h, '.3f')} | {row.median_tta_h:.3f} | "
+                f"{ci if ci == '–' else '±' + ci} | {row.median_tta_h:.3f} | "
                 f"{row.success_rate:.0%} | {row.mean_rounds:.1f} | "
                 f"{_energy(row.mean_energy_kwh)} | {row.mean_sites:.2f} | "
                 f"{_fmt(row.vs_powertrip_pct, '+.1f', '%')} |"
@@ -187,14 +242,29 @@ class Evaluation:
             "",
             "- TTA is the wall-clock time to the target accuracy. An unsuccessful episode counts "
             "at the time budget, so a mean over failures is a lower bound on their true TTA.",
-            "- 95% CI: half-width of Student's t-interval of the mean (tabulated quantiles, "
-            "interpolated in 1/df above 30 degrees of freedom).",
+            _ci_note(n_days),
             "- Every policy ran the same start times and jitter streams (episode e uses seed "
             "seed + e), so differences are paired.",
             f"- vs PowerTrip: change of mean TTA relative to {REFERENCE} (negative is faster).",
             "- sites/round: effective sites per non-idle round.",
         ]
         return "\n".join(lines) + "\n"
+
+
+def _ci_note(n_days: int) -> str:
+    """The notes line on the CI column: the method and how many independent days it had."""
+    days = f"{n_days} distinct start day{'s' if n_days != 1 else ''}"
+    if n_days < 2:
+        return (
+            f"- 95% CI: undefined (–): the episodes start on {days}, and the interval is a "
+            "block bootstrap over start days, which needs at least two."
+        )
+    return (
+        "- 95% CI: ± half the width of the 95% percentile interval of the mean TTA from a block "
+        f"bootstrap over start days ({days}, UTC; {BOOTSTRAP_RESAMPLES:,} resamples of whole "
+        "days with replacement, seeded from the days). Episodes that start on the same day "
+        "share its weather, so the days, not the episodes, are the independent draws."
+    )
 
 
 def _energy(kwh: float) -> str:
@@ -706,6 +776,7 @@ def run_episode(
     hours = [0.0]
     acc = [float(env.unwrapped.state.accuracy[0])]
     sites: list[int] = []
+    comm: list[float] = []
     width = env.action_space.shape[0]
     while True:
         action = policy.act(obs, info)
@@ -716,6 +787,8 @@ def run_episode(
         acc.append(info["accuracy"])
         if not info["idle"]:
             sites.append(info["n_selected"])
+            if info["round_time_s"] > 0:
+                comm.append(float(info["comm_s"]) / float(info["round_time_s"]))
         if terminated or truncated:
             break
     row = {
@@ -726,21 +799,26 @@ def run_episode(
         "rounds": int(info["rounds"]),
         "energy_kwh": float(info["energy_kwh"]),
         "mean_sites": float(np.mean(sites)) if sites else 0.0,
+        "comm_share": float(np.mean(comm)) if comm else 0.0,  # of round time, non-idle rounds
     }
     return row, (np.asarray(hours), np.asarray(acc))
 
 
 def _summarise(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    """One row per policy; the CI is the day bootstrap of ``day_bootstrap_ci95``."""
     rows = []
     for label in order:
         ep = episodes[episodes["policy"] == label]
         tta = ep["tta_h"].to_numpy(dtype=np.float64)
+        low, high = day_bootstrap_ci95(tta, start_days(ep["start_time"]))
         rows.append(
             {
                 "policy": label,
                 "episodes": len(ep),
                 "mean_tta_h": float(tta.mean()),
-                "ci95_tta_h": ci95_half_width(tta),
+                "ci95_tta_h": (high - low) / 2.0,
+                "ci95_lo_h": low,
+                "ci95_hi_h": high,
                 "median_tta_h": float(np.median(tta)),
                 "success_rate": float(ep["success"].mean()),
                 "mean_rounds": float(ep["rounds"].mean()),
@@ -946,7 +1024,7 @@ def _write_files(result: Evaluation, folder: Path) -> None:
 
 
 def _plot_tta(result: Evaluation) -> Any:
-    """Box plot of TTA per policy with the mean and its 95% CI drawn over it."""
+    """Box plot of TTA per policy with the mean and its 95% CI (day bootstrap) drawn over it."""
     labels = list(result.summary["policy"])
     data = [result.episodes.loc[result.episodes["policy"] == p, "tta_h"].to_numpy() for p in labels]
     fig = agg_figure(max(6.0, 0.7 * len(labels) + 2.0), 4.5, layout="constrained")
@@ -954,8 +1032,11 @@ def _plot_tta(result: Evaluation) -> Any:
     pos = np.arange(1, len(labels) + 1)
     ax.boxplot(data, positions=pos, widths=0.6, showfliers=True)
     means = result.summary["mean_tta_h"].to_numpy()
-    ci = np.nan_to_num(result.summary["ci95_tta_h"].to_numpy())
-    ax.errorbar(pos, means, yerr=ci, fmt="o", color="tab:red", capsize=4, label="mean ± 95% CI")
+    # The percentile interval need not be symmetric about the mean: draw its two ends.
+    below = np.nan_to_num(means - result.summary["ci95_lo_h"].to_numpy()).clip(min=0.0)
+    above = np.nan_to_num(result.summary["ci95_hi_h"].to_numpy() - means).clip(min=0.0)
+    ax.errorbar(pos, means, yerr=[below, above], fmt="o", color="tab:red", capsize=4,
+                label="mean and 95% CI")  # fmt: skip
     ax.set_xticks(pos, labels, rotation=40, ha="right")
     ax.set_ylabel("time to accuracy (h)")
     ax.set_title(f"{result.title}, {result.split} split: TTA per policy")

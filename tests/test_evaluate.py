@@ -14,14 +14,17 @@ from scenario_files import write_scenario as write_toy_scenario
 
 import powertrip_env
 from baselines.evaluate import (
+    BOOTSTRAP_RESAMPLES,
     EPISODE_COLUMNS,
     Evaluation,
     EvaluationError,
+    _summarise,
     ci95_half_width,
+    day_bootstrap_ci95,
     evaluate,
     main,
     mean_curve,
-    t_quantile_95,
+    start_days,
 )
 from baselines.policies import Policy
 
@@ -31,19 +34,110 @@ OUTPUT_FILES = {"episodes.csv", "summary.md", "tta.png", "accuracy_vs_time.png"}
 # --------------------------------------------------------------------------- statistics
 
 
-def test_t_quantiles_match_the_table_and_approach_the_normal():
-    assert t_quantile_95(1) == pytest.approx(12.706)
-    assert t_quantile_95(29) == pytest.approx(2.045)
-    assert t_quantile_95(50) == pytest.approx(2.0086, abs=1e-3)  # interpolated in 1/df
-    assert t_quantile_95(1000) == pytest.approx(1.9623, abs=1e-3)
-    assert t_quantile_95(10**9) == pytest.approx(1.960, abs=1e-6)
-    assert np.isnan(t_quantile_95(0))
+DAYS3 = ["2022-06-28"] * 3 + ["2022-06-29"] * 3 + ["2022-06-30"] * 3
 
 
-def test_ci_half_width_is_the_t_interval_of_the_mean():
-    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
-    assert ci95_half_width(x) == pytest.approx(2.776 * np.std(x, ddof=1) / np.sqrt(5))
-    assert np.isnan(ci95_half_width([1.0]))
+def test_start_days_are_utc_calendar_days():
+    times = ["2022-06-28T23:55:00Z", "2022-06-29T00:05:00Z", "2022-06-29T01:00:00+02:00"]
+    assert list(start_days(times)) == ["2022-06-28", "2022-06-29", "2022-06-28"]
+    with pytest.raises(ValueError, match="start time"):
+        start_days(["2022-06-28T10:00:00Z", None])
+
+
+def test_day_bootstrap_of_three_days_is_the_range_of_their_means():
+    # Drawing one day three times has probability 1/27 > 2.5% for each day, so with three
+    # days of equal size the percentile interval reaches the lowest and highest day means.
+    tta = np.array([20.0, 21.0, 22.0, 25.0, 24.0, 26.0, 30.0, 29.0, 31.0])
+    low, high = day_bootstrap_ci95(tta, DAYS3)
+    assert (low, high) == pytest.approx((21.0, 30.0))
+    assert ci95_half_width(tta, DAYS3) == (high - low) / 2
+
+
+def test_day_bootstrap_is_deterministic_and_independent_of_episode_order():
+    rng = np.random.default_rng(1)
+    days = np.repeat([f"2022-06-{d:02d}" for d in range(21, 28)], [5, 4, 3, 5, 4, 5, 4])
+    tta = 25.0 + rng.normal(0.0, 1.0, 7)[np.searchsorted(np.unique(days), days)]
+    tta += rng.normal(0.0, 0.3, days.size)
+    low, high = day_bootstrap_ci95(tta, days)
+    day_means = pd.Series(tta).groupby(days).mean()
+    assert day_means.min() < low < tta.mean() < high < day_means.max()
+    assert day_bootstrap_ci95(tta, days) == (low, high)  # bit for bit on a rerun
+    order = rng.permutation(days.size)  # the same episodes in another order
+    assert day_bootstrap_ci95(tta[order], days[order]) == pytest.approx((low, high), abs=1e-12)
+    assert day_bootstrap_ci95(tta, days, resamples=500) != (low, high)  # the resamples count
+
+
+def test_day_bootstrap_with_two_days_spans_their_means():
+    # Resamples are day A twice, A and B, or B twice: the 2.5th and 97.5th percentiles of 2,000
+    # of them are the two day means.
+    low, high = day_bootstrap_ci95([1.0, 3.0, 10.0], ["2022-07-01"] * 2 + ["2022-07-02"])
+    assert (low, high) == pytest.approx((2.0, 10.0))
+
+
+def test_day_bootstrap_is_undefined_with_one_day():
+    assert all(np.isnan(day_bootstrap_ci95([1.0, 5.0, 9.0], ["2022-07-01"] * 3)))
+    assert np.isnan(ci95_half_width([1.0, 5.0, 9.0], ["2022-07-01"] * 3))
+    assert np.isnan(ci95_half_width([4.0], ["2022-07-01"]))
+
+
+def test_day_bootstrap_is_zero_when_every_episode_has_the_same_tta():
+    assert day_bootstrap_ci95([25.093] * 9, DAYS3) == (25.093, 25.093)
+    assert ci95_half_width([25.093] * 9, DAYS3) == 0.0
+
+
+def test_day_bootstrap_widens_when_days_disagree():
+    """The same nine TTAs (so the same t-interval over episodes): spread within each day
+    gives no day-to-day variation, spread across days a wide interval."""
+    within = [1.0, 2.0, 3.0] * 3  # every day has mean 2
+    across = [1.0] * 3 + [2.0] * 3 + [3.0] * 3
+    assert ci95_half_width(within, DAYS3) == pytest.approx(0.0, abs=1e-12)
+    assert ci95_half_width(across, DAYS3) == pytest.approx(1.0)  # days 1, 2, 3: range 1..3
+    half_as_far = [1.5] * 3 + [2.0] * 3 + [2.5] * 3
+    assert ci95_half_width(half_as_far, DAYS3) == pytest.approx(0.5)
+
+
+def test_day_bootstrap_refuses_values_and_days_of_different_lengths():
+    with pytest.raises(ValueError, match="3 values but 2 days"):
+        day_bootstrap_ci95([1.0, 2.0, 3.0], ["2022-07-01", "2022-07-02"])
+
+
+def _frame(tta_by_policy: dict[str, list[float]], times: list[str]) -> pd.DataFrame:
+    rows = [
+        {"policy": p, "episode": e, "seed": e, "start_time": t, "tta_h": x, "success": True,
+         "rounds": 10, "energy_kwh": 1.0, "mean_sites": 2.0, "comm_share": 0.1}
+        for p, values in tta_by_policy.items()
+        for e, (t, x) in enumerate(zip(times, values, strict=True))
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=EPISODE_COLUMNS)
+
+
+def test_summary_reports_the_day_bootstrap_and_says_so():
+    times = [f"{day}T{h:02d}:00:00Z" for day, h in zip(DAYS3, [3, 9, 15] * 3, strict=True)]
+    tta = {
+        "PowerTrip": [20.0, 21.0, 22.0, 25.0, 24.0, 26.0, 30.0, 29.0, 31.0],
+        "AllSites": [48.0] * 9,
+    }
+    frame = _frame(tta, times)
+    summary = _summarise(frame, ["PowerTrip", "AllSites"])
+    low, high = day_bootstrap_ci95(tta["PowerTrip"], DAYS3)
+    row = summary.iloc[0]
+    assert (row.ci95_lo_h, row.ci95_hi_h, row.ci95_tta_h) == (low, high, (high - low) / 2)
+    assert summary.iloc[1].ci95_tta_h == 0.0
+    text = Evaluation("PowerTrip-v0", "test", frame, summary).to_markdown()
+    assert f"| PowerTrip | 9 | 25.333 | ±{(high - low) / 2:.3f} |" in text
+    assert "| AllSites | 9 | 48.000 | ±0.000 |" in text
+    method = f"block bootstrap over start days (3 distinct start days, UTC; {BOOTSTRAP_RESAMPLES:,}"
+    assert method in text
+    assert "Student" not in text
+
+
+def test_summary_of_episodes_on_one_day_shows_no_interval():
+    frame = _frame({"PowerTrip": [20.0, 22.0]}, ["2022-07-01T01:00:00Z", "2022-07-01T23:00:00Z"])
+    summary = _summarise(frame, ["PowerTrip"])
+    assert np.isnan(summary.loc[0, "ci95_tta_h"]) and np.isnan(summary.loc[0, "ci95_lo_h"])
+    text = Evaluation("PowerTrip-v0", "test", frame, summary).to_markdown()
+    assert "| PowerTrip | 2 | 21.000 | – |" in text
+    assert "95% CI: undefined (–): the episodes start on 1 distinct start day" in text
 
 
 def test_mean_curve_holds_each_episode_at_its_last_accuracy():
@@ -88,6 +182,12 @@ def test_evaluate_runs_paired_episodes_and_writes_every_output(small_scenario, t
     summary = (out / "summary.md").read_text()
     for name in ("PowerTrip", "AllSites", "TopPower-1", "at the time budget", "95% CI"):
         assert name in summary
+    days = start_days(frame["start_time"])
+    assert f"{len(set(days))} distinct start day" in summary
+    for row in result.summary.itertuples():  # the table's CI is the day bootstrap's
+        tta = frame.loc[frame["policy"] == row.policy, "tta_h"].to_numpy()
+        expected = day_bootstrap_ci95(tta, days[frame["policy"] == row.policy])
+        np.testing.assert_array_equal((row.ci95_lo_h, row.ci95_hi_h), expected)
     assert (out / "tta.png").read_bytes()[:4] == b"\x89PNG"
     for label, curves in result.curves.items():
         assert len(curves) == 2, label
