@@ -92,7 +92,8 @@ class PowerTripMetrics(BaseCallback):
 
     def _episode_metrics(self, i: int, info: dict[str, Any]) -> dict[str, float]:
         self.finished_episodes += 1
-        tta_h = info.get("tta_h", info.get("elapsed_s", math.nan) / 3600.0)
+        # tta_h is 0.0 until the episode itself ends; a TimeLimit cut reports the elapsed time
+        tta_h = float(info.get("tta_h", 0.0)) or float(info.get("elapsed_s", math.nan)) / 3600.0
         row = {
             "tta_h": float(tta_h),
             "success_rate": float(bool(info.get("success", False))),
@@ -156,7 +157,7 @@ class _SeededEvaluation:
         if locals_["done"]:
             if "success" in info:
                 self._is_success_buffer.append(bool(info["success"]))
-            if "tta_h" in info:
+            if float(info.get("tta_h", 0.0)) > 0.0:  # 0.0 until the episode itself ends
                 self._tta_h.append(float(info["tta_h"]))
                 self.logger.record("eval/tta_h", float(np.mean(self._tta_h)))
 

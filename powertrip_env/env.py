@@ -99,6 +99,35 @@ class PowerTripEnv(gym.Env):
 
     At the end `info["tta_h"]` is the elapsed hours on success and the time budget on failure.
 
+    ## Info
+
+    `reset` and every `step` return the same keys (`simulation.INFO_KEYS`), each a numpy scalar
+    (float64 or int64), a 0-d bool array (`idle`, `cut`, `success`: Gymnasium's vector envs
+    stack np.bool_ scalars as objects, 0-d arrays as bool) or a per-site numpy array, so
+    libraries that read info as arrays (TorchRL, Tianshou, vector envs) see one layout from the
+    first call on. Keys about the last round are neutral after `reset` (0, False, none
+    selected, `straggler` -1), and `tta_h` and `success` are 0.0 and False until the episode
+    itself ends (a real TTA is > 0; a `TimeLimit` cut is not the episode's end). Names are not
+    in info: the straggler's is `env.unwrapped.site_names[info["straggler"]]` when it is >= 0.
+    README's "Quick start" says what each key means.
+
+    | Key                                | dtype, shape  | After reset                 |
+    |------------------------------------|---------------|-----------------------------|
+    | `round_time_s`, `compute_s`,       | float64       | 0.0 (no round yet)          |
+    | `comm_s`, `round_energy_kwh`       |               |                             |
+    | `elapsed_s`, `energy_kwh`          | float64       | 0.0                         |
+    | `start_time_s`, `trace_time`       | float64       | the episode's start         |
+    | `accuracy`                         | float64       | a0 (or the learner's)       |
+    | `n_selected`, `invalid_selections` | int64         | 0                           |
+    | `rounds`                           | int64         | 0                           |
+    | `straggler`                        | int64         | -1 (none; also when idle)   |
+    | `idle`, `cut`                      | bool, 0-d     | False                       |
+    | `selected`, `dropped`              | bool (N,)     | all False                   |
+    | `powered_gpus`                     | int64 (N,)    | zeros                       |
+    | `available`                        | bool (N,)     | sites with power now        |
+    | `tta_h`, `success`                 | float64, bool | 0.0, False until the end    |
+    |                                    | 0-d           |                             |
+
     ## Arguments
 
     ```python
@@ -229,9 +258,9 @@ class PowerTripEnv(gym.Env):
         result, obs = self.sim.step(self.state, mask, self.obs_mode, self.max_sites)
         if not is_surrogate(self.learner):
             result = self._learn(result)
-        self.state = state = result.state
-        info = self.sim.round_info(result, self.max_sites, row=0)
+        self.state = result.state
         record = result.record[0].tolist()
+        info = self.sim.round_info(result, self.max_sites, row=0, record=record)
         column = self.reward_fn.record_column
         if column is None:
             reward = float(self.reward_fn(self.params, result)[0])
@@ -240,9 +269,6 @@ class PowerTripEnv(gym.Env):
         self._history.append((info["elapsed_s"], info["accuracy"]))
         terminated = record[core.R_TERMINATED] > 0.0
         truncated = record[core.R_TRUNCATED] > 0.0
-        if terminated or truncated:
-            info["tta_h"] = float(self.sim.tta_h(state, np.array([terminated]))[0])
-            info["success"] = terminated
         return self._first(obs), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:

@@ -41,6 +41,21 @@ ENV_OPTIONS = (
     "reward_mode", "obs_mode", "action_mode", "split", "jitter", "render_mode", "max_sites",
 )  # fmt: skip
 
+# The keys of ``info``, the same at reset and after every round: libraries that read info as
+# arrays (TorchRL's info reader, Tianshou's batches, vector envs) build their layout from the
+# first info they see. Each value is a numpy number or array (PowerTripEnv's class docstring).
+INFO_KEYS = (
+    "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time",
+    "accuracy", "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut",
+    "powered_gpus", "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds",
+    "tta_h", "success",
+)  # fmt: skip
+# The yes/no keys. One episode reports them as 0-d bool arrays, not np.bool_ scalars: Gymnasium's
+# SyncVectorEnv and AsyncVectorEnv stack np.bool_ (which is not an np.number) into object arrays,
+# and a Python bool has no dtype for TorchRL's reader; a 0-d array stacks as bool everywhere.
+INFO_FLAGS = ("idle", "cut", "success")
+_NO_TTA = np.float64(0.0)  # tta_h before the episode's end (a real TTA is > 0)
+
 
 def base_from(rng: np.random.Generator) -> int:
     """The one draw an environment makes from its generator when seeded: every episode's
@@ -253,7 +268,7 @@ class Simulation:
             if actions.shape == (batch, width):
                 mask = _fast_mask(actions)
                 if mask is not None:
-                    return mask[:, :n]
+                    return mask if width == n else mask[:, :n]
         arr = np.asarray(actions)
         if arr.shape == (width,) and batch == 1:
             arr = arr.reshape(1, width)
@@ -283,66 +298,158 @@ class Simulation:
     def reset_info(
         self, state: core.SimState, max_sites: int | None, row: int | None = None
     ) -> dict[str, Any]:
-        """The reset info of new episodes: batched (B,) and (B, N) arrays, or one ``row``'s
-        Python values and (N,) array (see the single env's class docstring)."""
-        start = state.start_s
+        """The info of new episodes: every key of ``INFO_KEYS``, as after a round.
+
+        There was no round yet, so the keys that describe the last round hold their neutral
+        values (0, False, no site, ``straggler`` -1), as do the episode's end (``tta_h`` 0.0,
+        ``success`` False); the others say where the episode starts. Batched (``row`` None):
+        (B,) and (B, N) arrays (N padded to ``max_sites``); for one ``row``: numpy scalars and
+        (N,) arrays, as the single env reports them.
+        """
+        b = state.batch
+        width = max_sites or self.params.n_sites
         info = {
-            "start_time_s": start.copy(),
-            "trace_time": self.params.trace_t0_s + start,
+            "round_time_s": np.zeros(b),
+            "compute_s": np.zeros(b),
+            "comm_s": np.zeros(b),
+            "elapsed_s": state.time_s - state.start_s,
+            "start_time_s": state.start_s.copy(),
+            "trace_time": self.params.trace_t0_s + state.time_s,
+            "accuracy": state.accuracy.copy(),
+            "selected": np.zeros((b, width), dtype=bool),
+            "n_selected": np.zeros(b, dtype=np.int64),
+            "dropped": np.zeros((b, width), dtype=bool),
+            "invalid_selections": np.zeros(b, dtype=np.int64),
+            "idle": np.zeros(b, dtype=bool),
+            "cut": np.zeros(b, dtype=bool),
+            "powered_gpus": np.zeros((b, width), dtype=np.int64),
             "available": pad_sites(core.available_now(self.params, state), max_sites),
+            "straggler": np.full(b, -1, dtype=np.int64),
+            "round_energy_kwh": np.zeros(b),
+            "energy_kwh": state.energy_j / 3.6e6,
+            "rounds": state.rounds,
+            "tta_h": np.zeros(b),
+            "success": np.zeros(b, dtype=bool),
         }
         if row is None:
             return info
-        return {
-            key: value[row] if value.ndim > 1 else float(value[row]) for key, value in info.items()
-        }
+        out = {key: value[row] for key, value in info.items()}
+        for key in INFO_FLAGS:
+            out[key] = info[key][row, ...]  # 0-d
+        return out
 
     def round_info(
-        self, result: core.RoundResult, max_sites: int | None, row: int | None = None
+        self,
+        result: core.RoundResult,
+        max_sites: int | None,
+        row: int | None = None,
+        record: list[float] | None = None,
     ) -> dict[str, Any]:
-        """The step info of a round: the single env's keys (see its class docstring).
+        """The info after a round: every key of ``INFO_KEYS`` (the single env's class docstring).
 
-        Batched (``row`` None): each a (B,) array, or (B, N) per site padded to ``max_sites``;
-        the vector env masks the rows that restart. For one ``row``: Python values, and the
-        per-site arrays (``selected``, ``dropped``, ``powered_gpus``) as (N,) (or (M,)), as the
-        single env reports them.
+        ``tta_h`` and ``success`` hold their neutral 0.0 and False until the episode itself ends
+        (target, time budget or round limit; not a ``TimeLimit`` wrapper, which the simulation
+        does not see). Batched (``row`` None): (B,) arrays, or (B, N) per site padded to
+        ``max_sites``, each a fresh array the vector env may overwrite in the rows that
+        restart. For one ``row``: numpy scalars, and (N,) (or (M,)) per-site arrays;
+        ``record`` is that row's ``result.record`` as a list, if the caller has made it.
         """
-        if row is None:
-            # copies: the vector env zeroes the rows that restart
-            rec, st = result.record.T.copy(), result.state.data.T.copy()
-            flags = result.sites[:, : core.POWERED_NOW] > 0.0
-            selected, dropped = flags[:, core.SELECTED], flags[:, core.DROPPED]
-            powered = result.sites[:, core.POWERED_NOW]
-            whole, flag = (lambda x: x.astype(np.int64)), (lambda x: x > 0.0)
+        if row is not None:
+            if record is None:
+                record = result.record[row].tolist()
+            return self._row_info(result, max_sites, row, record)
+        rec, st = result.record.T, result.state.data.T
+        flags = result.sites[:, : core.POWERED_NOW] > 0.0
+        terminated = rec[core.R_TERMINATED] > 0.0
+        ended = terminated | (rec[core.R_TRUNCATED] > 0.0)
+        return {
+            "round_time_s": rec[core.R_ROUND_S].copy(),
+            "compute_s": rec[core.R_COMPUTE_S].copy(),
+            "comm_s": rec[core.R_COMM_S].copy(),
+            "elapsed_s": st[core.TIME] - st[core.START],
+            "start_time_s": st[core.START].copy(),
+            "trace_time": self.params.trace_t0_s + st[core.TIME],
+            "accuracy": st[core.ACC].copy(),
+            "selected": self._pad(flags[:, core.SELECTED], max_sites),
+            "n_selected": rec[core.R_N_SELECTED].astype(np.int64),
+            "dropped": self._pad(flags[:, core.DROPPED], max_sites),
+            "invalid_selections": rec[core.R_INVALID].astype(np.int64),
+            "idle": rec[core.R_IDLE] > 0.0,
+            "cut": rec[core.R_CUT] > 0.0,
+            "powered_gpus": self._pad(
+                result.sites[:, core.POWERED_NOW].astype(np.int64), max_sites
+            ),
+            "available": pad_sites(core.available_now(self.params, result.state), max_sites),
+            "straggler": rec[core.R_STRAGGLER].astype(np.int64),
+            "round_energy_kwh": rec[core.R_ENERGY_J] / 3.6e6,
+            "energy_kwh": st[core.ENERGY] / 3.6e6,
+            "rounds": st[core.ROUNDS].astype(np.int64),
+            "tta_h": np.where(ended, self.tta_h(result.state, terminated), 0.0),
+            "success": terminated,
+        }
+
+    def _row_info(
+        self, result: core.RoundResult, max_sites: int | None, row: int, r: list[float]
+    ) -> dict[str, Any]:
+        """``round_info`` of one episode: the same numbers as the batched path, built for speed.
+
+        The single env pays for this at every step. Converting a numpy scalar with ``astype``
+        costs about ten times more than building one from a Python number, so the whole
+        numbers and flags are read from the row as Python values: the whole numbers are
+        shared int64 scalars (immutable, ``_small_ints``), the flags new 0-d arrays. The floats
+        are the row's own float64 scalars and take the batched path's arithmetic, bit for bit
+        (the vector env tests compare the two).
+        """
+        rec, st, site = result.record[row], result.state.data[row], result.sites[row]
+        params, ints = self.params, self._small_ints
+        flags = site[: core.POWERED_NOW].astype(bool)  # both flags; the kernel writes 0.0 or 1.0
+        selected, dropped = flags[core.SELECTED], flags[core.DROPPED]
+        powered = site[core.POWERED_NOW].astype(np.int64)
+        time_s, start = st[core.TIME], st[core.START]
+        # the row core.available_now reads (core.current_row), for one clock
+        available = params.available[min(int(time_s / params.interval_s), params.rows - 1)].copy()
+        if max_sites is not None:
+            selected, dropped = self._pad(selected, max_sites), self._pad(dropped, max_sites)
+            powered, available = self._pad(powered, max_sites), self._pad(available, max_sites)
+        rounds = int(st[core.ROUNDS])
+        terminated = r[core.R_TERMINATED] > 0.0
+        if terminated or r[core.R_TRUNCATED] > 0.0:  # as Simulation.tta_h
+            tta_h = (time_s - start if terminated else np.float64(params.time_budget_s)) / 3600.0
         else:
-            rec, st = result.record[row].tolist(), result.state.data[row].tolist()
-            site = result.sites[row]
-            flags = site[: core.POWERED_NOW] > 0.0  # one comparison for both flags
-            selected, dropped = flags[core.SELECTED], flags[core.DROPPED]
-            powered = site[core.POWERED_NOW]
-            whole, flag = int, bool
-        straggler = whole(rec[core.R_STRAGGLER])
-        info = {
+            tta_h = _NO_TTA
+        return {
             "round_time_s": rec[core.R_ROUND_S],
             "compute_s": rec[core.R_COMPUTE_S],
             "comm_s": rec[core.R_COMM_S],
-            "elapsed_s": st[core.TIME] - st[core.START],
+            "elapsed_s": time_s - start,
+            "start_time_s": start,
+            "trace_time": params.trace_t0_s + time_s,
             "accuracy": st[core.ACC],
-            "selected": self._pad(selected, max_sites),
-            "n_selected": whole(rec[core.R_N_SELECTED]),
-            "dropped": self._pad(dropped, max_sites),
-            "invalid_selections": whole(rec[core.R_INVALID]),
-            "idle": flag(rec[core.R_IDLE]),
-            "cut": flag(rec[core.R_CUT]),
-            "powered_gpus": self._pad(powered.astype(np.int64), max_sites),
-            "straggler": straggler,
-            "straggler_site": self._straggler_names[straggler],  # -1 (idle) picks the ""
-            "trace_time": self.params.trace_t0_s + st[core.TIME],
+            "selected": selected,
+            "n_selected": ints[int(r[core.R_N_SELECTED]) + 1],
+            "dropped": dropped,
+            "invalid_selections": ints[int(r[core.R_INVALID]) + 1],
+            "idle": np.array(r[core.R_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
+            "cut": np.array(r[core.R_CUT] > 0.0),
+            "powered_gpus": powered,
+            "available": available,
+            "straggler": ints[int(r[core.R_STRAGGLER]) + 1],
             "round_energy_kwh": rec[core.R_ENERGY_J] / 3.6e6,
             "energy_kwh": st[core.ENERGY] / 3.6e6,
-            "rounds": whole(st[core.ROUNDS]),
+            "rounds": ints[rounds + 1] if rounds < len(ints) - 1 else np.int64(rounds),
+            "tta_h": tta_h,
+            "success": np.array(terminated),
         }
-        return info
+
+    @functools.cached_property
+    def _small_ints(self) -> tuple[np.int64, ...]:
+        """int64 scalars -1, 0, 1, ... up to the round limit and the site count, by value + 1.
+
+        Site indices, counts and (up to ``max_rounds``) rounds are all in it: looking one up
+        costs a quarter of making it at every step of the single env.
+        """
+        top = max(self.params.n_sites, self.params.max_rounds) + 1
+        return tuple(np.int64(i) for i in range(-1, top + 1))
 
     @staticmethod
     def _pad(values: np.ndarray, max_sites: int | None) -> np.ndarray:
@@ -352,10 +459,6 @@ class Simulation:
         out = np.zeros((*values.shape[:-1], max_sites), dtype=values.dtype)
         out[..., : values.shape[-1]] = values
         return out
-
-    @functools.cached_property
-    def _straggler_names(self) -> np.ndarray:
-        return np.array([*(s.name for s in self.scenario.sites), ""], dtype=object)
 
     def with_jitter(self, jitter: bool | float) -> Simulation:
         """This simulation with the scenario's jitter (True), none (False) or a given sigma."""

@@ -50,12 +50,18 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
       actions ``(B, N)`` of 0/1; with ``max_sites`` M they are padded to M sites as in the single
       env. ``sites`` (a catalogue per episode) is refused: use a ``SyncVectorEnv``.
     * ``step`` returns rewards float64 ``(B,)``, terminations and truncations bool ``(B,)``, and
-      the single env's info keys as arrays in Gymnasium's vector format, each with a ``_key``
-      bool mask of the sub-environments that reported it (entries outside the mask are 0, or
-      None for strings, as ``SyncVectorEnv`` leaves them).
-    * Autoreset follows ``AutoresetMode.NEXT_STEP``: the step after a sub-environment ends
-      returns its reset observation and reset info, reward 0, and both flags False, and ignores
-      its action.
+      the single env's info in Gymnasium's vector format: every key of
+      ``simulation.INFO_KEYS`` as a numeric ``(B,)`` or ``(B, N)`` array, at reset and at every
+      step (a restarting sub-environment reports its reset info), each with a ``_key`` bool
+      mask of the sub-environments that reported it: all of them, except after a partial
+      ``reset`` (``options["reset_mask"]``), whose other rows are 0 and masked out, as in
+      ``SyncVectorEnv``.
+    * Autoreset follows ``AutoresetMode.NEXT_STEP`` (``metadata["autoreset_mode"]`` and the
+      ``autoreset_mode`` attribute, as on Gymnasium's vector envs): the step after a
+      sub-environment ends returns its reset observation and reset info, reward 0, and both
+      flags False, and ignores its action. Libraries that need same-step resets (TorchRL,
+      skrl) take a ``SyncVectorEnv`` with ``AutoresetMode.SAME_STEP`` (README, "Other RL
+      libraries").
     * Seeding: ``reset(seed=s)`` seeds sub-environment i with ``s + i`` (a list gives one seed
       each); later autoresets start that sub-environment's next episode, as a single env's
       ``reset()`` without a seed does.
@@ -122,6 +128,8 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.site_names = tuple(s.name for s in self.scenario.sites)
+        # as Gymnasium's own vector envs expose it (TorchRL and others read the attribute)
+        self.autoreset_mode = AutoresetMode.NEXT_STEP
 
         b = self.num_envs
         self.state: core.SimState | None = None
@@ -171,24 +179,24 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             raise RuntimeError("call reset() before step()")
         masks = self.sim.as_masks(actions, self.action_space, self.num_envs, self.max_sites)
         restart = self._autoreset
-        active = ~restart
         # Every row steps (one kernel call is cheapest whole); rows that restart are then
         # replaced by their reset, and their action is ignored.
         result, obs = self.sim.step(self.state, masks, self.obs_mode, self.max_sites)
         stepped = result.state
         rewards = self.reward_fn(self.params, result)
         terminated, truncated = result.terminated, result.truncated
-        ended = terminated | truncated  # by the episode itself: tta_h and success are reported
         limit = self._step_limit()
         if limit is not None:
             truncated = truncated | (stepped.rounds >= limit)  # as TimeLimit does
-        info = self._step_info(result, terminated, ended & active, active)
+        # every key for every row: after the round, or (rows that restart) their reset info
+        info = self.sim.round_info(result, self.max_sites)
 
         self.state = stepped
         if restart.any():
             self._restart(restart, None)
             index = np.flatnonzero(restart)
-            fresh = self.sim.observe(self.state.take(index), self.obs_mode, self.max_sites)
+            fresh_state = self.state.take(index)
+            fresh = self.sim.observe(fresh_state, self.obs_mode, self.max_sites)
             if self.obs_mode == "dict":
                 for key, value in fresh.items():
                     obs[key][index] = value
@@ -197,12 +205,10 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             rewards[restart] = 0.0
             terminated[restart] = False
             truncated[restart] = False
-            info.update(self._reset_info(restart))
-        # every row has a trace time: after the round, or at the start of its new episode
-        info["trace_time"] = self.params.trace_t0_s + self.state.time_s
-        info["_trace_time"] = np.ones(self.num_envs, dtype=bool)
+            for key, value in self.sim.reset_info(fresh_state, self.max_sites).items():
+                info[key][index] = value
         self._autoreset = terminated | truncated
-        return obs, rewards, terminated, truncated, info
+        return obs, rewards, terminated, truncated, self._masked(info, np.ones(self.num_envs, bool))
 
     def render(self) -> str | None:
         """The first sub-environment's site table (``render_mode="ansi"``)."""
@@ -276,36 +282,20 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             self.state = self.state.put(index, fresh)
 
     def _reset_info(self, rows: np.ndarray) -> dict[str, Any]:
-        """What the single env's reset info says, for the sub-environments at bool ``rows``."""
-        info = {}
-        for key, value in self.sim.reset_info(self.state, self.max_sites).items():
-            mask = rows.reshape(-1, *(1,) * (value.ndim - 1))
-            info[key] = np.where(mask, value, np.zeros((), dtype=value.dtype))
-            info[f"_{key}"] = rows.copy()
-        return info
-
-    def _step_info(
-        self,
-        result: core.RoundResult,
-        terminated: np.ndarray,
-        ended: np.ndarray,
-        active: np.ndarray,
-    ) -> dict[str, Any]:
-        """The single env's step info for every row; rows not ``active`` are masked and zeroed."""
-        if not active.any():
-            return {}  # every sub-environment restarts: only reset infos this step
-        state = result.state
-        info = self.sim.round_info(result, self.max_sites)
-        del info["trace_time"]  # set in step for every row, restarting ones included
-        restarting = np.flatnonzero(~active)
-        if restarting.size:
+        """The single env's reset info for the sub-environments at bool ``rows``; the other
+        rows (a partial reset) are unreported: masked out and zero, as ``SyncVectorEnv``
+        leaves them."""
+        info = self.sim.reset_info(self.state, self.max_sites)
+        if not rows.all():
             for value in info.values():
-                value[restarting] = None if value.dtype == object else 0
-        for key in list(info):
-            info[f"_{key}"] = active.copy()
-        if ended.any():
-            info["tta_h"] = np.where(ended, self.sim.tta_h(state, terminated), 0.0)
-            info["_tta_h"] = ended.copy()
-            info["success"] = terminated & ended
-            info["_success"] = ended.copy()
-        return info
+                value[~rows] = 0
+        return self._masked(info, rows)
+
+    @staticmethod
+    def _masked(info: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+        """``info`` in Gymnasium's vector format: each key with its ``_key`` mask of the rows
+        that report it (a copy each, as ``SyncVectorEnv`` makes them)."""
+        out = dict(info)
+        for key in info:
+            out[f"_{key}"] = rows.copy()
+        return out

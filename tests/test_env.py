@@ -50,10 +50,33 @@ def same(a: Any, b: Any) -> bool:
     """Bit-for-bit equality of observations, infos and scalars (nested dicts and arrays)."""
     if isinstance(a, dict):
         return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+    if isinstance(a, np.ndarray | np.generic) or isinstance(b, np.ndarray | np.generic):
+        if type(a) is not type(b):  # a numpy scalar is not a 0-d array, nor a Python float
+            return False
         a, b = np.asarray(a), np.asarray(b)
-        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
     return type(a) is type(b) and a == b
+
+
+# Every key of info, at reset and after every round (README's table, the class docstring).
+INFO_KEYS = {
+    "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time", "accuracy",
+    "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut", "powered_gpus",
+    "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success",
+}  # fmt: skip
+
+
+def numeric_info_problems(info: dict[str, Any]) -> list[str]:
+    """What in ``info`` is not a numpy scalar or array of a bool, integer or float dtype.
+
+    Array-based libraries (TorchRL's info reader, Tianshou's batches) turn every info value into
+    a tensor; a string, an object array or a Python scalar breaks that or loses the dtype.
+    """
+    return [
+        f"{key}: {type(value).__name__} {getattr(value, 'dtype', '')}"
+        for key, value in info.items()
+        if not isinstance(value, np.ndarray | np.generic) or value.dtype.kind not in "biuf"
+    ]
 
 
 def rollout(env: gym.Env, seed: int, steps: int, options: dict | None = None) -> list:
@@ -447,7 +470,7 @@ def test_return_of_a_truncated_episode_is_progress_fraction_minus_time(toy_path)
         steps += 1
     assert steps == 12
     assert info["tta_h"] == pytest.approx(1.0)
-    assert info["success"] is False
+    assert not info["success"]
     assert total == pytest.approx(0.0 - 1.0 / 0.5, abs=1e-9)  # H_ref = 0.5 h
 
 
@@ -460,7 +483,7 @@ def test_failed_episode_reports_the_budget_as_tta_also_when_the_round_limit_ends
     assert truncated and not terminated
     assert info["elapsed_s"] == pytest.approx(3 * (600.0 + 2.0 * 0.002 + 2.0 * 0.08 + 3.0) + 0.08)
     assert info["tta_h"] == 1.0  # the time budget, not the 0.5 h that elapsed
-    assert info["success"] is False
+    assert not info["success"]
 
 
 def test_a_round_past_the_budget_is_cut_there_and_teaches_nothing(tmp_path):
@@ -474,14 +497,14 @@ def test_a_round_past_the_budget_is_cut_there_and_teaches_nothing(tmp_path):
         assert not (terminated or truncated or info["cut"])
     before = info
     _, reward, terminated, truncated, info = env.step(np.ones(1, dtype=np.int8))
-    assert info["cut"] is True
+    assert info["cut"]
     assert truncated and not terminated
     assert info["elapsed_s"] == 3600.0  # never past the budget
     assert info["round_time_s"] == pytest.approx(3600.0 - before["elapsed_s"], rel=1e-12)
     assert info["accuracy"] == before["accuracy"]  # the cut round taught nothing
     assert reward == pytest.approx(-info["round_time_s"] / (0.5 * 3600.0), rel=1e-12)
     assert info["tta_h"] == 1.0
-    assert info["success"] is False
+    assert not info["success"]
 
 
 @pytest.mark.parametrize("env_id", ["PowerTrip-v0", "PowerTrip-EMNIST-v0"])
@@ -502,7 +525,7 @@ def test_gain_rate_reward_is_normalised_accuracy_gain_per_round_time(env_id):
             break
 
 
-def test_step_returns_python_scalars_for_sb3():
+def test_step_returns_python_scalars_for_sb3_and_numpy_info_values():
     env = gym.make("PowerTrip-v0")
     env.reset(seed=0)
     _, reward, terminated, truncated, info = env.step(all_sites(env))
@@ -510,23 +533,96 @@ def test_step_returns_python_scalars_for_sb3():
     assert type(terminated) is bool
     assert type(truncated) is bool
     for key in ("round_time_s", "compute_s", "comm_s", "elapsed_s", "accuracy", "energy_kwh"):
-        assert type(info[key]) is float, key
+        assert type(info[key]) is np.float64, key
+    for key in ("n_selected", "invalid_selections", "straggler", "rounds"):
+        assert type(info[key]) is np.int64, key
+    for key in ("idle", "cut", "success"):  # 0-d: Gymnasium's vector envs stack them as bool
+        assert type(info[key]) is np.ndarray and info[key].shape == (), key
+        assert info[key].dtype == np.bool_, key
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"),
+    [
+        (FLAGSHIP, {}),
+        (FLAGSHIP, {"obs_mode": "dict", "action_mode": "multidiscrete"}),
+        (LORA, {"max_sites": 12}),
+        ("PowerTrip-Random-v0", {}),  # a catalogue per episode, padded to 32 sites
+    ],
+)
+def test_info_has_the_same_numeric_keys_at_reset_and_after_every_round(env_id, kwargs):
+    """TorchRL's info reader builds its spec from the first info and turns each value into a
+    tensor: reset and step must report the same keys, all numpy numbers (no str, no object)."""
+    env = gym.make(env_id, **kwargs)
+    width = env.action_space.shape[0]
+    for seed in (0, 1):
+        _, info = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        infos = [info]
+        done = False
+        while not done:
+            *_, terminated, truncated, info = env.step(env.action_space.sample())
+            infos.append(info)
+            done = terminated or truncated
+        for info in infos:
+            assert set(info) == INFO_KEYS, set(info) ^ INFO_KEYS
+            assert not numeric_info_problems(info), numeric_info_problems(info)
+            for key in ("selected", "dropped", "powered_gpus", "available"):
+                assert info[key].shape == (width,), key
+        first = infos[0]
+        assert {k: first[k].dtype for k in INFO_KEYS} == {k: infos[-1][k].dtype for k in INFO_KEYS}
+
+
+def test_reset_info_reports_no_round_yet_and_episode_end_keys_are_neutral_until_the_end():
+    env = gym.make(FLAGSHIP)
+    _, info = env.reset(seed=3)
+    n = env.unwrapped.params.n_sites
+    for key in ("round_time_s", "compute_s", "comm_s", "elapsed_s", "round_energy_kwh",
+                "energy_kwh", "n_selected", "invalid_selections", "rounds", "tta_h"):  # fmt: skip
+        assert info[key] == 0, key
+    assert not (info["idle"] or info["cut"] or info["success"])
+    assert info["straggler"] == -1
+    for key in ("selected", "dropped", "powered_gpus"):
+        assert not info[key].any(), key
+    assert info["accuracy"] == env.unwrapped.params.a0
+    assert info["trace_time"] == env.unwrapped.params.trace_t0_s + info["start_time_s"]
+    assert info["available"].tolist() == env.unwrapped.available().tolist()
+    start = info["start_time_s"]
+    done = False
+    while not done:
+        _, _, terminated, truncated, info = env.step(np.ones(n, dtype=np.int8))
+        done = terminated or truncated
+        # before the end tta_h is 0.0 (a real TTA is > 0) and success False
+        assert (info["tta_h"] > 0) == done and info["success"] == terminated
+        assert info["start_time_s"] == start
+        assert info["available"].tolist() == env.unwrapped.available().tolist()
+    budget_h = env.unwrapped.params.time_budget_s / 3600
+    assert info["tta_h"] == (info["elapsed_s"] / 3600 if terminated else budget_h)
+
+
+def test_time_limit_truncation_leaves_tta_h_neutral():
+    """Only the episode's own end (target, budget, round limit) sets tta_h; a shorter
+    ``max_episode_steps`` cuts the episode in TimeLimit, which the env does not see."""
+    env = gym.make(FLAGSHIP, max_episode_steps=2)
+    env.reset(seed=0)
+    for _ in range(2):
+        *_, terminated, truncated, info = env.step(all_sites(env))
+    assert truncated and not terminated
+    assert info["tta_h"] == 0.0 and not info["success"]
 
 
 def test_info_reports_the_round(toy_path):
     env = gym.make("PowerTrip-v0", scenario=toy_path, jitter=False)
     env.reset(seed=0, options={"start_time": 0.0})
     _, _, _, _, info = env.step(np.array([1, 0, 1]))
-    for key in (
-        "round_time_s", "compute_s", "comm_s", "elapsed_s", "accuracy", "selected",
-        "powered_gpus", "energy_kwh", "straggler_site", "trace_time", "idle", "dropped", "cut",
-    ):  # fmt: skip
-        assert key in info, key
+    assert set(info) == INFO_KEYS
     assert info["selected"].tolist() == [True, False, True]
     assert info["dropped"].tolist() == [False, False, False]
-    assert info["cut"] is False
+    assert not info["cut"]
     assert info["powered_gpus"].tolist() == [10, 0, 6]
-    assert info["straggler_site"] == "a"  # 600 s against c's 500 s
+    assert info["available"].tolist() == [True, False, True]
+    assert info["straggler"] == 0  # 600 s against c's 500 s
+    assert env.unwrapped.site_names[info["straggler"]] == "a"  # its name
     # both join first: join_fixed_s = 0 plus the 8e8-bit model over 10 Gbps, 0.08 s
     assert info["compute_s"] == pytest.approx(0.08 + 600.0, rel=1e-12)
     assert info["round_time_s"] == pytest.approx(
@@ -546,7 +642,7 @@ def test_selected_unavailable_site_is_dropped_and_counted(toy_path):
     assert info["invalid_selections"] == 1
     assert info["selected"].tolist() == [True, False, False]
     assert info["n_selected"] == 1
-    assert info["idle"] is False
+    assert not info["idle"]
     _, _, _, _, info = env.step(np.array([1, 0, 1]))
     assert info["invalid_selections"] == 0
 
@@ -555,7 +651,7 @@ def test_selecting_only_unavailable_sites_is_an_idle_round_with_invalid_count(to
     env = gym.make("PowerTrip-v0", scenario=toy_path)
     env.reset(seed=0)
     _, reward, _, _, info = env.step(np.array([0, 1, 0]))
-    assert info["idle"] is True
+    assert info["idle"]
     assert info["invalid_selections"] == 1
     assert info["elapsed_s"] == INTERVAL_S
     assert reward < 0
@@ -565,14 +661,14 @@ def test_empty_set_is_an_idle_round(toy_path):
     env = gym.make("PowerTrip-v0", scenario=toy_path)
     env.reset(seed=0)
     _, reward, _, _, info = env.step(np.zeros(3, dtype=np.int8))
-    assert info["idle"] is True
+    assert info["idle"]
     assert info["invalid_selections"] == 0
     assert info["elapsed_s"] == INTERVAL_S  # idle_s = 0 means one trace interval
     assert reward == pytest.approx(-INTERVAL_S / (0.5 * 3600.0))  # −T_r / H_ref
     first_idle_accuracy = info["accuracy"]
     _, _, _, _, worked = env.step(np.array([1, 0, 1]))
     _, reward, _, _, idle = env.step(np.zeros(3, dtype=np.int8))
-    assert idle["idle"] is True
+    assert idle["idle"]
     assert idle["accuracy"] == worked["accuracy"]
     assert idle["elapsed_s"] == pytest.approx(worked["elapsed_s"] + INTERVAL_S)
     assert reward < 0
@@ -585,7 +681,7 @@ def test_idle_round_on_a_shipped_scenario_advances_one_interval(env_id, scenario
     env.reset(seed=0)
     _, reward, _, _, info = env.step(np.zeros(env.unwrapped.params.n_sites, dtype=np.int8))
     h_ref_s = load_scenario(scenario).episode.h_ref_h * 3600.0
-    assert info["idle"] is True
+    assert info["idle"]
     assert info["elapsed_s"] == INTERVAL_S
     assert reward == pytest.approx(-INTERVAL_S / h_ref_s)
 
@@ -769,7 +865,7 @@ def test_absurdly_slow_rounds_are_cut_at_the_budget_and_fail_honestly(
         obs, reward, terminated, truncated, info = env.step(np.ones(2, dtype=np.int8))
     assert truncated and not terminated
     assert info["cut"] and info["round_time_s"] == pytest.approx(budget_s)
-    assert info["tta_h"] == budget_s / 3600.0 and info["success"] is False
+    assert info["tta_h"] == budget_s / 3600.0 and not info["success"]
     assert info["accuracy"] == env.unwrapped.params.a0
     assert np.isfinite(obs).all() and np.isfinite(reward)
 

@@ -35,7 +35,7 @@ steps = []
 for _ in range(15):
     obs, r, te, tr, info = env.step((rng.random(10) < 0.5).astype(np.int8))
     steps.append([obs.astype(float).tolist(), r, te, tr, info["round_time_s"],
-                  info["energy_kwh"], info["straggler"], info["dropped"].tolist()])
+                  info["energy_kwh"], int(info["straggler"]), info["dropped"].tolist()])
 out["single"] = steps
 subsets = ((np.arange(1, 2**10)[:, None] >> np.arange(10)) & 1).astype(bool)
 out["predict"] = [a.tolist() for a in env.unwrapped.predict_round(subsets)]

@@ -22,13 +22,13 @@ from powertrip_env import core
 from powertrip_env.vector_env import PowerTripVectorEnv
 
 ENV_IDS = list(powertrip_env.ENV_IDS)
-STEP_KEYS = {
-    "round_time_s", "compute_s", "comm_s", "elapsed_s", "accuracy", "selected", "n_selected",
-    "invalid_selections", "idle", "powered_gpus", "straggler", "straggler_site", "trace_time",
-    "round_energy_kwh", "energy_kwh", "rounds", "dropped", "cut",
+# The single env's info keys, at reset and after every round alike.
+INFO_KEYS = {
+    "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time", "accuracy",
+    "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut", "powered_gpus",
+    "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success",
 }  # fmt: skip
 F = len(core.SITE_FEATURES)
-RESET_KEYS = {"start_time_s", "trace_time", "available"}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -46,6 +46,20 @@ def same(a: Any, b: Any) -> bool:
             return False
         return a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()
     return type(a) is type(b) and a == b
+
+
+def numeric_info_problems(info: dict[str, Any], b: int) -> list[str]:
+    """What in a vector env's ``info`` is not a (B, ...) numpy array of a bool, integer or
+    float dtype, or whose ``_key`` mask is not all True (every sub-env reports every key)."""
+    bad = []
+    for key, value in info.items():
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+            bad.append(f"{key}: {type(value).__name__} {getattr(value, 'dtype', '')}")
+        elif value.shape[:1] != (b,):
+            bad.append(f"{key}: shape {value.shape}")
+        elif key.startswith("_") and not value.all():
+            bad.append(f"{key}: {value.tolist()}")
+    return bad
 
 
 def row(obs: Any, i: int) -> Any:
@@ -125,10 +139,7 @@ def compare_with_single_envs(
             reported = {k for k in info if not k.startswith("_") and info[f"_{k}"][i]}
             assert reported == set(one_info), reported ^ set(one_info)
             for key, value in one_info.items():
-                if isinstance(value, str):  # an object array holds the string itself
-                    assert info[key][i] == value, key
-                else:
-                    assert same(info[key][i], np.asarray(value, dtype=info[key].dtype)), key
+                assert same(info[key][i], np.asarray(value, dtype=info[key].dtype)), key
         pending = terminated | truncated
         seen["ends"] += int(pending.sum())
     return seen
@@ -144,6 +155,7 @@ def test_make_vec_builds_the_native_vector_env(env_id):
     assert isinstance(venv, PowerTripVectorEnv)
     assert venv.num_envs == 3
     assert venv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    assert venv.autoreset_mode is AutoresetMode.NEXT_STEP  # the attribute TorchRL reads
     assert venv.spec.id == env_id
     assert venv.single_observation_space == env.observation_space
     assert venv.single_action_space == env.action_space
@@ -257,6 +269,61 @@ def test_infos_equal_gymnasiums_sync_vector_env_of_single_envs(tmp_path):
         )
 
 
+@pytest.mark.parametrize(
+    ("vectorization_mode", "kwargs"),
+    [
+        ("vector_entry_point", {}),
+        ("vector_entry_point", {"obs_mode": "dict", "max_sites": 12}),
+        ("sync", {}),
+        ("sync", {"action_mode": "multidiscrete"}),
+    ],
+)
+def test_vector_infos_have_the_same_numeric_keys_at_reset_and_every_step(
+    tmp_path, vectorization_mode, kwargs
+):
+    """TorchRL, Tianshou and skrl read vector infos as arrays: the native vector env and
+    Gymnasium's SyncVectorEnv give every key for every sub-env at every step, all numbers."""
+    venv = gym.make_vec(
+        "PowerTrip-v0", num_envs=3, vectorization_mode=vectorization_mode,
+        scenario=short_scenario(tmp_path), **kwargs,
+    )  # fmt: skip
+    _, info = venv.reset(seed=1)
+    keys = INFO_KEYS | {f"_{key}" for key in INFO_KEYS}
+    assert set(info) == keys, set(info) ^ keys
+    assert not numeric_info_problems(info, 3), numeric_info_problems(info, 3)
+    dtypes = {key: value.dtype for key, value in info.items()}
+    rng = np.random.default_rng(1)
+    ends = 0
+    for _ in range(30):
+        *_, terminated, truncated, info = venv.step(
+            actions_for(rng, 3, venv.single_action_space.shape[0])
+        )
+        ends += int((terminated | truncated).sum())
+        assert set(info) == keys, set(info) ^ keys
+        assert not numeric_info_problems(info, 3), numeric_info_problems(info, 3)
+        assert {key: value.dtype for key, value in info.items()} == dtypes
+        ended = terminated | truncated
+        assert np.array_equal(info["tta_h"] > 0, ended) and not info["success"][~ended].any()
+    assert ends >= 6
+
+
+def test_async_vector_env_infos_are_numeric_too(tmp_path):
+    """The vector env TorchRL's ``GymEnv(ID, num_envs=N)`` builds: sub-envs in processes."""
+    venv = gym.vector.AsyncVectorEnv(
+        [lambda: gym.make("powertrip_env:PowerTrip-LoRA-v0") for _ in range(2)], context="spawn"
+    )
+    try:
+        _, info = venv.reset(seed=0)
+        assert set(info) == INFO_KEYS | {f"_{key}" for key in INFO_KEYS}
+        assert not numeric_info_problems(info, 2)
+        for _ in range(3):
+            *_, info = venv.step(venv.action_space.sample())
+            assert set(info) == INFO_KEYS | {f"_{key}" for key in INFO_KEYS}
+            assert not numeric_info_problems(info, 2)
+    finally:
+        venv.close()
+
+
 # --------------------------------------------------------------------------- autoreset
 
 
@@ -286,14 +353,14 @@ def test_the_step_after_an_end_returns_the_reset_and_ignores_the_action(tmp_path
     assert same((obs, rewards, terminated, truncated, info), two.step(other)[:5])
     assert np.all(rewards[ended] == 0.0)
     assert not terminated[ended].any() and not truncated[ended].any()
-    for key in RESET_KEYS:
-        assert info[f"_{key}"][ended].all()
-    for key in STEP_KEYS - RESET_KEYS:
-        if key in info:
-            assert not info[f"_{key}"][ended].any()
-    if "rounds" in info:  # some sub-env stepped: unreported entries are left at zero
-        assert np.all(info["rounds"][ended] == 0)
+    assert set(info) == INFO_KEYS | {f"_{key}" for key in INFO_KEYS}
+    assert all(info[f"_{key}"].all() for key in INFO_KEYS)  # every row reports every key
+    # the restarting rows report their reset: no round yet, the new episode's start
+    assert np.all(info["rounds"][ended] == 0) and np.all(info["straggler"][ended] == -1)
+    assert np.all(info["elapsed_s"][ended] == 0.0) and np.all(info["tta_h"][ended] == 0.0)
+    assert not info["selected"][ended].any() and not info["success"][ended].any()
     state = one.unwrapped.state
+    np.testing.assert_array_equal(info["start_time_s"][ended], state.start_s[ended])
     assert np.all(state.rounds[ended] == 0) and np.all(state.progress[ended] == 0.0)
 
 
@@ -307,7 +374,9 @@ def test_registered_max_episode_steps_truncates_like_time_limit():
         _, _, _, truncated, info = venv.step(idle)
         one = env.step(idle[0])
         assert truncated[0] == one[3] == (step == 3)
-        assert "tta_h" not in info  # the episode itself did not end: TimeLimit cut it
+        # the episode itself did not end (TimeLimit cut it): tta_h keeps its neutral 0.0
+        assert info["tta_h"][0] == one[4]["tta_h"] == 0.0
+        assert not info["success"][0] and not one[4]["success"]
     assert gym.make_vec("PowerTrip-v0", num_envs=2).unwrapped._step_limit() == (
         powertrip_env.MAX_EPISODE_STEPS
     )
