@@ -217,8 +217,14 @@ class RandomK(Policy):
 class PowerTrip(Policy):
     """The paper's dynamic greedy (Mehboob et al., SoCC '25), recomputed every round.
 
-    1. Rank the available sites by power-to-cost: available power (powered GPUs × wall power per
-       GPU, i.e. what the job can draw now) over the RTT to the aggregator.
+    1. Rank the available sites by power-to-cost: the power the site's GPUs can use now
+       (powered GPUs × wall power per GPU) over the network cost it adds to a round
+       (``DecisionView.exchange_s``: its round trips plus the transfer of its update over its
+       link). The paper's abstract names the cost "network latency"; the latency a round pays
+       is the largest RTT among its sites, so the RTT of the aggregator's own site to itself (a
+       few milliseconds) is never what a round with a second site pays, and the cost floors it
+       at the next site's. Dividing by that self-RTT instead ranks the hub's site first by
+       7–120× whatever its GPUs, which ``PowerTripRTT`` keeps for comparison.
     2. Predict the efficiency ΔP/T_r (progress per second, ``predict_round``) of every prefix of
        that ranking, all N prefixes in one vectorised call.
     3. Keep adding sites while efficiency rises; stop at the first prefix whose successor does
@@ -235,9 +241,11 @@ class PowerTrip(Policy):
 
     name = "PowerTrip"
 
+    def score(self, now: DecisionView) -> np.ndarray:
+        return now.power_w / now.exchange_s
+
     def ranking(self, now: DecisionView) -> np.ndarray:
-        score = now.power_w / np.maximum(now.rtt_s, _RTT_FLOOR_S)
-        return rank_available(score, now.available)
+        return rank_available(self.score(now), now.available)
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
         now = self.env.decision_view()
@@ -247,6 +255,17 @@ class PowerTrip(Policy):
         order = self.ranking(now)
         eff = self.env.predict_round(prefix_masks(order), steady_state=True).efficiency
         return _mask(now.n_sites, order[: first_peak(eff, n_avail) + 1])
+
+
+class PowerTripRTT(PowerTrip):
+    """PowerTrip with the abstract's score read literally: available power over the RTT to the
+    aggregator. The aggregator's own site, a few milliseconds from itself, then always ranks
+    first; kept to show what that costs (README, "Baselines")."""
+
+    name = "PowerTripRTT"
+
+    def score(self, now: DecisionView) -> np.ndarray:
+        return now.power_w / np.maximum(now.rtt_s, _RTT_FLOOR_S)
 
 
 class FedZeroLike(PowerTrip):
@@ -440,6 +459,7 @@ def _myopic(n_sites: int, seed: int) -> Policy:
 
 POLICIES: dict[str, Callable[..., Policy]] = {
     "PowerTrip": lambda n_sites, seed: PowerTrip(),
+    "PowerTripRTT": lambda n_sites, seed: PowerTripRTT(),
     "AllSites": lambda n_sites, seed: AllSites(),
     "RandomK": lambda n_sites, seed: RandomK(max(1, n_sites // 2), seed),
     "OortLike": lambda n_sites, seed: OortLike(seed),

@@ -103,6 +103,7 @@ class Workload:
     round_s: float  # compute seconds per round in "fixed_time" mode
     grace: float | None = None  # fixed_time: a slow window stops at (1 + grace) · round_s
     state_bytes: float | None = None  # what a joining site fetches; None: model_bytes
+    parameters: float | None = None  # the model's parameter count (the fidelity report's N)
 
 
 @dataclass(frozen=True)
@@ -927,6 +928,7 @@ def _load_workload(t: _Table) -> Workload:
         round_s=t.number("round_s", 60.0, lo=0.0, lo_open=True),
         grace=t.number("grace", lo=0.0) if t.has("grace") else None,
         state_bytes=t.number("state_bytes", lo=0.0, lo_open=True) if t.has("state_bytes") else None,
+        parameters=t.number("parameters", lo=0.0, lo_open=True) if t.has("parameters") else None,
     )
     t.finish()
     return workload

@@ -93,12 +93,13 @@ CONSTS = (
     "local_steps", "eta_local", "noise_b0", "noise_p_b", "noise_gamma", "a0", "a_max",
     "a_target", "span", "p0", "alpha", "non_iid", "coverage_tau", "coverage_ceiling",
     "fixed_time", "round_s", "idle_s", "jitter_sigma", "time_budget_s", "max_rounds",
-    "time_scale_s", "h_ref_s",
+    "time_scale_s", "h_ref_s", "ring", "grace",
 )  # fmt: skip
 (
     C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
     C_GAMMA, C_A0, C_AMAX, C_TARGET, C_SPAN, C_P0, C_ALPHA, C_NON_IID, C_TAU, C_KAPPA,
     C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
+    C_RING, C_GRACE,
 ) = range(len(CONSTS))  # fmt: skip
 
 
@@ -165,6 +166,8 @@ class SimParams:
     coverage_ceiling: float
     fixed_time: bool
     round_s: float
+    grace: float  # fixed_time rounds: a site's compute window stretches at most by this share
+    ring: bool  # ring all-reduce among the completing sites instead of exchanges via the hub
     idle_s: float
     jitter_sigma: float
     idle_fraction: float
@@ -199,6 +202,29 @@ class SimParams:
     def hub_tx_s(self) -> float:
         """``M / bw_hub``: seconds the hub's link needs per site's update."""
         return self.model_bits / self.hub_bps
+
+    @cached_property
+    def exchange_s(self) -> np.ndarray:
+        """What each site adds to a round's communication: its round trips and its update.
+
+        ``rtt_factor · RTT'_i + 2 · M / bw'_i``: the latency term and the transfer of its
+        update over its link (there and back; through the hub, at least its per-site share of
+        the hub's link). ``RTT'_i`` is the site's RTT, but never less than the smallest RTT of
+        any other site: a round with a second site in it pays at least that, so the aggregator's
+        own site, whose RTT to itself is a few milliseconds, gains nothing from it. This is the
+        network cost of PowerTrip's power-to-cost ranking (docs/model.md, "Baselines").
+        """
+        rtt = self.rtt_s
+        n = rtt.shape[0]
+        others = np.full(n, np.inf)
+        for i in range(n):
+            if n > 1:
+                others[i] = np.delete(rtt, i).min()
+        latency = np.maximum(rtt, np.where(np.isfinite(others), others, rtt))
+        tx = self.site_tx_s if self.ring else np.maximum(self.site_tx_s, self.hub_tx_s)
+        out = self.rtt_factor * latency + 2.0 * tx
+        out.flags.writeable = False
+        return out
 
 
 def build_params(scenario: Scenario, power: SitePower) -> SimParams:
@@ -252,7 +278,9 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
     next_out = np.minimum.accumulate(row_index[::-1], axis=0)[::-1]
     table[:rows, OUTAGE_S] = np.where(next_out < rows, next_out * iv, np.inf)
     table[rows, OUTAGE_S] = np.inf
-    join_s = net.join_fixed_s + model_bits / wan_bps
+    # a joining site fetches the training state (or, if the scenario gives none, the model)
+    state_bits = 8.0 * (wl.state_bytes if wl.state_bytes is not None else wl.model_bytes)
+    join_s = net.join_fixed_s + state_bits / wan_bps
 
     full_time = quota / (gpu_count * gpu_rate)
     if wl.round_mode == "fixed_time":
@@ -310,6 +338,8 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
         coverage_ceiling=wl.coverage_ceiling,
         fixed_time=wl.round_mode == "fixed_time",
         round_s=wl.round_s,
+        grace=wl.grace if wl.grace is not None else math.inf,
+        ring=net.allreduce == "ring",
         idle_s=ep.idle_s if ep.idle_s > 0 else iv,
         jitter_sigma=ep.jitter_sigma,
         idle_fraction=ep.idle_fraction,
@@ -516,6 +546,11 @@ def accuracy(params: SimParams, progress: Any, cover: Any = 1.0) -> np.ndarray:
     p, cv = np.broadcast_arrays(np.asarray(progress, np.float64), np.asarray(cover, np.float64))
     values = [_accuracy(params.consts, x, y) for x, y in zip(p.ravel(), cv.ravel(), strict=True)]
     return np.array(values, dtype=np.float64).reshape(p.shape)
+
+
+def delta_progress(params: SimParams, progress: float, batch: float, cover: float = 1.0) -> float:
+    """`_delta_progress`: what one round of global batch ``batch`` adds at ``progress``."""
+    return float(_delta_progress(params.consts, float(progress), float(batch), float(cover)))
 
 
 def progress_needed(params: SimParams) -> float:
@@ -751,8 +786,9 @@ def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
         begin[i] = t + (0.0 if st[JOINED + i] > 0.0 else site[S_JOIN, i])
         k_begin = _row(c, begin[i])
         s_begin[i] = _samples_in(c, table, begin[i], i, k_begin)
-        if fixed:
-            end[i] = begin[i] + c[C_ROUND_S] * _factor(c, jitter, b, seed, i)
+        if fixed:  # a slow window stops at the grace deadline: the update goes as it is
+            window = c[C_ROUND_S] * min(_factor(c, jitter, b, seed, i), 1.0 + c[C_GRACE])
+            end[i] = begin[i] + window
         else:
             target = s_begin[i] + site[S_QUOTA, i] * _factor(c, jitter, b, seed, i)
             end[i] = _time_to_reach(c, table, target, i, k_begin)
@@ -867,14 +903,27 @@ def _barrier(c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter):
     """(compute, communication, round) seconds of a round that began at ``t``.
 
     The round ends at the barrier: the last completing site's compute end (``latest``), then
-    ``rtt_factor · max RTT + 2 · max(max M/bw_i, |S| · M/bw_hub)`` over the completing sites
-    (``rtt``, ``site_tx``: their maxima) times the network jitter, then aggregation. If every
-    started site dropped out it ends at the last drop-out (``last_drop``), with no
-    communication; with none started it is an idle round of ``idle_s``.
+    the exchange of the pseudo-gradients among the completing sites times the network jitter,
+    then aggregation. Through the hub (a parameter server) every update goes up and the result
+    comes down, through the slower of the sites' links and the hub's shared one:
+    ``rtt_factor · max RTT + 2 · max(max M/bw_i, |S| · M/bw_hub)``. A ring all-reduce moves
+    ``2 (|S| − 1) / |S|`` updates through every site's link, so the slowest link sets it:
+    ``rtt_factor · max RTT + 2 (|S| − 1) / |S| · max M/bw_i``, nothing for a lone site
+    (``rtt``, ``site_tx``: the completing sites' maxima). If every started site dropped out it
+    ends at the last drop-out (``last_drop``), with no communication; with none started it is
+    an idle round of ``idle_s``.
     """
     if n_done > 0:
         compute_s = latest - t
-        comm_s = (c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])) * comm_jitter
+        if c[C_RING] > 0.0:
+            if n_done > 1:
+                share = 2.0 * (n_done - 1) / n_done
+                comm_s = (c[C_RTT_FACTOR] * rtt + share * site_tx) * comm_jitter
+            else:
+                comm_s = 0.0
+        else:
+            comm_s = c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])
+            comm_s *= comm_jitter
         return compute_s, comm_s, compute_s + comm_s + c[C_AGG]
     if n_sel > 0:
         return last_drop - t, 0.0, last_drop - t

@@ -230,7 +230,14 @@ def _scenario(data: Any, where: str) -> Scenario:
         source=data["source"],
         sites=tuple(sites),
         gpus=gpus,
-        workload=_load_workload(_Table(dict(data["workload"]), where, "workload")),
+        # optional fields a scenario left unset travel as None; a file would leave them out
+        workload=_load_workload(
+            _Table(
+                {k: v for k, v in dict(data["workload"]).items() if v is not None},
+                where,
+                "workload",
+            )
+        ),
         network=net,
         episode=ep,
         trace=files,

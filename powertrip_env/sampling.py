@@ -58,7 +58,7 @@ class SiteSampler:
     gpus: tuple[str, ...] = ("V100", "A100", "H100", "H200", "MI250X", "MI300X")
     servers: tuple[int, int] = (1, 8)
     pue: tuple[float, float] = (1.1, 1.5)
-    wan_gbps: tuple[float, ...] = (5.0, 10.0)
+    wan_gbps: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)  # INTELLECT-1 measured 0.5-4 Gb/s
     grid_share: tuple[float, float] = (0.03, 0.8)
     grid_only_share: tuple[float, float] = (0.3, 1.0)
     pv_probability: float = 0.8

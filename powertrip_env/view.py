@@ -30,6 +30,7 @@ class DecisionView:
     power_fraction: np.ndarray  # available power over its peak (capacity + PV peak), [0, 1]
     forecast_power_w: np.ndarray  # (H, N) power_w forecast now for this row and the next H − 1
     rtt_s: np.ndarray  # round trip to the hub
+    exchange_s: np.ndarray  # what the site adds to a round's communication (SimParams.exchange_s)
     data_share: np.ndarray  # share of the training data
     joined: np.ndarray  # bool: completed the last round (no join cost this round)
     absent_rounds: np.ndarray  # rounds since each site last took part
@@ -66,6 +67,7 @@ def decision_view(
         power_fraction=params.site_obs[row, :, 0].astype(np.float64),
         forecast_power_w=forecast_gpus * params.gpu_wall_w,
         rtt_s=params.rtt_s,
+        exchange_s=params.exchange_s,
         data_share=params.data_share,
         joined=state.prev_selected[i].copy(),
         absent_rounds=state.absent_rounds[i].copy(),

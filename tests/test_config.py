@@ -111,8 +111,14 @@ def test_flagship_scenario_is_ten_solar_sites_on_real_power_data():
     assert (scenario.trace.shift_days, scenario.trace.utc_offset_h) == (1133, -4.0)
     assert scenario.episode.time_budget_h == 48.0
     assert scenario.workload.model_bytes == 2.2e9
-    assert scenario.network.join_fixed_s == 60.0
+    assert scenario.network.join_fixed_s == 300.0
     assert scenario.network.hub == "berlin"
+    # the calibration (docs/calibration.md): a ring all-reduce over 0.5-1.5 Gb/s links, joins
+    # that fetch the 16-byte-per-parameter training state, equal steps
+    assert scenario.network.allreduce == "ring"
+    assert {s.wan_gbps for s in scenario.sites} <= {0.5, 1.0, 1.5}
+    assert scenario.workload.state_bytes == 16 * scenario.workload.parameters == 17.6e9
+    assert scenario.workload.round_mode == "fixed_quota"
     assert sim.power.t0_s == 1_654_646_400  # 2022-06-08T00:00:00Z
     assert sim.power.horizons > 1  # real forecasts, not persistence
     # the sun sets: every site has rows with less power than its peak and rows with PV in them

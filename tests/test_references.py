@@ -1,10 +1,11 @@
 """The clairvoyant references and the lower bound (baselines/references.py).
 
-What makes them references: ``lower_bound_h`` is below every policy's time to accuracy,
-``BestFixedSet`` is the best set kept for a whole episode, ``BeamPlanner`` is never worse than it,
-and what a reference plans is exactly what the environment then reports. The small scenario is
-``test_policies``' hand-made one: four sites whose powered GPUs change every 5-minute row, rounds
-of tens of seconds, a 2 h budget.
+What makes them references: ``lower_bound_h`` is below every policy's time to accuracy, in
+every round mode and all-reduce, ``BestFixedSet`` is the best set kept for a whole episode,
+``BeamPlanner`` is never worse than it or the policies it starts from, and what a reference plans
+is exactly what the environment then reports. The small scenario is ``test_policies``'
+hand-made one: four sites whose powered GPUs change every 5-minute row, rounds of tens of
+seconds, a 2 h budget. ``test_references_flagship`` runs the same guarantees on PowerTrip-v0.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import numpy as np
 import pytest
 from scenario_files import write_powered_scenario as write_scenario
 
-from baselines.policies import AllSites, Policy, PowerTrip, subset_matrix
+from baselines.policies import AllSites, MyopicOptimal, Policy, PowerTrip, subset_matrix
 from baselines.references import (
     BeamPlanner,
     BestFixedSet,
+    _comm_s,
+    _progress,
     fixed_set_candidates,
     lower_bound_h,
+    play_on_copy,
     rollout_fixed,
 )
 
@@ -96,12 +100,92 @@ def test_lower_bound_holds_on_the_flagship(jitter):
         assert ttas[2]["success"] and ttas[3]["success"]  # PowerTrip, BestFixedSet: within 48 h
 
 
-def test_lower_bound_refuses_fixed_time_rounds(tmp_path):
-    path = write_scenario(tmp_path, [10, 10], workload={"round_mode": "fixed_time"})
-    env = gym.make("PowerTrip-v0", scenario=str(path), split="test")
-    env.reset(seed=0)
-    with pytest.raises(ValueError, match="fixed_quota"):
-        lower_bound_h(env.unwrapped)
+# Variants of the small scenario: (workload, network) overrides. The small scenario's default
+# is fixed_quota rounds through the hub.
+MODES = {
+    "fixed_time": ({"round_mode": "fixed_time", "round_s": 60.0}, {}),
+    "fixed_time_grace": ({"round_mode": "fixed_time", "round_s": 60.0, "grace": 0.02}, {}),
+    "ring": ({}, {"allreduce": "ring"}),
+    "fixed_time_ring": ({"round_mode": "fixed_time", "round_s": 30.0}, {"allreduce": "ring"}),
+}
+
+
+def small_variant(folder: Path, workload: dict[str, Any], network: dict[str, Any]) -> Path:
+    """The small scenario (same power, GPUs and RTTs) with other rounds or another all-reduce,
+    and jitter strong enough that grace caps windows."""
+    rng = np.random.default_rng(3)
+    return write_scenario(
+        folder,
+        rng.integers(0, 13, size=(288 * 3, 4)),
+        gpus=["G100", "G200", "G100", "G100"],
+        rtt_ms=[1, 30, 60, 120],
+        network={"join_fixed_s": 2.0, "rtt_factor": 10.0, **network},
+        episode={"jitter_sigma": 0.1},
+        workload=workload,
+    )
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_lower_bound_holds_in_every_round_mode_and_all_reduce(tmp_path, mode):
+    env = gym.make(
+        "PowerTrip-v0", scenario=str(small_variant(tmp_path, *MODES[mode])), split="test"
+    )
+    assert env.unwrapped.params.fixed_time == mode.startswith("fixed_time")
+    successes = 0
+    for seed in SEEDS[:3]:
+        policies = (RandomActions(seed), AllSites(), PowerTrip(), MyopicOptimal(), BestFixedSet(),
+                    BeamPlanner(width=4, lookahead=4, top_k=8))  # fmt: skip
+        for policy in policies:
+            end = play(env, policy, seed)
+            assert 0.0 < end["bound_h"] <= end["tta_h"] + 1e-9, (mode, policy.name, seed)
+            successes += end["success"]
+    assert successes >= 3 * 5  # the bound meets finished episodes, not just the budget
+
+
+def test_lower_bound_charges_a_ring_all_reduce_what_it_costs(tmp_path):
+    """By ring all-reduce a lone site exchanges nothing and k sites move 2 (k − 1) / k updates
+    over their links; charging the hub's exchange instead put the bound above every policy."""
+    path = write_scenario(
+        tmp_path, [10, 10, 10, 10], rtt_ms=[1, 30, 60, 120],
+        network={"allreduce": "ring", "rtt_factor": 2.0}, workload={"model_bytes": 1e9},
+    )  # fmt: skip
+    env = gym.make("PowerTrip-v0", scenario=str(path), split="test", jitter=False)
+    for seed in (0, 1):
+        for policy in (AllSites(), PowerTrip(), MyopicOptimal(), BestFixedSet()):
+            end = play(env, policy, seed)
+            assert end["success"]
+            assert end["bound_h"] <= end["tta_h"] + 1e-9, (policy.name, seed)
+            assert end["bound_h"] >= 0.8 * end["tta_h"]  # and still close: power is constant
+
+
+@pytest.mark.parametrize("mode", ["hub", "ring"])
+def test_the_bounds_round_formulas_are_the_kernels(small, tmp_path, mode):
+    """``_comm_s`` and ``_progress`` re-type two of the kernel's formulas (core has no public,
+    vectorised form of them): every round of fixed sets, without jitter, must show exactly
+    the communication time and progress they compute."""
+    path = small if mode == "hub" else small_variant(tmp_path, {}, {"allreduce": "ring"})
+    env = gym.make("PowerTrip-v0", scenario=str(path), split="test", jitter=False)
+    p = env.unwrapped.params
+    assert p.ring == (mode == "ring")
+    checked = 0
+    for mask in subset_matrix(4)[[0, 2, 6, 14]]:  # {0}, {1}, {0, 1, 2}, all four
+        env.reset(seed=2)
+        for _ in range(6):
+            before = env.unwrapped.state
+            _, _, terminated, truncated, info = env.step(mask.astype(np.int8))
+            done = info["selected"] & ~info["dropped"]
+            if info["cut"] or not done.any():
+                continue
+            expected = _comm_s(p, done.sum(), p.rtt_s[done].max(), p.site_tx_s[done].max())
+            assert info["comm_s"] == pytest.approx(float(expected), rel=1e-12, abs=1e-12)
+            noise = float(env.unwrapped.clairvoyant().noise_scale(before.progress[0]))
+            gained = env.unwrapped.state.progress[0] - before.progress[0]
+            batch = p.site_batch[done].sum()
+            assert gained == pytest.approx(float(_progress(p, noise, batch)), rel=1e-12)
+            checked += 1
+            if terminated or truncated:
+                break
+    assert checked >= 12
 
 
 # --------------------------------------------------------------------------- BestFixedSet
@@ -134,6 +218,31 @@ def test_fixed_rollouts_equal_what_the_env_reports(small):
         assert planned.rounds[i] == end["rounds"]
 
 
+# --------------------------------------------------------------------------- play_on_copy
+
+
+def test_play_on_copy_is_the_episode_the_policy_would_play_and_leaves_it_alone(small):
+    env = gym.make("PowerTrip-v0", scenario=str(small), split="test")  # with jitter
+    for seed in (0, 4):
+        env.reset(seed=seed)
+        env.step(np.array([1, 1, 0, 0], dtype=np.int8))  # from mid-episode too
+        state = env.unwrapped.state.data.copy()
+        run = play_on_copy(env, PowerTrip())
+        assert np.array_equal(env.unwrapped.state.data, state)  # the episode is unchanged
+        requested = []
+        policy = PowerTrip()
+        policy.reset(env)
+        while True:
+            mask = policy.act(None, {})
+            requested.append(mask != 0)
+            _, _, terminated, truncated, info = env.step(mask)
+            if terminated or truncated:
+                break
+        assert run.name == "PowerTrip"
+        assert np.array_equal(run.masks, np.array(requested))
+        assert run.tta_h == info["tta_h"] and run.success == info["success"]
+
+
 # --------------------------------------------------------------------------- BeamPlanner
 
 
@@ -151,6 +260,24 @@ def test_beam_planner_is_never_slower_than_the_best_fixed_set_and_plays_its_plan
         assert end["rounds"] == len(planner.plan)
         gains.append(fixed_tta - end["tta_h"])
     assert max(gains) > 0  # changing sets as power moves pays on this scenario
+
+
+@pytest.mark.parametrize("jitter", [False, True])
+def test_beam_planner_starts_from_the_policies_episodes_and_never_loses_to_them(small, jitter):
+    """The times it starts from are those of the policies played in the same episode, and a
+    beam too narrow to find them itself still plays one of them or better."""
+    env = gym.make("PowerTrip-v0", scenario=str(small), split="test", jitter=jitter)
+    for seed in SEEDS:
+        real = {policy.name: play(env, policy, seed)["tta_h"]
+                for policy in (PowerTrip(), MyopicOptimal(), BestFixedSet())}  # fmt: skip
+        planner = BeamPlanner(width=1, lookahead=1, top_k=1)
+        end = play(env, planner, seed)
+        assert end["tta_h"] <= min(real.values()) + 1e-9, (seed, end["tta_h"], real)
+        assert planner.starts == real, seed
+        assert end["tta_h"] == pytest.approx(planner.planned_tta_h, rel=1e-12)
+        assert end["rounds"] == len(planner.plan)
+        if planner.source != "beam":
+            assert end["tta_h"] == real[planner.source]
 
 
 def test_beam_planner_refuses_empty_settings():

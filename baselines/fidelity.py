@@ -1,0 +1,261 @@
+"""How close is a scenario to published runs of the same algorithm? The calibration table.
+
+The numbers that decide which sites win (how progress scales with the number of sites, the
+communication share of a round, the cost of joining) are each set against a published
+measurement of DiLoCo, OpenDiLoCo or INTELLECT-1 (docs/calibration.md derives them). This
+command recomputes every one of them from the scenario as shipped, next to the published figure
+and its source, and runs the references on paired test episodes to say what problem the
+calibrated scenario poses:
+
+* ``tokens_ratio``: tokens to the target for M equally fast sites at full power, relative to
+  one site (the scenario's progress model, rounds iterated to the target), against the ratio
+  the DiLoCo scaling laws give at the job's model size (``published_tokens_ratio``);
+* ``comm_share``: communication over round time, mean over the non-idle rounds of the test
+  episodes, for MyopicOptimal, PowerTrip and a set of four sites (OpenDiLoCo's four workers);
+* ``join_s``: a joining site's mean time to start, against the transfer of the training state;
+* ``headroom`` (BestFixedSet / BeamPlanner), ``myopic_over_beam``, ``powertrip_over_myopic``
+  and ``beam_never_worse`` (BeamPlanner at most every policy it starts from, on every episode).
+
+Command line::
+
+    python -m baselines.fidelity --env PowerTrip-v0
+    python -m baselines.fidelity --env PowerTrip-v0 --scenario my.toml --episodes 10
+
+It prints the table and, as its last line, one JSON object with the keys above (each ratio
+keyed by M as a string), ``tokens_ratio_published``, ``state_transfer_s`` and the episodes run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import powertrip_env
+from baselines.evaluate import EvaluationError, evaluate
+from baselines.headroom import headroom
+from powertrip_env import progress as model
+from powertrip_env.errors import ScenarioError, TraceError
+
+REPLICAS = (2, 4, 8)
+# Charles et al. 2025 (arXiv:2503.09799), Table 10: the joint fit L = A · N^α · M^β of DiLoCo's
+# evaluation loss at H = 30 and a token budget of D = 20 N.
+DILOCO_FIT_A, DILOCO_FIT_N_EXP, DILOCO_FIT_M_EXP = 19.226, -0.0985, 0.0116
+TOKENS_PER_PARAMETER = 20.0
+# Hoffmann et al. 2022 (Chinchilla), the data term B / D^β of L = E + A/N^0.34 + B/D^0.28.
+CHINCHILLA_B, CHINCHILLA_BETA = 410.7, 0.28
+# DiLoCo (arXiv:2311.08105), Table 3: perplexity at H = 500 with fixed inner steps per replica.
+DILOCO_TABLE3 = {1: 16.23, 4: 15.23, 8: 15.08, 16: 15.02, 64: 14.95}
+# OpenDiLoCo (arXiv:2407.07852): the all-reduce took 6.9% of training time with 4 workers;
+# INTELLECT-1 (arXiv:2412.01152), Table 2: 103-469 s of all-reduce per 38 min of compute.
+OPENDILOCO_COMM_SHARE = 0.069
+INTELLECT1_COMM_SHARE = (103.0 / (103.0 + 38 * 60.0), 469.0 / (469.0 + 38 * 60.0))
+OPENDILOCO_WORKERS = 4
+COMM_POLICIES = ("MyopicOptimal", "PowerTrip")
+
+
+def published_tokens_ratio(parameters: float, replicas: int) -> float:
+    """Tokens that ``replicas`` DiLoCo replicas need for one replica's loss, relative to one.
+
+    The scaling-law fit gives the loss at a fixed budget of ``D = 20 N`` tokens as
+    ``L_M = L_1 · M^0.0116``. The extra loss ``ΔL = L_1 (M^0.0116 − 1)`` is turned into tokens
+    through the data term of a Chinchilla fit: with ``g(D) = B / D^β`` the loss still to gain from
+    data, M replicas reach ``L_1`` once ``g(r D) = g(D) − ΔL``, so
+    ``r = (1 − ΔL / g(D))^(−1/β)`` (docs/calibration.md).
+    """
+    loss_one = DILOCO_FIT_A * parameters**DILOCO_FIT_N_EXP
+    extra = loss_one * (replicas**DILOCO_FIT_M_EXP - 1.0)
+    data_term = CHINCHILLA_B / (TOKENS_PER_PARAMETER * parameters) ** CHINCHILLA_BETA
+    if extra >= data_term:
+        return math.inf
+    return (1.0 - extra / data_term) ** (-1.0 / CHINCHILLA_BETA)
+
+
+def simulated_tokens_ratio(params: Any, replicas: int) -> float:
+    """Tokens to the target for ``replicas`` equally fast sites over those for one site."""
+    return replicas * model.rounds_to_target(params, replicas) / model.rounds_to_target(params, 1)
+
+
+def fidelity(
+    env_id: str = "PowerTrip-v0",
+    *,
+    episodes: int = 30,
+    seed: int = 0,
+    scenario: str | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Every calibrated figure of ``env_id`` against its published anchor; see the module doc.
+
+    Raises ``EvaluationError`` for bad input.
+    """
+    kwargs: dict[str, Any] = {} if scenario is None else {"scenario": scenario}
+    try:
+        probe = gym.make(env_id, split="test", **kwargs)
+    except (ScenarioError, TraceError) as exc:
+        raise EvaluationError(str(exc)) from None
+    except gym.error.Error as exc:
+        raise EvaluationError(f"{env_id}: {exc}") from None
+    env = probe.unwrapped
+    params, workload = env.params, env.scenario.workload
+    if workload.parameters is None:
+        raise EvaluationError(
+            f"{env.scenario.source}: [workload] has no 'parameters' (the model's parameter "
+            "count), which the scaling-law anchor needs"
+        )
+    n_params = workload.parameters
+    probe.close()
+
+    ratio = {str(m): simulated_tokens_ratio(params, m) for m in REPLICAS}
+    published = {str(m): published_tokens_ratio(n_params, m) for m in REPLICAS}
+    per_round = {m: model.delta_progress(params, 0.0, m * float(params.site_batch.max()))
+                 for m in DILOCO_TABLE3}  # fmt: skip
+
+    # communication share, on the scenario as it runs (jitter on), test split
+    fastest = np.argsort(-(params.gpu_count * params.gpu_rate), kind="stable")
+    four = [int(i) for i in fastest[: min(OPENDILOCO_WORKERS, params.n_sites)]]
+    four_name = f"Fixed-{'+'.join(env.scenario.sites[i].name for i in four)}"
+    comm_names = [p for p in COMM_POLICIES if p != "MyopicOptimal" or params.n_sites <= 16]
+    played = evaluate(
+        env_id, comm_names, episodes=episodes, split="test", seed=seed, env_kwargs=kwargs,
+        progress=progress,
+    ).episodes  # fmt: skip
+    comm = {name: float(played.loc[played["policy"] == name, "comm_share"].mean())
+            for name in comm_names}  # fmt: skip
+    comm[four_name] = _fixed_set_comm_share(env_id, kwargs, four, episodes, seed)
+
+    summary, frame = headroom(
+        env_id, episodes=episodes, seed=seed, scenario=scenario, progress=progress
+    )
+    tta = frame.pivot(index="episode", columns="policy", values="tta_h")
+    starts = [p for p in ("PowerTrip", "MyopicOptimal", "BestFixedSet") if p in tta]
+    never_worse = bool((tta["BeamPlanner"].to_numpy()[:, None]
+                        <= tta[starts].to_numpy() + 1e-9).all())  # fmt: skip
+    mean = summary["mean_tta_h"]
+    transfer = 8.0 * (workload.state_bytes or workload.model_bytes) / params.wan_bps
+    out: dict[str, Any] = {
+        "env": env_id,
+        "scenario": scenario,
+        "episodes": episodes,
+        "parameters": n_params,
+        "tokens_ratio": {k: round(v, 4) for k, v in ratio.items()},
+        "tokens_ratio_published": {k: round(v, 4) for k, v in published.items()},
+        "progress_per_round": {str(m): round(v, 3) for m, v in per_round.items()},
+        "comm_share": {k: round(v, 4) for k, v in comm.items()},
+        "join_s": round(float(params.join_s.mean()), 1),
+        "state_transfer_s": round(float(transfer.mean()), 1),
+        "beam_never_worse": never_worse,
+        "headroom": summary["headroom"],
+        "mean_tta_h": mean,
+        "myopic_over_beam": (
+            round(mean["MyopicOptimal"] / mean["BeamPlanner"], 4)
+            if "MyopicOptimal" in mean
+            else None
+        ),
+        "powertrip_over_myopic": (
+            round(mean["PowerTrip"] / mean["MyopicOptimal"], 4) if "MyopicOptimal" in mean else None
+        ),
+    }
+    return out
+
+
+def _fixed_set_comm_share(
+    env_id: str, kwargs: dict[str, Any], sites: list[int], episodes: int, seed: int
+) -> float:
+    """Communication share of one fixed set of sites, mean over its non-idle rounds."""
+    env = gym.make(env_id, split="test", **kwargs)
+    mask = np.zeros(env.unwrapped.params.n_sites, dtype=np.int8)
+    mask[sites] = 1
+    shares = []
+    for e in range(episodes):
+        env.reset(seed=seed + e)
+        while True:
+            *_, terminated, truncated, info = env.step(mask)
+            if not info["idle"] and info["round_time_s"] > 0:
+                shares.append(float(info["comm_s"]) / float(info["round_time_s"]))
+            if terminated or truncated:
+                break
+    env.close()
+    return float(np.mean(shares)) if shares else 0.0
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    """The calibration table: simulated against published, with the source of each."""
+    rows = ["| figure | simulated | published | source |", "|---|---:|---:|---|"]
+    for m in REPLICAS:
+        k = str(m)
+        rows.append(
+            f"| tokens to target, {m} sites / 1 site | {report['tokens_ratio'][k]:.3f} | "
+            f"{report['tokens_ratio_published'][k]:.3f} | Charles et al. 2025, Table 10 fit at "
+            f"N = {report['parameters']:.3g}, via Chinchilla's data term |"
+        )
+    prog = report["progress_per_round"]
+    rows.append(
+        "| progress per round, 1 / 4 / 8 / 16 / 64 sites | "
+        + " / ".join(f"{prog[str(m)]:.0f}" for m in DILOCO_TABLE3)
+        + " | perplexity "
+        + " / ".join(f"{v:.2f}" for v in DILOCO_TABLE3.values())
+        + " | DiLoCo, Table 3: more replicas, better at fixed inner steps |"
+    )
+    lo, hi = INTELLECT1_COMM_SHARE
+    for name, share in report["comm_share"].items():
+        anchor = (f"{OPENDILOCO_COMM_SHARE:.3f}" if name.startswith("Fixed-")
+                  else f"{lo:.3f}–{hi:.3f}")  # fmt: skip
+        source = ("OpenDiLoCo, 4 workers" if name.startswith("Fixed-")
+                  else "INTELLECT-1, Table 2 (US to global)")  # fmt: skip
+        rows.append(f"| communication share, {name} | {share:.3f} | {anchor} | {source} |")
+    rows.append(
+        f"| join time, mean over sites (s) | {report['join_s']:.0f} | ≥ "
+        f"{report['state_transfer_s']:.0f} (state transfer) | INTELLECT-1: a blocking checkpoint "
+        "transfer took 30–60 min at 10B |"
+    )
+    rows += [
+        "",
+        f"On {report['episodes']} paired test episodes without jitter: headroom "
+        f"{report['headroom']:.3f}, MyopicOptimal / BeamPlanner "
+        f"{_fmt(report['myopic_over_beam'])}, PowerTrip / MyopicOptimal "
+        f"{_fmt(report['powertrip_over_myopic'])}; BeamPlanner never worse than the policies "
+        f"it starts from: {report['beam_never_worse']}.",
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (2 for bad arguments)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m baselines.fidelity",
+        description="The calibration table: simulated against published figures.",
+    )
+    parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")
+    parser.add_argument("--scenario", default=None, help="a scenario name or TOML file")
+    parser.add_argument("--episodes", type=int, default=30, help="paired test episodes (30)")
+    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
+    args = parser.parse_args(argv)
+    if args.env not in powertrip_env.ENV_IDS:
+        parser.error(
+            f"argument --env: {args.env!r} is not one of {', '.join(powertrip_env.ENV_IDS)}"
+        )
+    if args.episodes < 1:
+        parser.error(f"argument --episodes: {args.episodes} must be >= 1")
+    try:
+        report = fidelity(args.env, episodes=args.episodes, seed=args.seed, scenario=args.scenario,
+                          progress=sys.stderr.isatty())  # fmt: skip
+    except EvaluationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(to_markdown(report))
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Do the conclusions survive the calibrated knobs' published ranges? A one-at-a-time sweep.
+
+Each knob that decides which sites win, and that docs/calibration.md sets from a published
+figure or a modelling choice, is moved across its published range while the others stay as
+shipped: the sites' WAN bandwidth, the fixed start-up of a join, the synchronisation rule, the
+replica penalty and the grid's share of the sites' power. For each setting the references and
+the main policies run on the same paired test episodes (``baselines.headroom``), and the table
+gives their mean time to accuracy, the sequential headroom, and Kendall's τ between the
+setting's ranking of the policies and the shipped scenario's.
+
+Command line::
+
+    python -m baselines.sensitivity --env PowerTrip-v0 --episodes 10
+
+It prints the table and, as its last line, one JSON object: ``{"env", "episodes",
+"settings": [{"knob", "value", "mean_tta_h": {policy: hours}, "headroom",
+"all_sites_success", "kendall_tau"}]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+import powertrip_env
+from baselines.evaluate import EvaluationError
+from baselines.headroom import POLICIES, headroom
+from baselines.validate import kendall_tau
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the sweep: TOML overrides of the scenario, and catalogue column changes."""
+
+    knob: str
+    value: str
+    toml: dict[str, dict[str, Any]] = field(default_factory=dict)
+    catalogue: dict[str, Any] = field(default_factory=dict)  # column -> value or callable(row)
+
+
+SHIPPED = Setting("shipped", "as calibrated")
+SETTINGS = (
+    SHIPPED,
+    # INTELLECT-1: the links fluctuated between 0.5 and 4 Gb/s
+    Setting("WAN bandwidth", "every site 0.5 Gb/s", catalogue={"wan_gbps": 0.5}),
+    Setting("WAN bandwidth", "every site 4 Gb/s", catalogue={"wan_gbps": 4.0}),
+    # no published start-up time: a minute to a quarter of an hour
+    Setting("join start-up", "60 s", toml={"network": {"join_fixed_s": 60.0}}),
+    Setting("join start-up", "900 s", toml={"network": {"join_fixed_s": 900.0}}),
+    # Dynamic Local Updates (Liu et al. 2024): steps in proportion to speed
+    Setting(
+        "synchronisation",
+        "time-balanced, 240 s, grace 0.1",
+        toml={"workload": {"round_mode": "fixed_time", "round_s": 240.0, "grace": 0.1}},
+    ),
+    # the replica penalty: B0 for tokens ratios of about 1.7 and 1.4 at 8 sites (the anchors
+    # of Table 4 at 1.3B and 2.4B span 1.37-1.55)
+    Setting("replica penalty", "higher (B0 = 2,500)", toml={"workload": {"noise_b0": 2500.0}}),
+    Setting("replica penalty", "lower (B0 = 6,000)", toml={"workload": {"noise_b0": 6000.0}}),
+    # the grid's share of each site's power (docs/data.md: a modelling choice)
+    Setting("grid share of power", "grid capacity × 0.5", catalogue={"capacity_kw": 0.5}),
+    Setting("grid share of power", "grid capacity × 1.5", catalogue={"capacity_kw": 1.5}),
+)
+_SCALED = {"capacity_kw"}  # catalogue columns a setting multiplies; the others it replaces
+
+
+def write_setting(setting: Setting, env_id: str, folder: Path) -> str | None:
+    """A scenario file for ``setting`` that ``extends`` the ID's own; None for the shipped one."""
+    if setting is SHIPPED:
+        return None
+    base = gym.spec(env_id).kwargs.get("scenario", "default")
+    scenario = powertrip_env.load_scenario(base)
+    sections: dict[str, dict[str, Any]] = {k: dict(v) for k, v in setting.toml.items()}
+    if setting.catalogue:
+        with open(scenario.sites_source, newline="") as fh:  # the catalogue CSV, resolved
+            rows = list(csv.DictReader(fh))
+        for row in rows:
+            for column, value in setting.catalogue.items():
+                old = float(row[column])
+                row[column] = f"{old * value:g}" if column in _SCALED else f"{value:g}"
+        path = folder / f"sites-{len(list(folder.iterdir()))}.csv"
+        with open(path, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+        sections.setdefault("sites", {}).update({"catalogue": path.name,
+                                                 "hub": scenario.network.hub})  # fmt: skip
+    lines = [f'extends = "{base}"', f'name = "{scenario.name}-sensitivity"']
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+    path = folder / f"setting-{len(list(folder.iterdir()))}.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def sensitivity(
+    env_id: str = "PowerTrip-v0",
+    *,
+    episodes: int = 10,
+    seed: int = 0,
+    settings: Sequence[Setting] = SETTINGS,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Run every setting on the same paired test episodes; see the module docstring."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="powertrip-sensitivity-") as tmp:
+        for setting in settings:
+            scenario = write_setting(setting, env_id, Path(tmp))
+            summary, frame = headroom(
+                env_id, episodes=episodes, seed=seed, scenario=scenario, progress=progress
+            )
+            success = frame.groupby("policy")["success"].mean()
+            rows.append({"knob": setting.knob, "value": setting.value,
+                         "mean_tta_h": summary["mean_tta_h"], "headroom": summary["headroom"],
+                         "all_sites_success": round(float(success["AllSites"]), 3)})  # fmt: skip
+    names = [p for p in POLICIES if p in rows[0]["mean_tta_h"]]
+    reference = [rows[0]["mean_tta_h"][p] for p in names]
+    for row in rows:
+        row["kendall_tau"] = round(kendall_tau(reference, [row["mean_tta_h"][p] for p in names]), 3)
+    return {"env": env_id, "episodes": episodes, "policies": names, "settings": rows}
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    """One row per setting: mean TTA per policy, headroom and τ against the shipped ranking."""
+    names = report["policies"]
+    head = "| knob | setting | " + " | ".join(names) + " | headroom | AllSites success | τ |"
+    lines = [head, "|---|---|" + "---:|" * (len(names) + 3)]
+    for row in report["settings"]:
+        cells = [f"{row['mean_tta_h'][p]:.2f}" for p in names]
+        lines.append(
+            f"| {row['knob']} | {row['value']} | " + " | ".join(cells)
+            + f" | {row['headroom']:.3f} | {row['all_sites_success']:.0%} | "
+            f"{row['kendall_tau']:.2f} |"
+        )  # fmt: skip
+    lines += [
+        "",
+        f"Mean time to accuracy (h) over {report['episodes']} paired test episodes without time "
+        "jitter; one knob moved at a time, the others as shipped. τ: Kendall's τ between the "
+        "setting's ranking of the policies and the shipped scenario's (1 = the same order).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (2 for bad arguments)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m baselines.sensitivity",
+        description="Sweep the calibrated knobs across their published ranges.",
+    )
+    parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")
+    parser.add_argument("--episodes", type=int, default=10, help="paired test episodes (10)")
+    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
+    args = parser.parse_args(argv)
+    if args.env not in powertrip_env.ENV_IDS:
+        parser.error(
+            f"argument --env: {args.env!r} is not one of {', '.join(powertrip_env.ENV_IDS)}"
+        )
+    if args.episodes < 1:
+        parser.error(f"argument --episodes: {args.episodes} must be >= 1")
+    try:
+        report = sensitivity(args.env, episodes=args.episodes, seed=args.seed,
+                             progress=sys.stderr.isatty())  # fmt: skip
+    except EvaluationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(to_markdown(report))
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

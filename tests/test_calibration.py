@@ -1,0 +1,212 @@
+"""The calibrated mechanisms (docs/calibration.md) worked by hand, and the reports built on them.
+
+The toy scenarios come from ``scenario_files`` (see test_core.py's docstring for their
+numbers): a G100 site with 5.25 kW at u = 0.5 powers 10 GPUs and computes its 60,000-sample
+quota in 600 s; the pseudo-gradient is 8e8 bits. Expected values are written out from the
+formulas in docs/model.md, never copied from a run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from scenario_files import site, write_scenario
+from test_core import G100_RATE, QUOTA, params_for, start, step
+
+import powertrip_env
+from baselines import fidelity, sensitivity
+from baselines.policies import PowerTrip, PowerTripRTT
+from powertrip_env import progress
+from powertrip_env.simulation import load_simulation
+
+MODEL_BITS = 8e8
+
+
+def three_sites(tmp_path, **network):
+    sites = [
+        site("a", "ca", wan_gbps=1.0),
+        site("b", "cb", wan_gbps=4.0),
+        site("c", "cc", wan_gbps=2.0),
+    ]
+    net = {"rtt_to_hub_ms": [40.0, 90.0, 60.0], **network}
+    return params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5, "cc": 0.5}, network=net)
+
+
+def test_ring_all_reduce_moves_2_n_minus_1_over_n_updates_through_the_slowest_link(tmp_path):
+    params = three_sites(tmp_path, allreduce="ring")
+    result = step(params, start(params, 900.0, joined=(0, 1, 2)), 0, 1, 2)
+    # rtt_factor · max RTT + 2 (3 − 1)/3 · 8e8 bit / 1 Gbps (site a's link)
+    comm = 2.0 * 0.090 + 2.0 * 2.0 / 3.0 * MODEL_BITS / 1e9
+    assert result.comm_s[0] == pytest.approx(comm, rel=1e-12)
+    assert result.compute_s[0] == pytest.approx(QUOTA / (10 * G100_RATE), rel=1e-12)
+    assert result.round_time_s[0] == pytest.approx(600.0 + comm + 3.0, rel=1e-12)
+
+
+def test_a_lone_site_in_a_ring_sends_nothing_but_the_hub_still_exchanges(tmp_path):
+    ring = three_sites(tmp_path, allreduce="ring")
+    hub = three_sites(tmp_path, allreduce="hub")
+    alone_ring = step(ring, start(ring, 900.0, joined=(1,)), 1)
+    alone_hub = step(hub, start(hub, 900.0, joined=(1,)), 1)
+    assert alone_ring.comm_s[0] == 0.0
+    # through the hub: rtt_factor · RTT + 2 · max(8e8 / 4 Gbps, 1 · 8e8 / 10 Gbps)
+    assert alone_hub.comm_s[0] == pytest.approx(2.0 * 0.090 + 2.0 * 0.2, rel=1e-12)
+
+
+def test_a_joining_site_fetches_the_training_state_not_the_model(tmp_path):
+    sites = [site("a", "ca", wan_gbps=2.0)]
+    params = params_for(
+        tmp_path, sites, {"ca": 0.5},
+        workload={"state_bytes": 8e8}, network={"join_fixed_s": 30.0},
+    )  # fmt: skip
+    # 30 s plus 6.4e9 bits over 2 Gbps
+    assert params.join_s[0] == pytest.approx(30.0 + 8 * 8e8 / 2e9, rel=1e-12)
+    result = step(params, start(params, 900.0), 0)
+    assert result.compute_s[0] == pytest.approx(30.0 + 3.2 + 600.0, rel=1e-12)
+    default = params_for(tmp_path, sites, {"ca": 0.5}, network={"join_fixed_s": 30.0})
+    assert default.join_s[0] == pytest.approx(30.0 + MODEL_BITS / 2e9, rel=1e-12)
+
+
+def test_time_balanced_rounds_stop_a_slow_window_at_the_grace_deadline(tmp_path):
+    sites = [site("a", "ca"), site("b", "cb")]
+    work = {"round_mode": "fixed_time", "round_s": 100.0, "grace": 0.1}
+    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5}, workload=work)
+    state = start(params, 900.0, joined=(0, 1))
+    slow = np.array([[1.5, 1.05, 1.0]])  # site a's window 50% slow, b's 5%
+    result = core_step(params, state, slow)
+    # a stops at (1 + grace) · round_s = 110 s; b at 105 s; the barrier waits for a
+    assert result.compute_s[0] == pytest.approx(110.0, rel=1e-12)
+    without = params_for(
+        tmp_path, sites, {"ca": 0.5, "cb": 0.5},
+        workload={"round_mode": "fixed_time", "round_s": 100.0},
+    )  # fmt: skip
+    assert core_step(without, start(without, 900.0, joined=(0, 1)), slow).compute_s[0] == (
+        pytest.approx(150.0, rel=1e-12)
+    )
+
+
+def core_step(params, state, jitter):
+    from powertrip_env import core
+
+    mask = np.ones((1, params.n_sites), dtype=bool)
+    return core.step_round(params, state, mask, jitter)
+
+
+# --------------------------------------------------------------------------- PowerTrip's score
+
+
+def test_exchange_cost_floors_the_aggregator_sites_self_rtt(tmp_path):
+    sites = [site("hub", "ca", wan_gbps=1.0), site("b", "cb", wan_gbps=1.0),
+             site("c", "cc", wan_gbps=1.0)]  # fmt: skip
+    params = params_for(
+        tmp_path, sites, {"ca": 0.5, "cb": 0.5, "cc": 0.5},
+        network={"rtt_to_hub_ms": [2.0, 50.0, 80.0], "allreduce": "ring"},
+    )  # fmt: skip
+    tx = 2.0 * MODEL_BITS / 1e9
+    # the hub's site pays the next site's RTT (50 ms), not its 2 ms to itself
+    np.testing.assert_allclose(
+        params.exchange_s, [2.0 * 0.050 + tx, 2.0 * 0.050 + tx, 2.0 * 0.080 + tx], rtol=1e-12
+    )
+
+
+def _views(env_id: str, episodes: int = 6, steps: int = 40):
+    """Decision views along a few test episodes of AllSites."""
+    env = gym.make(env_id, split="test")
+    for e in range(episodes):
+        env.reset(seed=e)
+        for _ in range(steps):
+            yield env.unwrapped.decision_view()
+            *_, terminated, truncated, _ = env.step(env.unwrapped.available().astype(np.int8))
+            if terminated or truncated:
+                break
+
+
+@pytest.mark.parametrize("env_id", ["PowerTrip-v0", "PowerTrip-LoRA-v0", "PowerTrip-KWS-v0"])
+def test_powertrip_never_ranks_a_site_first_only_because_it_hosts_the_aggregator(env_id):
+    """Give the aggregator's site the network cost of the cheapest other site: if that changed
+    which site ranks first, the site was first only because it hosts the aggregator."""
+    hub = powertrip_env.load_scenario(gym.spec(env_id).kwargs.get("scenario", "default"))
+    names = [s.name for s in hub.sites]
+    if hub.network.hub not in names:
+        pytest.skip("the aggregator is not at a site")
+    h = names.index(hub.network.hub)
+    literal_firsts = 0
+    for now in _views(env_id):
+        if not now.available.any():
+            continue
+        policy = PowerTrip()
+        first = policy.ranking(now)[0]
+        cost = now.exchange_s.copy()
+        cost[h] = np.delete(cost, h).min()
+        score = now.power_w / cost
+        masked = np.where(now.available, score, -np.inf)
+        assert first == int(np.argmax(masked)) or masked[first] == masked.max()
+        literal_firsts += PowerTripRTT().ranking(now)[0] == h
+    # the literal power/RTT reading ranks the hub's site first whenever it has power
+    assert literal_firsts > 0
+
+
+# --------------------------------------------------------------------------- the reports
+
+
+def test_tokens_ratio_matches_the_published_anchor_within_ten_percent():
+    params = load_simulation("default").params
+    for m in fidelity.REPLICAS:
+        simulated = fidelity.simulated_tokens_ratio(params, m)
+        published = fidelity.published_tokens_ratio(1.1e9, m)
+        assert abs(simulated / published - 1.0) <= 0.10, (m, simulated, published)
+    # Table 3's ordering: more replicas, more progress per round at fixed inner steps
+    per_round = [progress.delta_progress(params, 0.0, m * 512.0) for m in (1, 4, 8, 16, 64)]
+    assert all(a < b for a, b in itertools.pairwise(per_round))
+
+
+def test_published_ratio_is_the_scaling_law_fit_through_the_chinchilla_data_term():
+    # worked by hand at N = 1.1e9 (docs/calibration.md): 1.149, 1.330, 1.551
+    assert fidelity.published_tokens_ratio(1.1e9, 2) == pytest.approx(1.1495, abs=1e-3)
+    assert fidelity.published_tokens_ratio(1.1e9, 4) == pytest.approx(1.3304, abs=1e-3)
+    assert fidelity.published_tokens_ratio(1.1e9, 8) == pytest.approx(1.5513, abs=1e-3)
+    assert fidelity.published_tokens_ratio(1.1e9, 1) == 1.0
+
+
+def test_rounds_to_target_counts_the_last_round_by_its_share(tmp_path):
+    params = load_simulation("default").params
+    one, two = progress.rounds_to_target(params, 1), progress.rounds_to_target(params, 2)
+    assert 0 < two < one
+    need, p, r = progress.progress_needed(params), 0.0, 0
+    while p + progress.delta_progress(params, p, 512.0) < need:
+        p += progress.delta_progress(params, p, 512.0)
+        r += 1
+    assert r < one <= r + 1
+
+
+def test_fidelity_cli_prints_the_table_and_the_json(capsys):
+    assert fidelity.main(["--env", "PowerTrip-v0", "--episodes", "2"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    report = json.loads(out[-1])
+    assert set(report["tokens_ratio"]) == {"2", "4", "8"} == set(report["tokens_ratio_published"])
+    assert {"MyopicOptimal", "PowerTrip"} <= set(report["comm_share"])
+    assert report["join_s"] >= report["state_transfer_s"]
+    assert report["beam_never_worse"] is True
+    for key in ("headroom", "myopic_over_beam", "powertrip_over_myopic"):
+        assert report[key] > 0
+    assert any(line.startswith("| tokens to target, 8 sites") for line in out)
+
+
+def test_fidelity_refuses_a_scenario_without_a_parameter_count(tmp_path, capsys):
+    path = write_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5})
+    assert fidelity.main(["--env", "PowerTrip-v0", "--scenario", str(path), "--episodes", "1"]) == 2
+    assert "'parameters'" in capsys.readouterr().err
+
+
+def test_sensitivity_runs_each_setting_on_the_same_episodes():
+    settings = (sensitivity.SHIPPED, sensitivity.SETTINGS[3])  # the shipped one, 60 s start-up
+    report = sensitivity.sensitivity("PowerTrip-v0", episodes=1, settings=settings)
+    rows = report["settings"]
+    assert [r["knob"] for r in rows] == ["shipped", "join start-up"]
+    assert rows[0]["kendall_tau"] == 1.0
+    assert rows[1]["mean_tta_h"] != rows[0]["mean_tta_h"]  # the setting reached the episodes
+    table = sensitivity.to_markdown(report)
+    assert "| join start-up | 60 s |" in table
