@@ -3,7 +3,9 @@
 The tables in README.md are harness output, never typed by hand: each sits between
 ``<!-- results:ID -->`` and ``<!-- /results:ID -->`` markers and this command replaces it with a
 fresh ``summary.md`` table; the block ``<!-- results:headroom -->`` gets
-``baselines.headroom``'s table over every ID. ``python -m baselines.readme_tables`` re-runs
+``baselines.headroom``'s table over every ID, and ``fidelity`` and ``sensitivity`` get the
+flagship's calibration table (``baselines.fidelity``) and its sweep (``baselines.sensitivity``,
+10 episodes a setting). ``python -m baselines.readme_tables`` re-runs
 every registered ID and updates ``README.md`` in the current folder (run it from the
 repository root, or pass ``--readme``): an installed package has no README of its own to find.
 """
@@ -17,11 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import powertrip_env
-from baselines import headroom
+from baselines import fidelity, headroom, sensitivity
 from baselines.evaluate import evaluate
 from powertrip_env.atomic import write_text
 
 HEADROOM = "headroom"  # the block of the headroom table
+FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
+SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
 
 DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in
 
@@ -59,9 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--tables",
-        choices=("all", "results", "headroom"),
+        choices=("all", "results", "headroom", "calibration"),
         default="all",
-        help="the per-ID baseline tables, the headroom table, or both (all)",
+        help="the per-ID baseline tables, the headroom table, the flagship's calibration and "
+        "sensitivity tables, or all of them",
     )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -75,16 +80,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             "from the repository root or pass --readme PATH"
         )
     text = args.readme.read_text(encoding="utf-8")
-    blocks = ([] if args.tables == "headroom" else list(env_ids)) + (
-        [] if args.tables == "results" else [HEADROOM]
-    )
+    blocks = {
+        "all": [*env_ids, HEADROOM, FIDELITY, SENSITIVITY],
+        "results": list(env_ids),
+        "headroom": [HEADROOM],
+        "calibration": [FIDELITY, SENSITIVITY],
+    }[args.tables]
     for block in blocks:
         try:
             splice(text, block, "")  # fail before any long run if a marker is missing
         except ValueError as exc:
             parser.error(f"--readme {str(args.readme)!r}: {exc}")
     progress = not args.no_progress
-    for env_id in (b for b in blocks if b != HEADROOM):
+    for env_id in (b for b in blocks if b not in (HEADROOM, FIDELITY, SENSITIVITY)):
         print(f"evaluating {env_id} ...", file=sys.stderr)
         text = splice(text, env_id, table_for(env_id, args.episodes, args.seed, progress))
     if HEADROOM in blocks:
@@ -96,6 +104,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             summaries.append(summary)
         text = splice(text, HEADROOM, headroom.to_markdown(summaries))
+    if FIDELITY in blocks:
+        print("fidelity of PowerTrip-v0 ...", file=sys.stderr)
+        report = fidelity.fidelity(
+            "PowerTrip-v0", episodes=args.episodes, seed=args.seed, progress=progress
+        )
+        text = splice(text, FIDELITY, fidelity.to_markdown(report))
+    if SENSITIVITY in blocks:
+        print("sensitivity of PowerTrip-v0 ...", file=sys.stderr)
+        swept = sensitivity.sensitivity(
+            "PowerTrip-v0", episodes=SENSITIVITY_EPISODES, seed=args.seed, progress=progress
+        )
+        text = splice(text, SENSITIVITY, sensitivity.to_markdown(swept))
     write_text(args.readme, text)
     return 0
 

@@ -434,29 +434,44 @@ def test_readme_has_a_results_block_for_every_registered_id() -> None:
     from baselines.readme_tables import splice
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    for env_id in powertrip_env.ENV_IDS:
+    for env_id in (*powertrip_env.ENV_IDS, "headroom", "fidelity", "sensitivity"):
         splice(text, env_id, "")  # raises if the block is missing
 
 
-@pytest.mark.parametrize("tables", ["all", "results", "headroom"])
+@pytest.mark.parametrize("tables", ["all", "results", "headroom", "calibration"])
 def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch, tables):
     import baselines.readme_tables as readme_tables
-    from baselines import headroom
+    from baselines import fidelity, headroom, sensitivity
 
     monkeypatch.chdir(tmp_path)
-    results = "<!-- results:PowerTrip-v0 -->\nold\n<!-- /results:PowerTrip-v0 -->\n"
-    room = "<!-- results:headroom -->\nold\n<!-- /results:headroom -->\n"
-    (tmp_path / "README.md").write_text("# mine\n" + results + room, encoding="utf-8")
+    blocks = {name: f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n"
+              for name in ("PowerTrip-v0", "headroom", "fidelity", "sensitivity")}  # fmt: skip
+    (tmp_path / "README.md").write_text("# mine\n" + "".join(blocks.values()), encoding="utf-8")
     monkeypatch.setattr(readme_tables, "table_for", lambda env_id, *a: f"| {env_id} |\n")
     monkeypatch.setattr(headroom, "headroom", lambda env_id, **kw: ({"env": env_id}, None))
     monkeypatch.setattr(headroom, "to_markdown", lambda s: f"| room {s[0]['env']} |\n")
+    monkeypatch.setattr(fidelity, "fidelity", lambda env_id, **kw: {"env": env_id})
+    monkeypatch.setattr(fidelity, "to_markdown", lambda r: f"| fidelity {r['env']} |\n")
+    monkeypatch.setattr(sensitivity, "sensitivity", lambda env_id, **kw: {"env": env_id})
+    monkeypatch.setattr(sensitivity, "to_markdown", lambda r: f"| swept {r['env']} |\n")
     argv = ["--env", "PowerTrip-v0", "--tables", tables, "--no-progress"]
     assert readme_tables.main(argv) == 0
-    if tables != "headroom":
-        results = results.replace("old", "| PowerTrip-v0 |")
-    if tables != "results":
-        room = room.replace("old", "| room PowerTrip-v0 |")
-    assert (tmp_path / "README.md").read_text(encoding="utf-8") == "# mine\n" + results + room
+    new = {
+        "PowerTrip-v0": "| PowerTrip-v0 |",
+        "headroom": "| room PowerTrip-v0 |",
+        "fidelity": "| fidelity PowerTrip-v0 |",
+        "sensitivity": "| swept PowerTrip-v0 |",
+    }
+    chosen = {
+        "all": set(new),
+        "results": {"PowerTrip-v0"},
+        "headroom": {"headroom"},
+        "calibration": {"fidelity", "sensitivity"},
+    }[tables]
+    expected = "# mine\n" + "".join(
+        text.replace("old", new[name]) if name in chosen else text for name, text in blocks.items()
+    )
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == expected
 
 
 def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeypatch, capsys):
