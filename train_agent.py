@@ -323,7 +323,8 @@ def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dic
     )
     clear = args.force and not same_run and out.is_dir() and any(out.iterdir())
     if clear:
-        checks.check_clearable(out, [args.resume, args.config, *scenarios])
+        read = [p for sc in scenarios if sc for p in powertrip_env.load_scenario(sc).inputs]
+        checks.check_clearable(out, [args.resume, args.config, *scenarios, *read])
     return {
         "env_kwargs": env_kwargs,
         "scenarios": scenarios,

@@ -23,7 +23,7 @@ import yaml
 from gymnasium.envs.registration import registry
 
 from powertrip_env import ENTRY_POINT, ENV_IDS, SAMPLED_ENV_IDS
-from powertrip_env.atomic import OutputDirError, check_output_dir
+from powertrip_env.atomic import OutputDirError, check_output_dir, check_replaceable
 from powertrip_env.env import PowerTripEnv
 
 
@@ -151,27 +151,13 @@ def check_out_dir(path: str | os.PathLike[str], force: bool = False) -> Path:
 
 
 def check_clearable(out: Path, inputs: Sequence[str | os.PathLike[str] | None]) -> None:
-    """Refuse ``--force`` on a folder whose deletion would lose more than an earlier run.
-
-    ``--force`` deletes everything in ``--out``; a slip such as ``--out .`` must not empty the
-    working directory, a home directory or a repository, nor may it delete the files this run
-    reads (``--resume``, ``--config``, ``--scenario`` files inside the folder).
-    """
-    where = out.resolve()
-    cwd = Path.cwd().resolve()
-    if where == Path(where.anchor) or where == Path.home().resolve() or where in cwd.parents:
-        raise UsageError(f"argument --force: refusing to empty {os.fspath(out)!r}; give --out")
-    if where == cwd or (where / ".git").exists():
-        raise UsageError(
-            f"argument --force: {os.fspath(out)!r} is the working directory or a repository, "
-            "not a run folder; give --out a folder of its own"
-        )
-    for item in inputs:
-        if item is not None and where in Path(item).resolve().parents:
-            raise UsageError(
-                f"argument --force: {os.fspath(out)!r} holds {os.fspath(item)!r}, which this run "
-                "reads and --force would delete"
-            )
+    """Refuse ``--force`` on a folder whose deletion would lose more than an earlier run
+    (``powertrip_env.atomic.check_replaceable``: the working directory, a home directory, a
+    repository, a folder of other runs, or one holding a file this run reads)."""
+    try:
+        check_replaceable(out, inputs)
+    except OutputDirError as exc:
+        raise UsageError(f"argument {exc}") from None
 
 
 # --------------------------------------------------------------------------- --resume

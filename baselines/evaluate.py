@@ -776,7 +776,7 @@ def run_episode(
     hours = [0.0]
     acc = [float(env.unwrapped.state.accuracy[0])]
     sites: list[int] = []
-    comm: list[float] = []
+    comm_s = busy_s = 0.0  # over the non-idle rounds
     width = env.action_space.shape[0]
     while True:
         action = policy.act(obs, info)
@@ -787,8 +787,8 @@ def run_episode(
         acc.append(info["accuracy"])
         if not info["idle"]:
             sites.append(info["n_selected"])
-            if info["round_time_s"] > 0:
-                comm.append(float(info["comm_s"]) / float(info["round_time_s"]))
+            comm_s += float(info["comm_s"])
+            busy_s += float(info["round_time_s"])
         if terminated or truncated:
             break
     row = {
@@ -799,7 +799,7 @@ def run_episode(
         "rounds": int(info["rounds"]),
         "energy_kwh": float(info["energy_kwh"]),
         "mean_sites": float(np.mean(sites)) if sites else 0.0,
-        "comm_share": float(np.mean(comm)) if comm else 0.0,  # of round time, non-idle rounds
+        "comm_share": comm_s / busy_s if busy_s > 0 else 0.0,  # of the non-idle rounds' time
     }
     return row, (np.asarray(hours), np.asarray(acc))
 

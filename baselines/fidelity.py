@@ -10,8 +10,9 @@ calibrated scenario poses:
 * ``tokens_ratio``: tokens to the target for M equally fast sites at full power, relative to
   one site (the scenario's progress model, rounds iterated to the target), against the ratio
   the DiLoCo scaling laws give at the job's model size (``published_tokens_ratio``);
-* ``comm_share``: communication over round time, mean over the non-idle rounds of the test
-  episodes, for MyopicOptimal, PowerTrip and a set of four sites (OpenDiLoCo's four workers);
+* ``comm_share``: the share of the non-idle rounds' time spent communicating, pooled over the
+  test episodes, for MyopicOptimal, PowerTrip and a set of four sites (OpenDiLoCo's four
+  workers);
 * ``join_s``: a joining site's mean time to start, against the transfer of the training state;
 * ``headroom`` (BestFixedSet / BeamPlanner), ``myopic_over_beam``, ``powertrip_over_myopic``
   and ``beam_never_worse`` (BeamPlanner at most every policy it starts from, on every episode).
@@ -38,8 +39,9 @@ import gymnasium as gym
 import numpy as np
 
 import powertrip_env
-from baselines.evaluate import EvaluationError, evaluate
+from baselines.evaluate import EvaluationError
 from baselines.headroom import headroom
+from baselines.policies import Policy, make_policy
 from powertrip_env import progress as model
 from powertrip_env.errors import ScenarioError, TraceError
 
@@ -116,18 +118,16 @@ def fidelity(
     per_round = {m: model.delta_progress(params, 0.0, m * float(params.site_batch.max()))
                  for m in DILOCO_TABLE3}  # fmt: skip
 
-    # communication share, on the scenario as it runs (jitter on), test split
+    # communication share, on the scenario as it runs (jitter on), test split: the time spent
+    # communicating over the time of the non-idle rounds, pooled over the episodes, as the
+    # published shares are of training time
     fastest = np.argsort(-(params.gpu_count * params.gpu_rate), kind="stable")
     four = [int(i) for i in fastest[: min(OPENDILOCO_WORKERS, params.n_sites)]]
     four_name = f"Fixed-{'+'.join(env.scenario.sites[i].name for i in four)}"
     comm_names = [p for p in COMM_POLICIES if p != "MyopicOptimal" or params.n_sites <= 16]
-    played = evaluate(
-        env_id, comm_names, episodes=episodes, split="test", seed=seed, env_kwargs=kwargs,
-        progress=progress,
-    ).episodes  # fmt: skip
-    comm = {name: float(played.loc[played["policy"] == name, "comm_share"].mean())
-            for name in comm_names}  # fmt: skip
-    comm[four_name] = _fixed_set_comm_share(env_id, kwargs, four, episodes, seed)
+    comm = {name: comm_share(env_id, kwargs, make_policy(name, params.n_sites, seed), episodes,
+                             seed) for name in comm_names}  # fmt: skip
+    comm[four_name] = comm_share(env_id, kwargs, FixedSet(four), episodes, seed)
 
     summary, frame = headroom(
         env_id, episodes=episodes, seed=seed, scenario=scenario, progress=progress
@@ -164,24 +164,40 @@ def fidelity(
     return out
 
 
-def _fixed_set_comm_share(
-    env_id: str, kwargs: dict[str, Any], sites: list[int], episodes: int, seed: int
+class FixedSet(Policy):
+    """The same sites every round (those that have power)."""
+
+    name = "FixedSet"
+
+    def __init__(self, sites: Sequence[int]) -> None:
+        super().__init__()
+        self.sites = list(sites)
+
+    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
+        mask = np.zeros(self.env.decision_view().n_sites, dtype=np.int8)
+        mask[self.sites] = 1
+        return mask
+
+
+def comm_share(
+    env_id: str, kwargs: dict[str, Any], policy: Policy, episodes: int, seed: int
 ) -> float:
-    """Communication share of one fixed set of sites, mean over its non-idle rounds."""
+    """Time spent communicating over the time of the non-idle rounds of ``policy``'s test
+    episodes, pooled (a ratio of sums, as a share of training time is measured)."""
     env = gym.make(env_id, split="test", **kwargs)
-    mask = np.zeros(env.unwrapped.params.n_sites, dtype=np.int8)
-    mask[sites] = 1
-    shares = []
+    comm_s = busy_s = 0.0
     for e in range(episodes):
-        env.reset(seed=seed + e)
+        obs, info = env.reset(seed=seed + e)
+        policy.reset(env)
         while True:
-            *_, terminated, truncated, info = env.step(mask)
-            if not info["idle"] and info["round_time_s"] > 0:
-                shares.append(float(info["comm_s"]) / float(info["round_time_s"]))
+            obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
+            if not info["idle"]:
+                comm_s += float(info["comm_s"])
+                busy_s += float(info["round_time_s"])
             if terminated or truncated:
                 break
     env.close()
-    return float(np.mean(shares)) if shares else 0.0
+    return comm_s / busy_s if busy_s > 0 else 0.0
 
 
 def to_markdown(report: dict[str, Any]) -> str:

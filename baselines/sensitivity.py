@@ -57,10 +57,12 @@ SETTINGS = (
     Setting("join start-up", "60 s", toml={"network": {"join_fixed_s": 60.0}}),
     Setting("join start-up", "900 s", toml={"network": {"join_fixed_s": 900.0}}),
     # Dynamic Local Updates (Liu et al. 2024): steps in proportion to speed
+    # (the sweep runs without jitter, so a grace cap, which stops windows slowed by jitter, would
+    # not bind: it is left out)
     Setting(
         "synchronisation",
-        "time-balanced, 240 s, grace 0.1",
-        toml={"workload": {"round_mode": "fixed_time", "round_s": 240.0, "grace": 0.1}},
+        "time-balanced, 240 s rounds",
+        toml={"workload": {"round_mode": "fixed_time", "round_s": 240.0}},
     ),
     # the replica penalty: B0 for tokens ratios of about 1.7 and 1.4 at 8 sites (the anchors
     # of Table 4 at 1.3B and 2.4B span 1.37-1.55)
@@ -81,8 +83,24 @@ def write_setting(setting: Setting, env_id: str, folder: Path) -> str | None:
     scenario = powertrip_env.load_scenario(base)
     sections: dict[str, dict[str, Any]] = {k: dict(v) for k, v in setting.toml.items()}
     if setting.catalogue:
+        if not scenario.sites_source.endswith(".csv"):
+            raise EvaluationError(
+                f"{env_id}: the setting {setting.knob!r} rewrites the site catalogue, and this "
+                f"scenario writes its sites inline in {scenario.sites_source}; sweep a scenario "
+                "with a [sites] catalogue file"
+            )
         with open(scenario.sites_source, newline="") as fh:  # the catalogue CSV, resolved
             rows = list(csv.DictReader(fh))
+        if [row["name"] for row in rows] != [s.name for s in scenario.sites]:
+            raise EvaluationError(f"{scenario.sites_source}: its sites are not the scenario's")
+        # a new catalogue drops what the base tied to its own (extends: config.TIED_FIELDS), so
+        # the shares as loaded and any measured RTTs are written out again
+        for row, loaded in zip(rows, scenario.sites, strict=True):
+            row["data_share"] = repr(loaded.data_share)
+        if scenario.network.rtt_to_hub_ms is not None:
+            sections.setdefault("network", {})["rtt_to_hub_ms"] = list(
+                scenario.network.rtt_to_hub_ms
+            )
         for row in rows:
             for column, value in setting.catalogue.items():
                 old = float(row[column])

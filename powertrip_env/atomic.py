@@ -13,7 +13,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -90,6 +90,51 @@ def check_output_dir(path: str | os.PathLike[str], *, force: bool = False) -> Pa
     return out
 
 
+def check_replaceable(
+    path: str | os.PathLike[str],
+    inputs: Sequence[str | os.PathLike[str] | None] = (),
+    *,
+    flat: bool = False,
+) -> None:
+    """Refuse ``--force`` on a folder whose deletion would lose more than an earlier run.
+
+    ``--force`` deletes what ``--out`` holds; a slip such as ``--out .`` or ``--out runs`` must
+    not empty the working directory, a home directory, a repository or a folder of other runs,
+    nor delete a file the run reads (``inputs``). With ``flat`` (a result set is a few files),
+    a folder that holds any subfolder is refused too.
+    """
+    out = Path(path)
+    where = out.resolve()
+    cwd = Path.cwd().resolve()
+    if where == Path(where.anchor) or where == Path.home().resolve() or where in cwd.parents:
+        raise OutputDirError(f"--force: refusing to empty {os.fspath(out)!r}; give another --out")
+    if where == cwd or (where / ".git").exists():
+        raise OutputDirError(
+            f"--force: {os.fspath(out)!r} is the working directory or a repository, not a "
+            "results folder; give --out a folder of its own"
+        )
+    if not where.is_dir():
+        return
+    for item in inputs:
+        if item is not None and where in Path(item).resolve().parents:
+            raise OutputDirError(
+                f"--force: {os.fspath(out)!r} holds {os.fspath(item)!r}, which this run reads "
+                "and --force would delete"
+            )
+    if any(p.name == "config.yaml" for p in where.glob("*/**/config.yaml")):
+        raise OutputDirError(
+            f"--force: {os.fspath(out)!r} holds other runs (a config.yaml in a subfolder); "
+            "give --out the run's own folder"
+        )
+    if flat:
+        sub = next((p for p in where.iterdir() if p.is_dir()), None)
+        if sub is not None:
+            raise OutputDirError(
+                f"--force: {os.fspath(out)!r} holds the folder {sub.name!r}, which no result set "
+                "of this tool writes; give another --out or empty it yourself"
+            )
+
+
 @contextlib.contextmanager
 def result_dir(path: str | os.PathLike[str], *, force: bool = False) -> Iterator[Path]:
     """Yield a fresh temporary folder beside ``path``; on success it becomes ``path`` at once.
@@ -103,6 +148,8 @@ def result_dir(path: str | os.PathLike[str], *, force: bool = False) -> Iterator
     untouched.
     """
     final = check_output_dir(path, force=force)
+    if force and final.is_dir() and any(final.iterdir()):
+        check_replaceable(final, flat=True)
     final.absolute().parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.absolute().parent, prefix=f".{final.name}.tmp-"))
     os.chmod(tmp, 0o777 & ~_umask())
@@ -117,7 +164,13 @@ def result_dir(path: str | os.PathLike[str], *, force: bool = False) -> Iterator
                 )
             old = Path(tempfile.mkdtemp(dir=tmp.parent, prefix=f".{final.name}.old-"))
             os.replace(final, old / final.name)
-        os.replace(tmp, final)
+        try:
+            os.replace(tmp, final)
+        except BaseException:
+            if old is not None:  # put the earlier results back where they were
+                os.replace(old / final.name, final)
+                shutil.rmtree(old, ignore_errors=True)
+            raise
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except OutputDirError:

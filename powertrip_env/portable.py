@@ -180,7 +180,13 @@ def _scenario(data: Any, where: str) -> Scenario:
     _check_sites(sites, gpus, where, where)
 
     network = data["network"]
-    _keys(network, f"{where} ['network']", tuple(f.name for f in dataclasses.fields(Network)))
+    # allreduce came after format @1's first portables, which meant the hub: optional
+    _keys(
+        network,
+        f"{where} ['network']",
+        tuple(f.name for f in dataclasses.fields(Network) if f.name != "allreduce"),
+        ("allreduce",),
+    )
     hub_index = data["hub_index"]
     if (
         isinstance(hub_index, bool)

@@ -30,3 +30,45 @@ def test_the_temporary_keeps_the_suffix_writers_look_at(tmp_path):
         assert tmp.suffix == ".png" and tmp.parent == tmp_path / "sub"
         tmp.write_bytes(b"png")
     assert (tmp_path / "sub" / "tta.png").read_bytes() == b"png"
+
+
+def test_force_never_empties_a_folder_that_holds_more_than_a_result_set(tmp_path, monkeypatch):
+    from powertrip_env.atomic import OutputDirError, result_dir
+
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "sub" / "model.zip").write_bytes(b"keep")
+    with pytest.raises(OutputDirError, match="'sub'"), result_dir(out, force=True) as tmp:
+        (tmp / "summary.md").write_text("new")
+    assert (out / "sub" / "model.zip").read_bytes() == b"keep"
+    monkeypatch.chdir(out / "sub")
+    for where in (out / "sub", out):  # the working directory and a parent of it
+        with pytest.raises(OutputDirError, match=r"refusing|working directory"):
+            with result_dir(where, force=True):
+                pass
+    assert (out / "sub" / "model.zip").read_bytes() == b"keep"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary folder left behind
+
+
+def test_a_failed_rename_puts_the_earlier_results_back(tmp_path, monkeypatch):
+    import os
+
+    from powertrip_env import atomic
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.md").write_text("old")
+    real = os.replace
+    calls = []
+
+    def flaky(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:  # the new set onto --out
+            raise OSError("disk gone")
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", flaky)
+    with pytest.raises(OSError, match="disk gone"), atomic.result_dir(out, force=True) as tmp:
+        (tmp / "summary.md").write_text("new")
+    assert (out / "summary.md").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -210,3 +210,24 @@ def test_sensitivity_runs_each_setting_on_the_same_episodes():
     assert rows[1]["mean_tta_h"] != rows[0]["mean_tta_h"]  # the setting reached the episodes
     table = sensitivity.to_markdown(report)
     assert "| join start-up | 60 s |" in table
+
+
+def test_sensitivity_refuses_catalogue_settings_on_inline_sites(tmp_path):
+    from baselines.evaluate import EvaluationError
+
+    wan = sensitivity.SETTINGS[1]
+    with pytest.raises(EvaluationError, match="inline"):
+        sensitivity.write_setting(wan, "PowerTrip-KWS-v0", tmp_path)
+
+
+def test_every_sensitivity_setting_changes_only_its_knob(tmp_path):
+    shipped = powertrip_env.load_scenario("default")
+    for setting in sensitivity.SETTINGS[1:]:
+        path = sensitivity.write_setting(setting, "PowerTrip-v0", tmp_path)
+        moved = powertrip_env.load_scenario(path)
+        assert moved.network.hub == shipped.network.hub
+        assert [s.data_share for s in moved.sites] == [s.data_share for s in shipped.sites]
+        changed = {f for f in ("workload", "network", "episode", "sites")
+                   if getattr(moved, f) != getattr(shipped, f)}  # fmt: skip
+        expected = set(setting.toml) | ({"sites"} if setting.catalogue else set())
+        assert changed == expected, setting

@@ -110,3 +110,16 @@ def test_gym_make_refuses_a_broken_portable_scenario() -> None:
 def test_the_package_registers_every_id_it_can_make_by_value() -> None:
     for env_id, scenario in powertrip_env.ENV_IDS.items():
         assert gym.spec(env_id).kwargs["scenario"] == scenario
+
+
+def test_a_portable_made_before_the_calibration_still_loads() -> None:
+    """Portables of format @1 made before ``allreduce``, ``grace``, ``state_bytes`` and
+    ``parameters`` existed (e.g. inside a saved RLlib ``env_config``) load as the hub exchange
+    with joins that fetch the model, as they meant then."""
+    data = to_portable("lora")
+    del data["scenario"]["network"]["allreduce"]
+    for key in ("grace", "state_bytes", "parameters"):
+        del data["scenario"]["workload"][key]
+    scenario, _ = from_portable(data)
+    assert scenario.network.allreduce == "hub"
+    assert scenario.workload.state_bytes is None and scenario.workload.grace is None
