@@ -5,7 +5,7 @@
 
 Training is ``train_agent.py`` with the arguments in ``TRAIN_ARGS``: PPO with the site policy
 on catalogues drawn per episode (``PowerTrip-Random-v0``: the flagship's job and real power on 1
-to 16 sites, padded to 32), about 24 minutes on two cores. The best model on the periodic
+to 16 sites, padded to 32), about 15 minutes on two cores. The best model on the periodic
 evaluation (drawn catalogues of the test days) becomes ``agents/pretrained/model.zip``, with
 the run's ``config.yaml`` beside it.
 
@@ -33,8 +33,9 @@ from baselines.evaluate import PRETRAINED, evaluate, pretrained_model_path
 from baselines.readme_tables import splice
 from powertrip_env.atomic import atomic_path, write_text
 
-# Measured on 2 cores: 1.2M steps took 1,427 s (~840 steps/s) and 23.8 min in all. The periodic
-# evaluation peaked at 900k steps and fell back at 1.1M and 1.2M; the best model is kept.
+# Measured on 2 cores on the calibrated flagship: 1.2M steps took 920 s (~1,300 steps/s) and
+# 15.4 min in all, while another job shared the cores; the periodic evaluation peaked at 700k
+# steps, and that best model is the one shipped.
 TRAIN_ARGS = [
     "--env", "PowerTrip-Random-v0",
     "--algo", "ppo",
