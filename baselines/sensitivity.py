@@ -56,6 +56,8 @@ SETTINGS = (
     # no published start-up time: a minute to a quarter of an hour
     Setting("join start-up", "60 s", toml={"network": {"join_fixed_s": 60.0}}),
     Setting("join start-up", "900 s", toml={"network": {"join_fixed_s": 900.0}}),
+    # INTELLECT-1's second mode: the joiner fetches while the others train
+    Setting("joins", "non-blocking", toml={"network": {"join_mode": "non_blocking"}}),
     # Dynamic Local Updates (Liu et al. 2024): steps in proportion to speed
     # (the sweep runs without jitter, so a grace cap, which stops windows slowed by jitter, would
     # not bind: it is left out)

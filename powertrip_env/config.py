@@ -122,6 +122,7 @@ class Network:
     join_fixed_s: float  # a joining site's fixed cost (allocate GPUs, start); plus M / bw_i
     rtt_to_hub_ms: tuple[float, ...] | None  # measured RTTs, overriding the distance model
     allreduce: str = "hub"  # "hub": every update through the aggregator; "ring": ring all-reduce
+    join_mode: str = "blocking"  # "blocking": the round waits for a joiner; or "non_blocking"
 
 
 @dataclass(frozen=True)
@@ -994,6 +995,7 @@ def _load_network(t: _Table, sites: list[Site], sites_table: _Table) -> tuple[Ne
         join_fixed_s=t.number("join_fixed_s", 0.0, lo=0.0),
         rtt_to_hub_ms=rtt_to_hub,
         allreduce=t.string("allreduce", "hub", choices=("hub", "ring")),
+        join_mode=t.string("join_mode", "blocking", choices=("blocking", "non_blocking")),
     )
     t.finish()
     return network, hub_index

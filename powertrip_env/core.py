@@ -52,7 +52,7 @@ SITE_FEATURES = (
     "compute_time",  # quota / throughput over `time_scale_s`, clipped; 1 if unavailable
     "rtt_to_hub",  # RTT to the hub over the largest site RTT (0 if all are 0), [0, 1]
     "power_trend",  # change of A_i / peak over the last hour, [-1, 1]
-    "selected_last_round",  # 0 or 1: the site completed the last round (it is joined)
+    "selected_last_round",  # 1: the site is joined; with non-blocking joins, a fetch part done
     "available",  # 0 or 1: at least one GPU can be powered now
     "join_time",  # join_fixed_s + model_bytes / wan_bw over `time_scale_s`, clipped, [0, 1]
     "forecast_power_q1",  # forecast A_i / peak, mean over the next 0-15 min, [0, 1]
@@ -93,13 +93,13 @@ CONSTS = (
     "local_steps", "eta_local", "noise_b0", "noise_p_b", "noise_gamma", "a0", "a_max",
     "a_target", "span", "p0", "alpha", "non_iid", "coverage_tau", "coverage_ceiling",
     "fixed_time", "round_s", "idle_s", "jitter_sigma", "time_budget_s", "max_rounds",
-    "time_scale_s", "h_ref_s", "ring", "grace",
+    "time_scale_s", "h_ref_s", "ring", "grace", "nonblocking",
 )  # fmt: skip
 (
     C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
     C_GAMMA, C_A0, C_AMAX, C_TARGET, C_SPAN, C_P0, C_ALPHA, C_NON_IID, C_TAU, C_KAPPA,
     C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
-    C_RING, C_GRACE,
+    C_RING, C_GRACE, C_NONBLOCKING,
 ) = range(len(CONSTS))  # fmt: skip
 
 
@@ -168,6 +168,7 @@ class SimParams:
     round_s: float
     grace: float  # fixed_time rounds: a site's compute window stretches at most by this share
     ring: bool  # ring all-reduce among the completing sites instead of exchanges via the hub
+    nonblocking: bool  # a joiner fetches during a round it does not delay, and adds nothing to it
     idle_s: float
     jitter_sigma: float
     idle_fraction: float
@@ -340,6 +341,7 @@ def build_params(scenario: Scenario, power: SitePower) -> SimParams:
         round_s=wl.round_s,
         grace=wl.grace if wl.grace is not None else math.inf,
         ring=net.allreduce == "ring",
+        nonblocking=net.join_mode == "non_blocking",
         idle_s=ep.idle_s if ep.idle_s > 0 else iv,
         jitter_sigma=ep.jitter_sigma,
         idle_fraction=ep.idle_fraction,
@@ -432,6 +434,7 @@ RECORD_FIELDS = (
 ) = range(len(RECORD_FIELDS))  # fmt: skip
 SITE_RECORD = ("selected", "dropped", "powered")
 SELECTED, DROPPED, POWERED_NOW = range(len(SITE_RECORD))
+_JUST_BELOW_1 = 1.0 - 2.0**-30  # a fetch not yet done never reads as joined
 KEY_LIMIT = 2**53  # episode keys are whole numbers below this: exact in the float64 state
 _NO_JITTER = np.zeros((0, 0))  # "no jitter given": each episode's own, from its key
 PARALLEL_MIN_BATCH = 256  # episodes from which a step runs on all cores (threads cost ~10 µs)
@@ -735,7 +738,7 @@ def _jitter_batch(c: np.ndarray, state: np.ndarray, first: np.ndarray, out: np.n
 
 
 @_jit
-def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
+def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin, fetch):
     """One round of one episode, in the order docs/model.md gives it; ``st`` is updated.
 
     1. Requested sites without a powered GPU now are dropped (``invalid``); the rest start. None
@@ -752,8 +755,14 @@ def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
     6. A round that would end after the episode's time budget is cut there and teaches nothing
        (a synchronous update lands only at the round's end).
 
+    With non-blocking joins (``[network] join_mode``), step 2 differs: a joining site fetches
+    the training state while the others train, delays nothing and adds nothing to the round (a
+    zero pseudo-gradient); it has joined once its fetch is done, and a fetch longer than the
+    round goes on in the next (the joined slot of the state holds the share fetched). A round
+    in which every started site is fetching ends when the first fetch does.
+
     The jitter factors are episode ``b``'s row of ``jitter`` if it is not empty, else the
-    episode's own (`_factor`); ``begin``, ``end`` and ``s_begin`` are scratch of N.
+    episode's own (`_factor`); ``begin``, ``end``, ``s_begin`` and ``fetch`` are scratch of N.
     """
     n = site.shape[1]
     t = st[TIME]
@@ -780,10 +789,20 @@ def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
     rtt = 0.0
     site_tx = 0.0
     batch = 0.0
+    nonblocking = c[C_NONBLOCKING] > 0.0
+    first_fetch = math.inf
     for i in range(n):
+        fetch[i] = -1.0  # not fetching
         if srec[SELECTED, i] == 0.0:
             continue
-        begin[i] = t + (0.0 if st[JOINED + i] > 0.0 else site[S_JOIN, i])
+        joined = st[JOINED + i] >= 1.0
+        if nonblocking and not joined:  # fetches through the round, trains next round
+            fetch[i] = t + (1.0 - st[JOINED + i]) * site[S_JOIN, i]
+            first_fetch = min(first_fetch, fetch[i])
+            begin[i] = t
+            end[i] = t
+            continue
+        begin[i] = t + (0.0 if joined else site[S_JOIN, i])
         k_begin = _row(c, begin[i])
         s_begin[i] = _samples_in(c, table, begin[i], i, k_begin)
         if fixed:  # a slow window stops at the grace deadline: the update goes as it is
@@ -812,7 +831,7 @@ def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
 
     comm_jitter = _factor(c, jitter, b, seed, n) if n_done > 0 else 1.0
     compute_s, comm_s, round_s = _barrier(
-        c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter
+        c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter, first_fetch
     )
     deadline = st[START] + c[C_BUDGET]
     budget_left = deadline - t
@@ -825,6 +844,9 @@ def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
     t_end = deadline if round_s >= budget_left else t + round_s
     if cut:
         batch = 0.0
+    for i in range(n):  # a fetching site whose power fails before it is done starts again
+        if fetch[i] >= 0.0 and table[k, OUTAGE_S, i] < min(fetch[i], t_end):
+            srec[DROPPED, i] = 1.0
 
     # Busy GPUs from the end of the join to the end of compute (or the outage, or the cut);
     # joined GPUs wait at idle power through the join and after they finish, until the round
@@ -848,7 +870,7 @@ def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
 
     if not idle:
         for i in range(n):
-            done = srec[SELECTED, i] > 0.0 and srec[DROPPED, i] == 0.0
+            done = srec[SELECTED, i] > 0.0 and srec[DROPPED, i] == 0.0 and fetch[i] < 0.0
             st[JOINED + n + i] = 0.0 if done else st[JOINED + n + i] + 1.0
     cover = st[COVERAGE] if idle else _coverage(c, site, st[JOINED + n : JOINED + 2 * n])
     dp = _delta_progress(c, st[PROGRESS], batch, cover)
@@ -858,7 +880,12 @@ def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin):
     rec[R_DELTA_ACC] = min(acc, target) - min(st[ACC], target)
 
     for i in range(n):
-        st[JOINED + i] = 1.0 if srec[SELECTED, i] > 0.0 and srec[DROPPED, i] == 0.0 else 0.0
+        if srec[SELECTED, i] == 0.0 or srec[DROPPED, i] > 0.0:
+            st[JOINED + i] = 0.0
+        elif fetch[i] < 0.0 or fetch[i] <= t_end:
+            st[JOINED + i] = 1.0
+        else:  # the share of the training state fetched so far
+            st[JOINED + i] = min(st[JOINED + i] + (t_end - t) / site[S_JOIN, i], _JUST_BELOW_1)
     st[TIME] = t_end
     st[PROGRESS] = progress
     st[ACC] = acc
@@ -899,7 +926,7 @@ def _rewards(c: np.ndarray, rec: np.ndarray) -> None:
 
 
 @_jit
-def _barrier(c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter):
+def _barrier(c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter, first_fetch):
     """(compute, communication, round) seconds of a round that began at ``t``.
 
     The round ends at the barrier: the last completing site's compute end (``latest``), then
@@ -910,8 +937,9 @@ def _barrier(c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter):
     ``2 (|S| − 1) / |S|`` updates through every site's link, so the slowest link sets it:
     ``rtt_factor · max RTT + 2 (|S| − 1) / |S| · max M/bw_i``, nothing for a lone site
     (``rtt``, ``site_tx``: the completing sites' maxima). If every started site dropped out it
-    ends at the last drop-out (``last_drop``), with no communication; with none started it is
-    an idle round of ``idle_s``.
+    ends at the last drop-out (``last_drop``), with no communication, or, if some are fetching
+    the training state (non-blocking joins), when the first fetch is done (``first_fetch``) and
+    no earlier than the last drop-out; with none started it is an idle round of ``idle_s``.
     """
     if n_done > 0:
         compute_s = latest - t
@@ -925,6 +953,9 @@ def _barrier(c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter):
             comm_s = c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])
             comm_s *= comm_jitter
         return compute_s, comm_s, compute_s + comm_s + c[C_AGG]
+    if first_fetch < math.inf:
+        until = max(first_fetch, last_drop) - t
+        return until, 0.0, until
     if n_sel > 0:
         return last_drop - t, 0.0, last_drop - t
     return 0.0, 0.0, c[C_IDLE_S]
@@ -938,8 +969,12 @@ def _step_batch(c, site, table, state, masks, jitter, rec, srec):
     begin = np.empty(n)
     end = np.empty(n)
     s_begin = np.empty(n)
+    fetch = np.empty(n)
     for b in range(state.shape[0]):
-        _round(c, site, table, state[b], masks[b], jitter, b, rec[b], srec[b], begin, end, s_begin)
+        _round(
+            c, site, table, state[b], masks[b], jitter, b, rec[b], srec[b], begin, end, s_begin,
+            fetch,
+        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- observations
@@ -1013,7 +1048,7 @@ def _forecast_site(c, site, fc, st, i, steady, edges, out):
     edges[0] = 0.0
     for h in range(horizons):  # cumulative samples at the start of each forecast row
         edges[h + 1] = edges[h] + fc[h, i] * iv
-    joining = available and st[JOINED + i] == 0.0 and not steady
+    joining = available and st[JOINED + i] < 1.0 and not steady
     x_begin = (t - k * iv) + (site[S_JOIN, i] if joining else 0.0)
     s_begin = _forecast_samples(fc, edges, iv, i, x_begin)
     samples = 0.0
@@ -1055,6 +1090,7 @@ def _predict_batch(c, site, forecast, state, masks, steady, out):
     edges = np.empty(horizons + 1)
     fs = np.empty((n, 5))
     absent = np.empty(n)
+    nonblocking = c[C_NONBLOCKING] > 0.0
     for b in range(state.shape[0]):
         st = state[b]
         t = st[TIME]
@@ -1070,11 +1106,15 @@ def _predict_batch(c, site, forecast, state, masks, steady, out):
             rtt = 0.0
             site_tx = 0.0
             batch = 0.0
+            first_fetch = math.inf
             for i in range(n):
                 absent[i] = st[JOINED + n + i] + 1.0
                 if not (mask[i] and fs[i, 0] > 0.0):
                     continue
                 n_sel += 1
+                if nonblocking and st[JOINED + i] < 1.0 and not steady:  # fetches, adds nothing
+                    first_fetch = min(first_fetch, t + (1.0 - st[JOINED + i]) * site[S_JOIN, i])
+                    continue
                 if fs[i, 3] > 0.0:
                     last_drop = max(last_drop, fs[i, 2])
                     continue
@@ -1087,7 +1127,7 @@ def _predict_batch(c, site, forecast, state, masks, steady, out):
             if c[C_FIXED_TIME] > 0.0:
                 batch = batch / c[C_LOCAL_STEPS]
             compute_s, comm_s, round_s = _barrier(
-                c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, 1.0
+                c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, 1.0, first_fetch
             )
             cover = _coverage(c, site, absent)
             dp = _delta_progress(c, st[PROGRESS], batch, cover)
@@ -1141,7 +1181,7 @@ class SimState:
     @property
     def prev_selected(self) -> np.ndarray:
         """(B, N) bool: the sites that completed the last round (joined)."""
-        return self.data[:, JOINED : JOINED + self.n_sites] > 0.0
+        return self.data[:, JOINED : JOINED + self.n_sites] >= 1.0
 
     @property
     def absent_rounds(self) -> np.ndarray:

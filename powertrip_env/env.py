@@ -57,7 +57,7 @@ class PowerTripEnv(gym.Env):
     | 15i + 3      | estimated compute time / time scale (1 if unavailable)    | 0   | 1   |
     | 15i + 4      | RTT to the aggregator / largest site RTT (0 if all are 0) | 0   | 1   |
     | 15i + 5      | change of feature 0 over the last hour                    | -1  | 1   |
-    | 15i + 6      | completed the previous round (joined)                     | 0   | 1   |
+    | 15i + 6      | joined (non-blocking joins: share of the state fetched)   | 0   | 1   |
     | 15i + 7      | available (at least one GPU can be powered)               | 0   | 1   |
     | 15i + 8      | join time / time scale                                    | 0   | 1   |
     | 15i + 9..12  | forecast of feature 0, mean over the next 0-15, 15-30,    | 0   | 1   |

@@ -117,6 +117,9 @@ def _plain(value: Any) -> Any:
 # --------------------------------------------------------------------------- back, checked
 
 
+_LATER_NETWORK = ("allreduce", "join_mode")
+
+
 def _keys(data: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()):
     if not isinstance(data, Mapping):
         raise ScenarioError(f"{where}: must be a dict, got {type(data).__name__}")
@@ -180,12 +183,12 @@ def _scenario(data: Any, where: str) -> Scenario:
     _check_sites(sites, gpus, where, where)
 
     network = data["network"]
-    # allreduce came after format @1's first portables, which meant the hub: optional
+    # fields that came after format @1's first portables, whose defaults mean what they did
     _keys(
         network,
         f"{where} ['network']",
-        tuple(f.name for f in dataclasses.fields(Network) if f.name != "allreduce"),
-        ("allreduce",),
+        tuple(f.name for f in dataclasses.fields(Network) if f.name not in _LATER_NETWORK),
+        _LATER_NETWORK,
     )
     hub_index = data["hub_index"]
     if (

@@ -231,3 +231,63 @@ def test_every_sensitivity_setting_changes_only_its_knob(tmp_path):
                    if getattr(moved, f) != getattr(shipped, f)}  # fmt: skip
         expected = set(setting.toml) | ({"sites"} if setting.catalogue else set())
         assert changed == expected, setting
+
+
+# --------------------------------------------------------------------------- non-blocking joins
+
+
+def two_sites(tmp_path, join_fixed_s, **network):
+    sites = [site("a", "ca"), site("b", "cb")]
+    net = {"rtt_to_hub_ms": [40.0, 90.0], "join_fixed_s": join_fixed_s, **network}
+    return params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5}, network=net)
+
+
+def test_a_non_blocking_joiner_fetches_while_the_others_train_and_adds_nothing(tmp_path):
+    params = two_sites(tmp_path, 30.0, join_mode="non_blocking")
+    state = start(params, 900.0, joined=(0,))
+    both = step(params, state, 0, 1)
+    alone = step(params, state, 0)
+    # b fetches 30 s + 0.08 s while a trains 600 s: the round is a's alone, b adds nothing
+    expected = 600.0 + 2 * 0.040 + 2 * 0.08 + 3.0  # a's compute, a's exchange, aggregation
+    assert both.round_time_s[0] == alone.round_time_s[0] == pytest.approx(expected)
+    assert both.state.progress[0] == alone.state.progress[0]
+    assert both.state.prev_selected[0].tolist() == [True, True]  # b has joined for the next
+    assert both.state.absent_rounds[0].tolist() == [0, 1]  # but did not contribute
+    # next round both train: the barrier waits for b's compute, no join
+    again = step(params, both.state, 0, 1)
+    assert again.compute_s[0] == pytest.approx(600.0, rel=1e-12)
+    assert again.state.progress[0] - both.state.progress[0] > (
+        alone.state.progress[0] - state.progress[0]
+    )
+    blocking = two_sites(tmp_path, 30.0)
+    waits = step(blocking, start(blocking, 900.0, joined=(0,)), 0, 1)
+    assert waits.compute_s[0] == pytest.approx(30.08 + 600.0, rel=1e-12)  # the round waits
+
+
+def test_a_fetch_longer_than_the_round_goes_on_in_the_next(tmp_path):
+    params = two_sites(tmp_path, 1000.0, join_mode="non_blocking")
+    first = step(params, start(params, 900.0, joined=(0,)), 0, 1)
+    t1 = first.round_time_s[0]
+    assert not first.state.prev_selected[0][1]  # not joined yet
+    fetched = first.state.data[0, core_joined_slot(params) + 1]
+    assert fetched == pytest.approx(t1 / 1000.08, rel=1e-12)
+    second = step(params, first.state, 0, 1)
+    assert second.state.prev_selected[0].tolist() == [True, True]
+    dropped_b = step(params, first.state, 0)  # leaving it out loses what it fetched
+    assert dropped_b.state.data[0, core_joined_slot(params) + 1] == 0.0
+
+
+def test_a_round_in_which_every_site_is_fetching_ends_with_the_first_fetch(tmp_path):
+    params = two_sites(tmp_path, 30.0, join_mode="non_blocking")
+    state = start(params, 900.0)
+    result = step(params, state, 0, 1)
+    assert result.round_time_s[0] == pytest.approx(30.08, rel=1e-12)
+    assert result.comm_s[0] == 0.0
+    assert result.state.progress[0] == state.progress[0]
+    assert result.state.prev_selected[0].tolist() == [True, True]
+
+
+def core_joined_slot(params):
+    from powertrip_env import core
+
+    return core.JOINED

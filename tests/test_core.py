@@ -623,14 +623,22 @@ def test_predict_round_does_not_change_the_state(tmp_path):
         np.testing.assert_array_equal(before[name], after[name], err_msg=name)
 
 
+@pytest.mark.parametrize("join_mode", ["blocking", "non_blocking"])
 @pytest.mark.parametrize("round_mode", ["fixed_quota", "fixed_time"])
-def test_predict_round_equals_step_round_at_constant_power_without_jitter(tmp_path, round_mode):
+def test_predict_round_equals_step_round_at_constant_power_without_jitter(
+    tmp_path, round_mode, join_mode
+):
     sites = [*three_site_sites(), site("off", "cd")]
     params = params_for(
         tmp_path,
         sites,
         {"ca": 0.5, "cb": 0.3, "cc": 0.6, "cd": 1.0},  # site "off" is unavailable
-        network={"join_fixed_s": 45.0, "rtt_to_hub_ms": [5.0, 30.0, 80.0, 20.0], "hub_gbps": 2.0},
+        network={
+            "join_fixed_s": 45.0,
+            "rtt_to_hub_ms": [5.0, 30.0, 80.0, 20.0],
+            "hub_gbps": 2.0,
+            "join_mode": join_mode,
+        },
         workload={"round_mode": round_mode, "round_s": 400.0},
     )
     state = step(params, start(params, 2000.0), 0, 1).state  # a and b took part last round
