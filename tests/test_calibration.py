@@ -291,3 +291,15 @@ def core_joined_slot(params):
     from powertrip_env import core
 
     return core.JOINED
+
+
+def test_the_lora_scenario_keeps_the_papers_shape():
+    """PowerTrip's published claim on its own setting: well ahead of taking every site, and far
+    ahead of the simple rules (issue: PowerTrip <= 0.85 x AllSites, <= 0.6 x the worst)."""
+    from baselines.evaluate import evaluate
+
+    simple = ["AllSites", "RandomK", "TopPower-1", "TopPower-2", "Nearest-2", "OortLike"]
+    result = evaluate("PowerTrip-LoRA-v0", ["PowerTrip", *simple], episodes=6, progress=False)
+    mean = result.summary.set_index("policy")["mean_tta_h"]
+    assert mean["PowerTrip"] <= 0.85 * mean["AllSites"]
+    assert mean["PowerTrip"] <= 0.6 * max(mean[name] for name in simple)
