@@ -41,7 +41,7 @@ import pickletools
 import re
 import sys
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,6 +290,29 @@ def _check_env_id(env_id: str) -> None:
             f"unknown environment {env_id!r}; registered PowerTrip IDs: "
             f"{', '.join(powertrip_env_ids())}"
         )
+
+
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """``gym.make`` for the tools: a bad scenario, trace or argument becomes one
+    ``EvaluationError`` naming what was wrong, which the command lines print as one line."""
+    try:
+        return gym.make(env_id, **kwargs)
+    except (ScenarioError, TraceError) as exc:
+        raise EvaluationError(str(exc)) from None
+    except (TypeError, ValueError, gym.error.Error) as exc:
+        raise EvaluationError(f"cannot make {env_id} with {kwargs}: {exc}") from None
+
+
+def report_cli(compute: Callable[[], dict[str, Any]], to_markdown: Callable[..., str]) -> int:
+    """Run a report, print its table and, as the last line, its JSON; exit 2 on bad input."""
+    try:
+        report = compute()
+    except EvaluationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(to_markdown(report))
+    print(json.dumps(report))
+    return 0
 
 
 def _check_out_dir(out_dir: Path, force: bool) -> None:
@@ -880,12 +903,7 @@ def evaluate(
         raise EvaluationError(f"split={split!r}: allowed {', '.join(SPLITS)}")
     base_kwargs = {**dict(env_kwargs or {}), "split": split}
 
-    try:
-        probe = gym.make(env_id, **base_kwargs)
-    except (ScenarioError, TraceError) as exc:
-        raise EvaluationError(str(exc)) from None
-    except (TypeError, ValueError) as exc:
-        raise EvaluationError(f"cannot make {env_id} with {base_kwargs}: {exc}") from None
+    probe = make_env(env_id, **base_kwargs)
     n_sites = probe.unwrapped.params.n_sites
     scenario = Path(probe.unwrapped.scenario.source).name if "scenario" in base_kwargs else ""
     probe.close()

@@ -29,7 +29,6 @@ keyed by M as a string), ``tokens_ratio_published``, ``state_transfer_s`` and th
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -39,11 +38,10 @@ import gymnasium as gym
 import numpy as np
 
 import powertrip_env
-from baselines.evaluate import EvaluationError
+from baselines.evaluate import EvaluationError, make_env, report_cli
 from baselines.headroom import headroom
 from baselines.policies import Policy, make_policy
 from powertrip_env import progress as model
-from powertrip_env.errors import ScenarioError, TraceError
 
 REPLICAS = (2, 4, 8)
 # Charles et al. 2025 (arXiv:2503.09799), Table 10: the joint fit L = A · N^α · M^β of DiLoCo's
@@ -97,12 +95,7 @@ def fidelity(
     Raises ``EvaluationError`` for bad input.
     """
     kwargs: dict[str, Any] = {} if scenario is None else {"scenario": scenario}
-    try:
-        probe = gym.make(env_id, split="test", **kwargs)
-    except (ScenarioError, TraceError) as exc:
-        raise EvaluationError(str(exc)) from None
-    except gym.error.Error as exc:
-        raise EvaluationError(f"{env_id}: {exc}") from None
+    probe = make_env(env_id, split="test", **kwargs)
     env = probe.unwrapped
     params, workload = env.params, env.scenario.workload
     if workload.parameters is None:
@@ -262,15 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.episodes < 1:
         parser.error(f"argument --episodes: {args.episodes} must be >= 1")
-    try:
-        report = fidelity(args.env, episodes=args.episodes, seed=args.seed, scenario=args.scenario,
-                          progress=sys.stderr.isatty())  # fmt: skip
-    except EvaluationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(to_markdown(report))
-    print(json.dumps(report))
-    return 0
+    return report_cli(
+        lambda: fidelity(args.env, episodes=args.episodes, seed=args.seed,
+                         scenario=args.scenario, progress=sys.stderr.isatty()),
+        to_markdown,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -34,15 +34,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import pandas as pd
 
 import powertrip_env
-from baselines.evaluate import EvaluationError, evaluate, powertrip_env_ids
+from baselines.evaluate import EvaluationError, evaluate, make_env, powertrip_env_ids
 from baselines.policies import MAX_EXHAUSTIVE_SITES
 from baselines.references import lower_bound_h
 from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
-from powertrip_env.errors import ScenarioError, TraceError
 
 ONE_SHOT_BELOW = 1.02
 POLICIES = ("BeamPlanner", "BestFixedSet", "MyopicOptimal", "PowerTrip", "AllSites")
@@ -67,12 +65,7 @@ def headroom(
     kwargs: dict[str, Any] = {"jitter": jitter}
     if scenario is not None:
         kwargs["scenario"] = scenario
-    try:
-        probe = gym.make(env_id, split="test", **kwargs)
-    except (ScenarioError, TraceError) as exc:
-        raise EvaluationError(str(exc)) from None
-    except gym.error.Error as exc:
-        raise EvaluationError(f"{env_id}: {exc}") from None
+    probe = make_env(env_id, split="test", **kwargs)
     n_sites = probe.unwrapped.params.n_sites
     names = [p for p in POLICIES if p != "MyopicOptimal" or n_sites <= MAX_EXHAUSTIVE_SITES]
     result = evaluate(

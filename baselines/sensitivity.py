@@ -32,7 +32,7 @@ from typing import Any
 import gymnasium as gym
 
 import powertrip_env
-from baselines.evaluate import EvaluationError
+from baselines.evaluate import EvaluationError, report_cli
 from baselines.headroom import POLICIES, headroom
 from baselines.validate import kendall_tau
 
@@ -188,15 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.episodes < 1:
         parser.error(f"argument --episodes: {args.episodes} must be >= 1")
-    try:
-        report = sensitivity(args.env, episodes=args.episodes, seed=args.seed,
-                             progress=sys.stderr.isatty())  # fmt: skip
-    except EvaluationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(to_markdown(report))
-    print(json.dumps(report))
-    return 0
+    return report_cli(
+        lambda: sensitivity(args.env, episodes=args.episodes, seed=args.seed,
+                            progress=sys.stderr.isatty()),
+        to_markdown,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
