@@ -303,6 +303,32 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
         raise EvaluationError(f"cannot make {env_id} with {kwargs}: {exc}") from None
 
 
+def report_parser(prog: str, description: str, episodes: int) -> argparse.ArgumentParser:
+    """The arguments every report of one shipped ID shares: ``--env``, ``--episodes``, ``--seed``
+    (checked by ``parse_report_args``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")
+    parser.add_argument(
+        "--episodes", type=int, default=episodes, help=f"paired test episodes ({episodes})"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
+    return parser
+
+
+def parse_report_args(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """Parse, refusing an ID that is not shipped and fewer than one episode (exit 2)."""
+    args = parser.parse_args(argv)
+    if args.env not in powertrip_env.ENV_IDS:
+        parser.error(
+            f"argument --env: {args.env!r} is not one of {', '.join(powertrip_env.ENV_IDS)}"
+        )
+    if args.episodes < 1:
+        parser.error(f"argument --episodes: {args.episodes} must be >= 1")
+    return args
+
+
 def report_cli(compute: Callable[[], dict[str, Any]], to_markdown: Callable[..., str]) -> int:
     """Run a report, print its table and, as the last line, its JSON; exit 2 on bad input."""
     try:

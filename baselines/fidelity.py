@@ -28,7 +28,6 @@ keyed by M as a string), ``tokens_ratio_published``, ``state_transfer_s`` and th
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Sequence
@@ -37,8 +36,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import powertrip_env
-from baselines.evaluate import EvaluationError, make_env, report_cli
+from baselines.evaluate import (
+    EvaluationError,
+    make_env,
+    parse_report_args,
+    report_cli,
+    report_parser,
+)
 from baselines.headroom import headroom
 from baselines.policies import Policy, make_policy
 from powertrip_env import progress as model
@@ -240,21 +244,13 @@ def _fmt(value: float | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad arguments)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m baselines.fidelity",
-        description="The calibration table: simulated against published figures.",
+    parser = report_parser(
+        "python -m baselines.fidelity",
+        "The calibration table: simulated against published figures.",
+        episodes=30,
     )
-    parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")
     parser.add_argument("--scenario", default=None, help="a scenario name or TOML file")
-    parser.add_argument("--episodes", type=int, default=30, help="paired test episodes (30)")
-    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
-    args = parser.parse_args(argv)
-    if args.env not in powertrip_env.ENV_IDS:
-        parser.error(
-            f"argument --env: {args.env!r} is not one of {', '.join(powertrip_env.ENV_IDS)}"
-        )
-    if args.episodes < 1:
-        parser.error(f"argument --episodes: {args.episodes} must be >= 1")
+    args = parse_report_args(parser, argv)
     return report_cli(
         lambda: fidelity(args.env, episodes=args.episodes, seed=args.seed,
                          scenario=args.scenario, progress=sys.stderr.isatty()),

@@ -19,7 +19,6 @@ It prints the table and, as its last line, one JSON object: ``{"env", "episodes"
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -32,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 
 import powertrip_env
-from baselines.evaluate import EvaluationError, report_cli
+from baselines.evaluate import EvaluationError, parse_report_args, report_cli, report_parser
 from baselines.headroom import POLICIES, headroom
 from baselines.validate import kendall_tau
 
@@ -174,20 +173,12 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad arguments)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m baselines.sensitivity",
-        description="Sweep the calibrated knobs across their published ranges.",
+    parser = report_parser(
+        "python -m baselines.sensitivity",
+        "Sweep the calibrated knobs across their published ranges.",
+        episodes=10,
     )
-    parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")
-    parser.add_argument("--episodes", type=int, default=10, help="paired test episodes (10)")
-    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
-    args = parser.parse_args(argv)
-    if args.env not in powertrip_env.ENV_IDS:
-        parser.error(
-            f"argument --env: {args.env!r} is not one of {', '.join(powertrip_env.ENV_IDS)}"
-        )
-    if args.episodes < 1:
-        parser.error(f"argument --episodes: {args.episodes} must be >= 1")
+    args = parse_report_args(parser, argv)
     return report_cli(
         lambda: sensitivity(args.env, episodes=args.episodes, seed=args.seed,
                             progress=sys.stderr.isatty()),
