@@ -45,7 +45,7 @@ from baselines.evaluate import (
 )
 from baselines.headroom import headroom
 from baselines.policies import Policy, make_policy
-from powertrip_env import progress as model
+from powertrip_env import formulas as model
 
 REPLICAS = (2, 4, 8)
 # Charles et al. 2025 (arXiv:2503.09799), Table 10: the joint fit L = A · N^α · M^β of DiLoCo's

@@ -36,6 +36,7 @@ from baselines.policies import (
     PowerTrip,
     subset_matrix,
 )
+from powertrip_env import formulas
 
 
 @dataclass
@@ -381,7 +382,7 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
     comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
     # the k smallest RTTs and link times: no k completing sites exchange faster
     k = np.arange(1, n + 1)
-    comm = _comm_s(p, k, np.sort(p.rtt_s), np.sort(p.site_tx_s)) * comm_min
+    comm = formulas.comm_time_s(p, k, np.sort(p.rtt_s), np.sort(p.site_tx_s)) * comm_min
     if p.fixed_time:  # a site's compute window: round_s · min(ε, 1 + grace) (core._round)
         extremes = np.array([compute_jitter.min(), compute_jitter.max()])
         window = p.round_s * np.minimum(extremes, 1.0 + p.grace)
@@ -402,7 +403,7 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
         varying = inv_time  # (J, K)
     history = np.maximum.accumulate(varying, axis=0)  # any start so far: rounds of any length
 
-    dp_max = float(_progress(p, float(future.noise_scale(0.0)), float(np.max(batch))))
+    dp_max = float(_progress(p, float(formulas.noise_scale(p, 0.0)), float(np.max(batch))))
     # Rounds up to τ_m = 2^m steps long started in the last 2^m + 1 cells; longer ones are
     # capped by ΔP_max / τ_(m−1) and may have started anywhere before.
     levels = _BOUND_LEVELS
@@ -415,7 +416,7 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
         windows = _window_maxima(varying, j0, j1, levels)  # (j1 - j0, levels, C)
         for j in range(j0, j1):
             least = max(progress - dp_max, 0.0)
-            noise = float(future.noise_scale(least))
+            noise = float(formulas.noise_scale(p, least))
             reach = np.concatenate([windows[j - j0], history[j][None]])  # (levels + 1, C)
             if p.fixed_time:
                 best = (_progress(p, noise, reach) * inv_time).max(axis=1)
@@ -427,23 +428,6 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
                 return (min(reached, budget_end) - start) / 3600.0
             progress += rate * step_s
     return (budget_end - start) / 3600.0
-
-
-def _comm_s(p: Any, n_done: np.ndarray, rtt: np.ndarray, site_tx: np.ndarray) -> np.ndarray:
-    """The barrier's communication time among ``n_done`` completing sites whose largest RTT and
-    largest per-site transfer time ``M / bw_i`` are ``rtt`` and ``site_tx``, before jitter.
-
-    Through the hub ``rtt_factor · RTT + 2 · max(M/bw_i, n · M/bw_hub)``; by ring all-reduce
-    ``rtt_factor · RTT + 2 (n − 1) / n · M/bw_i``, nothing for a lone site. Re-typed from
-    ``core._barrier``, which has no public wrapper (and ``baselines`` reads no kernel
-    internals); ``tests/test_references.py`` checks it against the communication the env
-    reports, so the two cannot drift apart unnoticed.
-    """
-    k = np.asarray(n_done, dtype=np.float64)
-    if p.ring:
-        share = 2.0 * (k - 1.0) / np.maximum(k, 1.0)
-        return np.where(k > 1.0, p.rtt_factor * rtt + share * site_tx, 0.0)
-    return p.rtt_factor * rtt + 2.0 * np.maximum(site_tx, k * p.hub_tx_s)
 
 
 def _progress(p: Any, noise: float, batch: Any) -> np.ndarray:

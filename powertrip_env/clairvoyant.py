@@ -13,7 +13,6 @@ exactly what the environment reports when it is played there, and the episode is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -41,12 +40,6 @@ class Clairvoyant:
     def progress_needed(self) -> float:
         """Surrogate progress at which the accuracy reaches the target."""
         return core.progress_needed(self.params)
-
-    def noise_scale(self, progress: Any) -> np.ndarray:
-        """The gradient noise scale ``B_noise`` at each value of ``progress``: the kernel's own
-        (``core.noise_scale``), so that the lower bound relaxes the model it bounds, not a copy
-        of it."""
-        return core.noise_scale(self.params, progress)
 
     def jitter(self, rounds: int) -> np.ndarray:
         """(rounds, N + 1) jitter factors of the episode's next ``rounds`` rounds: N compute

@@ -54,7 +54,7 @@ SITE_FEATURES = (
     "power_trend",  # change of A_i / peak over the last hour, [-1, 1]
     "selected_last_round",  # 1: the site is joined; with non-blocking joins, a fetch part done
     "available",  # 0 or 1: at least one GPU can be powered now
-    "join_time",  # join_fixed_s + model_bytes / wan_bw over `time_scale_s`, clipped, [0, 1]
+    "join_time",  # join_fixed_s + state_bytes / wan_bw over `time_scale_s`, clipped, [0, 1]
     "forecast_power_q1",  # forecast A_i / peak, mean over the next 0-15 min, [0, 1]
     "forecast_power_q2",  # ... 15-30 min
     "forecast_power_q3",  # ... 30-45 min
@@ -216,12 +216,11 @@ class SimParams:
         network cost of PowerTrip's power-to-cost ranking (docs/model.md, "Baselines").
         """
         rtt = self.rtt_s
-        n = rtt.shape[0]
-        others = np.full(n, np.inf)
-        for i in range(n):
-            if n > 1:
-                others[i] = np.delete(rtt, i).min()
-        latency = np.maximum(rtt, np.where(np.isfinite(others), others, rtt))
+        order = np.argsort(rtt, kind="stable")
+        others = np.full(rtt.shape, rtt[order[0]])  # every site's smallest other RTT ...
+        if rtt.shape[0] > 1:
+            others[order[0]] = rtt[order[1]]  # ... but the smallest's is the second smallest
+        latency = np.maximum(rtt, others)
         tx = self.site_tx_s if self.ring else np.maximum(self.site_tx_s, self.hub_tx_s)
         out = self.rtt_factor * latency + 2.0 * tx
         out.flags.writeable = False
@@ -797,7 +796,7 @@ def _round(c, site, table, st, mask, jitter, b, rec, srec, begin, end, s_begin, 
             continue
         joined = st[JOINED + i] >= 1.0
         if nonblocking and not joined:  # fetches through the round, trains next round
-            fetch[i] = t + (1.0 - st[JOINED + i]) * site[S_JOIN, i]
+            fetch[i] = _fetch_end(site, st, t, i)
             first_fetch = min(first_fetch, fetch[i])
             begin[i] = t
             end[i] = t
@@ -926,6 +925,42 @@ def _rewards(c: np.ndarray, rec: np.ndarray) -> None:
 
 
 @_jit
+def _fetch_end(site, st, t, i):
+    """When site ``i``'s fetch of the training state is done if it goes on from ``t``
+    (non-blocking joins: the joined slot holds the share already fetched)."""
+    return t + (1.0 - st[JOINED + i]) * site[S_JOIN, i]
+
+
+@_jit
+def _comm_time(c, n_done, rtt, site_tx):
+    """The exchange among ``n_done`` completing sites whose largest RTT and largest ``M/bw_i``
+    are ``rtt`` and ``site_tx``, before the network jitter (see `_barrier`)."""
+    if c[C_RING] > 0.0:
+        if n_done > 1:
+            return c[C_RTT_FACTOR] * rtt + 2.0 * (n_done - 1) / n_done * site_tx
+        return 0.0
+    return c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])
+
+
+@_jit
+def _comm_time_many(c, n_done, rtt, site_tx, out):
+    for j in range(out.shape[0]):
+        out[j] = _comm_time(c, n_done[j], rtt[j], site_tx[j])
+
+
+def comm_time_s(params: SimParams, n_done: Any, rtt_s: Any, site_tx_s: Any) -> np.ndarray:
+    """`_comm_time` elementwise (arguments broadcast): the kernel's communication time of a
+    round before jitter, for tools that bound or report it without stepping a round."""
+    k, r, x = np.broadcast_arrays(
+        np.asarray(n_done, np.float64), np.asarray(rtt_s, np.float64),
+        np.asarray(site_tx_s, np.float64),
+    )  # fmt: skip
+    out = np.empty(k.size)
+    _comm_time_many(params.consts, k.ravel(), r.ravel(), x.ravel(), out)
+    return out.reshape(k.shape)
+
+
+@_jit
 def _barrier(c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter, first_fetch):
     """(compute, communication, round) seconds of a round that began at ``t``.
 
@@ -943,15 +978,7 @@ def _barrier(c, t, n_sel, n_done, latest, last_drop, rtt, site_tx, comm_jitter, 
     """
     if n_done > 0:
         compute_s = latest - t
-        if c[C_RING] > 0.0:
-            if n_done > 1:
-                share = 2.0 * (n_done - 1) / n_done
-                comm_s = (c[C_RTT_FACTOR] * rtt + share * site_tx) * comm_jitter
-            else:
-                comm_s = 0.0
-        else:
-            comm_s = c[C_RTT_FACTOR] * rtt + 2.0 * max(site_tx, n_done * c[C_HUB_TX])
-            comm_s *= comm_jitter
+        comm_s = _comm_time(c, n_done, rtt, site_tx) * comm_jitter
         return compute_s, comm_s, compute_s + comm_s + c[C_AGG]
     if first_fetch < math.inf:
         until = max(first_fetch, last_drop) - t
@@ -1113,7 +1140,7 @@ def _predict_batch(c, site, forecast, state, masks, steady, out):
                     continue
                 n_sel += 1
                 if nonblocking and st[JOINED + i] < 1.0 and not steady:  # fetches, adds nothing
-                    first_fetch = min(first_fetch, t + (1.0 - st[JOINED + i]) * site[S_JOIN, i])
+                    first_fetch = min(first_fetch, _fetch_end(site, st, t, i))
                     continue
                 if fs[i, 3] > 0.0:
                     last_drop = max(last_drop, fs[i, 2])

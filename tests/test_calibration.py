@@ -20,7 +20,7 @@ from test_core import G100_RATE, QUOTA, params_for, start, step
 import powertrip_env
 from baselines import fidelity, sensitivity
 from baselines.policies import PowerTrip, PowerTripRTT
-from powertrip_env import progress
+from powertrip_env import formulas
 from powertrip_env.simulation import load_simulation
 
 MODEL_BITS = 8e8
@@ -159,7 +159,7 @@ def test_tokens_ratio_matches_the_published_anchor_within_ten_percent():
         published = fidelity.published_tokens_ratio(1.1e9, m)
         assert abs(simulated / published - 1.0) <= 0.10, (m, simulated, published)
     # Table 3's ordering: more replicas, more progress per round at fixed inner steps
-    per_round = [progress.delta_progress(params, 0.0, m * 512.0) for m in (1, 4, 8, 16, 64)]
+    per_round = [formulas.delta_progress(params, 0.0, m * 512.0) for m in (1, 4, 8, 16, 64)]
     assert all(a < b for a, b in itertools.pairwise(per_round))
 
 
@@ -173,11 +173,11 @@ def test_published_ratio_is_the_scaling_law_fit_through_the_chinchilla_data_term
 
 def test_rounds_to_target_counts_the_last_round_by_its_share(tmp_path):
     params = load_simulation("default").params
-    one, two = progress.rounds_to_target(params, 1), progress.rounds_to_target(params, 2)
+    one, two = formulas.rounds_to_target(params, 1), formulas.rounds_to_target(params, 2)
     assert 0 < two < one
-    need, p, r = progress.progress_needed(params), 0.0, 0
-    while p + progress.delta_progress(params, p, 512.0) < need:
-        p += progress.delta_progress(params, p, 512.0)
+    need, p, r = formulas.progress_needed(params), 0.0, 0
+    while p + formulas.delta_progress(params, p, 512.0) < need:
+        p += formulas.delta_progress(params, p, 512.0)
         r += 1
     assert r < one <= r + 1
 

@@ -22,13 +22,13 @@ from baselines.policies import AllSites, MyopicOptimal, Policy, PowerTrip, subse
 from baselines.references import (
     BeamPlanner,
     BestFixedSet,
-    _comm_s,
     _progress,
     fixed_set_candidates,
     lower_bound_h,
     play_on_copy,
     rollout_fixed,
 )
+from powertrip_env import formulas
 
 SEEDS = (0, 1, 2, 3)
 
@@ -160,9 +160,10 @@ def test_lower_bound_charges_a_ring_all_reduce_what_it_costs(tmp_path):
 
 @pytest.mark.parametrize("mode", ["hub", "ring"])
 def test_the_bounds_round_formulas_are_the_kernels(small, tmp_path, mode):
-    """``_comm_s`` and ``_progress`` re-type two of the kernel's formulas (core has no public,
-    vectorised form of them): every round of fixed sets, without jitter, must show exactly
-    the communication time and progress they compute."""
+    """The bound takes the communication time from the kernel (``formulas.comm_time_s``) and
+    re-types its progress formula for many batches at once (``_progress``): every round of
+    fixed sets, without jitter, must show exactly the communication time and progress they
+    compute."""
     path = small if mode == "hub" else small_variant(tmp_path, {}, {"allreduce": "ring"})
     env = gym.make("PowerTrip-v0", scenario=str(path), split="test", jitter=False)
     p = env.unwrapped.params
@@ -176,9 +177,11 @@ def test_the_bounds_round_formulas_are_the_kernels(small, tmp_path, mode):
             done = info["selected"] & ~info["dropped"]
             if info["cut"] or not done.any():
                 continue
-            expected = _comm_s(p, done.sum(), p.rtt_s[done].max(), p.site_tx_s[done].max())
+            expected = formulas.comm_time_s(
+                p, done.sum(), p.rtt_s[done].max(), p.site_tx_s[done].max()
+            )
             assert info["comm_s"] == pytest.approx(float(expected), rel=1e-12, abs=1e-12)
-            noise = float(env.unwrapped.clairvoyant().noise_scale(before.progress[0]))
+            noise = float(formulas.noise_scale(p, before.progress[0]))
             gained = env.unwrapped.state.progress[0] - before.progress[0]
             batch = p.site_batch[done].sum()
             assert gained == pytest.approx(float(_progress(p, noise, batch)), rel=1e-12)

@@ -1,18 +1,33 @@
-"""The kernel's learning-progress formulas, for tools that reason about the model.
+"""The kernel's formulas, for tools that reason about the model rather than step it.
 
 The dynamics live in ``powertrip_env.core``, which policies and tools do not import: they read
 the environment through ``decision_view``, ``predict_round`` and, for the clairvoyant
 references, ``clairvoyant()``. A report that checks the model against published figures
-(``baselines.fidelity``) needs the progress formulas themselves; this module hands over exactly
-those, computed by the same compiled functions the environment steps with (docs/model.md,
-"Learning progress").
+(``baselines.fidelity``) and a bound that relaxes it (``baselines.references.lower_bound_h``)
+need the formulas themselves: learning progress and a round's communication time. This module
+hands over exactly those, computed by the same compiled functions the environment steps with
+(docs/model.md, "Learning progress" and "A round").
 """
 
 from __future__ import annotations
 
-from powertrip_env.core import SimParams, accuracy, delta_progress, noise_scale, progress_needed
+from powertrip_env.core import (
+    SimParams,
+    accuracy,
+    comm_time_s,
+    delta_progress,
+    noise_scale,
+    progress_needed,
+)
 
-__all__ = ["accuracy", "delta_progress", "noise_scale", "progress_needed", "rounds_to_target"]
+__all__ = [
+    "accuracy",
+    "comm_time_s",
+    "delta_progress",
+    "noise_scale",
+    "progress_needed",
+    "rounds_to_target",
+]
 
 
 def rounds_to_target(params: SimParams, sites: float, site_batch: float | None = None) -> float:
