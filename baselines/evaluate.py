@@ -79,6 +79,8 @@ EPISODE_COLUMNS = (
     "energy_kwh",
     "mean_sites",
     "comm_share",
+    "comm_s",
+    "active_s",
 )
 SUMMARY_COLUMNS = (
     "policy",
@@ -849,6 +851,8 @@ def run_episode(
         "energy_kwh": float(info["energy_kwh"]),
         "mean_sites": float(np.mean(sites)) if sites else 0.0,
         "comm_share": comm_s / busy_s if busy_s > 0 else 0.0,  # of the non-idle rounds' time
+        "comm_s": comm_s,  # the sums behind it, so that shares pool over episodes
+        "active_s": busy_s,
     }
     return row, (np.asarray(hours), np.asarray(acc))
 

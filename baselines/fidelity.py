@@ -33,18 +33,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from baselines.evaluate import (
     EvaluationError,
+    evaluate,
     make_env,
     parse_report_args,
     report_cli,
     report_parser,
 )
 from baselines.headroom import headroom
-from baselines.policies import Policy, make_policy
+from baselines.policies import Policy
 from powertrip_env import formulas as model
 
 REPLICAS = (2, 4, 8)
@@ -122,9 +122,13 @@ def fidelity(
     four = [int(i) for i in fastest[: min(OPENDILOCO_WORKERS, params.n_sites)]]
     four_name = f"Fixed-{'+'.join(env.scenario.sites[i].name for i in four)}"
     comm_names = [p for p in COMM_POLICIES if p != "MyopicOptimal" or params.n_sites <= 16]
-    comm = {name: comm_share(env_id, kwargs, make_policy(name, params.n_sites, seed), episodes,
-                             seed) for name in comm_names}  # fmt: skip
-    comm[four_name] = comm_share(env_id, kwargs, FixedSet(four), episodes, seed)
+    played = evaluate(
+        env_id, [*comm_names, FixedSet(four, four_name)], episodes=episodes, split="test",
+        seed=seed, env_kwargs=kwargs, progress=progress,
+    ).episodes  # fmt: skip
+    sums = played.groupby("policy")[["comm_s", "active_s"]].sum()
+    comm = {name: float(sums.loc[name, "comm_s"] / sums.loc[name, "active_s"])
+            for name in [*comm_names, four_name]}  # fmt: skip
 
     summary, frame = headroom(
         env_id, episodes=episodes, seed=seed, scenario=scenario, progress=progress
@@ -164,37 +168,14 @@ def fidelity(
 class FixedSet(Policy):
     """The same sites every round (those that have power)."""
 
-    name = "FixedSet"
-
-    def __init__(self, sites: Sequence[int]) -> None:
+    def __init__(self, sites: Sequence[int], name: str) -> None:
         super().__init__()
-        self.sites = list(sites)
+        self.sites, self.name = list(sites), name
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
         mask = np.zeros(self.env.decision_view().n_sites, dtype=np.int8)
         mask[self.sites] = 1
         return mask
-
-
-def comm_share(
-    env_id: str, kwargs: dict[str, Any], policy: Policy, episodes: int, seed: int
-) -> float:
-    """Time spent communicating over the time of the non-idle rounds of ``policy``'s test
-    episodes, pooled (a ratio of sums, as a share of training time is measured)."""
-    env = gym.make(env_id, split="test", **kwargs)
-    comm_s = busy_s = 0.0
-    for e in range(episodes):
-        obs, info = env.reset(seed=seed + e)
-        policy.reset(env)
-        while True:
-            obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
-            if not info["idle"]:
-                comm_s += float(info["comm_s"])
-                busy_s += float(info["round_time_s"])
-            if terminated or truncated:
-                break
-    env.close()
-    return comm_s / busy_s if busy_s > 0 else 0.0
 
 
 def to_markdown(report: dict[str, Any]) -> str:
