@@ -94,7 +94,7 @@ def _argument_for(message: str, env_kwargs: Mapping[str, Any]) -> str:
 def check_final_policies(spec: str, n_sites: int) -> list[str]:
     """Baseline names for the final table, each checked: a comma-separated list in which
     ``all`` stands for every deployable baseline and ``references`` for the clairvoyant ones."""
-    from baselines.policies import REFERENCES, default_policy_names, make_policy
+    from baselines.registry import REFERENCES, default_policy_names, make_policy
 
     names: list[str] = []
     for name in (part.strip() for part in spec.split(",")):

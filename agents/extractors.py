@@ -48,7 +48,8 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from powertrip_env.torch_sites import pool_sites
+from baselines.models import register_network_classes
+from powertrip_env.integrations.torch_sites import pool_sites
 
 
 def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
@@ -148,3 +149,8 @@ def activation_class(name: str) -> type[nn.Module]:
         raise ValueError(
             f"activation {name!r} is not supported; allowed: {', '.join(ACTIVATIONS)}"
         ) from None
+
+
+# A saved agent's policy_kwargs may name the encoder and these activations, by class or by name
+# (``activation_fn="tanh"``, as SitePolicy takes it): baselines.models rebuilds them from there.
+register_network_classes(SiteEncoder, *ACTIVATIONS.values(), activation_names=ACTIVATIONS)

@@ -3,9 +3,10 @@
     python -m agents.pretrain            # train on PowerTrip-Random-v0, ship the best model
     python -m agents.pretrain --table    # the zero-shot table: RESULTS.md and README.md
 
-Training is ``train_agent.py`` with the arguments in ``TRAIN_ARGS``: PPO with the site policy
-on catalogues drawn per episode (``PowerTrip-Random-v0``: the flagship's job and real power on 1
-to 16 sites, padded to 32), about 15 minutes on two cores. The best model on the periodic
+Training is ``train_agent.py``'s run (``agents.training``) with the arguments in
+``TRAIN_ARGS``: PPO with the site policy on catalogues drawn per episode
+(``PowerTrip-Random-v0``: the flagship's job and real power on 1 to 16 sites, padded to 32),
+about 15 minutes on two cores. The best model on the periodic
 evaluation (drawn catalogues of the test days) becomes ``agents/pretrained/model.zip``, with
 the run's ``config.yaml`` beside it.
 
@@ -28,8 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
-import train_agent
-from baselines.evaluate import PRETRAINED, evaluate, pretrained_model_path
+from agents import training
+from baselines.evaluate import evaluate
+from baselines.models import PRETRAINED, pretrained_model_path
 from baselines.readme_tables import splice
 from powertrip_env.atomic import atomic_path, write_text
 
@@ -61,11 +63,11 @@ README_BLOCK = "zero-shot"
 def train(run_dir: Path, dest: Path, force: bool = False) -> int:
     """Train with ``TRAIN_ARGS`` into ``run_dir``; copy the best model and config to ``dest``.
 
-    ``train_agent.py`` refuses a ``run_dir`` that holds an earlier run (its files would mix
-    with this one's); ``force`` lets it replace them.
+    The run (``agents.training``, as ``train_agent.py`` runs it) refuses a ``run_dir`` that
+    holds an earlier run (its files would mix with this one's); ``force`` lets it replace them.
     """
     started = time.monotonic()
-    code = train_agent.main([*TRAIN_ARGS, "--out", str(run_dir), *(["--force"] if force else [])])
+    code = training.main([*TRAIN_ARGS, "--out", str(run_dir), *(["--force"] if force else [])])
     if code != 0:
         return code
     best = run_dir / "best_model.zip"

@@ -22,7 +22,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from baselines.policies import make_policy
+from baselines.registry import make_policy
 
 
 class PowerTripReference:
@@ -31,7 +31,7 @@ class PowerTripReference:
     :param env_id: registered environment ID of the agent's environment.
     :param env_kwargs: the agent environment's kwargs (scenario, reward_mode, ...); the
         reference overrides ``jitter``, ``obs_mode`` and ``split``.
-    :param policy: the reference policy's name in ``baselines.policies``.
+    :param policy: the reference policy's name (``baselines.registry.make_policy``).
     :param max_cache: start times remembered; the cache is cleared when it is full.
     """
 

@@ -36,7 +36,8 @@ from stable_baselines3.common.policies import MultiInputActorCriticPolicy
 from torch import nn
 
 from agents.extractors import SiteEncoder, activation_class, mlp
-from powertrip_env.torch_sites import mask_padded_logits
+from baselines.models import register_policy_class
+from powertrip_env.integrations.torch_sites import mask_padded_logits
 
 
 class SiteActionHead(nn.Module):
@@ -50,7 +51,7 @@ class SiteActionHead(nn.Module):
     :param activation: activation class.
     :param padded: the latent ends with N valid flags (``SiteEncoder`` on a padded env); a
         padded site then gets fixed logits that never select it
-        (``powertrip_env.torch_sites.mask_padded_logits``).
+        (``powertrip_env.integrations.torch_sites.mask_padded_logits``).
     """
 
     def __init__(
@@ -153,3 +154,10 @@ class SitePolicy(SiteHeadMixin, MultiInputActorCriticPolicy):
 
 class MaskableSitePolicy(SiteHeadMixin, MaskableMultiInputActorCriticPolicy):
     """The same for MaskablePPO (two logits per site, masked by ``action_masks()``)."""
+
+
+# Saved agents with these policies load in baselines.evaluate, which never imports this package:
+# it takes the classes it may load from its registry (baselines.models, which imports this module
+# by name, as one of its PLUGINS, when a model names a class it does not know yet).
+register_policy_class(SitePolicy, "ppo", "a2c")
+register_policy_class(MaskableSitePolicy, "maskable_ppo")

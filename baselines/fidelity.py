@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from baselines.base import Policy
 from baselines.evaluate import (
     EvaluationError,
     evaluate,
@@ -44,8 +45,7 @@ from baselines.evaluate import (
     report_parser,
 )
 from baselines.headroom import headroom
-from baselines.policies import Policy
-from powertrip_env import formulas as model
+from powertrip_env.dynamics import delta_progress, rounds_to_target
 
 REPLICAS = (2, 4, 8)
 # Charles et al. 2025 (arXiv:2503.09799), Table 10: the joint fit L = A · N^α · M^β of DiLoCo's
@@ -83,7 +83,7 @@ def published_tokens_ratio(parameters: float, replicas: int) -> float:
 
 def simulated_tokens_ratio(params: Any, replicas: int) -> float:
     """Tokens to the target for ``replicas`` equally fast sites over those for one site."""
-    return replicas * model.rounds_to_target(params, replicas) / model.rounds_to_target(params, 1)
+    return replicas * rounds_to_target(params, replicas) / rounds_to_target(params, 1)
 
 
 def fidelity(
@@ -112,7 +112,7 @@ def fidelity(
 
     ratio = {str(m): simulated_tokens_ratio(params, m) for m in REPLICAS}
     published = {str(m): published_tokens_ratio(n_params, m) for m in REPLICAS}
-    per_round = {m: model.delta_progress(params, 0.0, m * float(params.site_batch.max()))
+    per_round = {m: delta_progress(params, 0.0, m * float(params.site_batch.max()))
                  for m in DILOCO_TABLE3}  # fmt: skip
 
     # communication share, on the scenario as it runs (jitter on), test split: the time spent
@@ -138,7 +138,8 @@ def fidelity(
     never_worse = bool((tta["BeamPlanner"].to_numpy()[:, None]
                         <= tta[starts].to_numpy() + 1e-9).all())  # fmt: skip
     mean = summary["mean_tta_h"]
-    transfer = 8.0 * (workload.state_bytes or workload.model_bytes) / params.wan_bps
+    wan_bps = np.array([site.wan_gbps for site in env.scenario.sites]) * 1e9
+    transfer = 8.0 * (workload.state_bytes or workload.model_bytes) / wan_bps
     out: dict[str, Any] = {
         "env": env_id,
         "scenario": scenario,

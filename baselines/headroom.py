@@ -37,8 +37,8 @@ from typing import Any
 import pandas as pd
 
 import powertrip_env
+from baselines.base import MAX_EXHAUSTIVE_SITES
 from baselines.evaluate import EvaluationError, evaluate, make_env, powertrip_env_ids
-from baselines.policies import MAX_EXHAUSTIVE_SITES
 from baselines.references import lower_bound_h
 from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
 

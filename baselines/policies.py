@@ -1,4 +1,4 @@
-"""Hand-coded site-selection policies behind one small interface.
+"""Hand-coded site-selection policies behind one small interface (``baselines.base.Policy``).
 
 A policy sees what an operator would know when a round starts: each site's power *now* (the
 current trace row only), the power forecast issued now, the RTTs to the aggregator, the GPU
@@ -6,7 +6,9 @@ speeds, and the simulator's what-if ``env.predict_round(mask)``, which judges a 
 forecast. Every policy here keeps to that. The clairvoyant references, which read the future on
 purpose, are in ``baselines/references.py`` and say so in their names' documentation.
 
-Usage::
+Usage (``baselines.registry`` builds any policy or reference by name)::
+
+    from baselines.registry import make_policy
 
     policy = make_policy("PowerTrip", n_sites=env.unwrapped.params.n_sites, seed=0)
     obs, info = env.reset(seed=1)
@@ -24,93 +26,24 @@ GPU's worth, cannot be turned into training, so it does not count.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
-import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from baselines.base import (
+    MAX_EXHAUSTIVE_SITES,
+    Policy,
+    _efficiency,
+    _mask,
+    first_peak,
+    prefix_masks,
+    rank_available,
+    subset_matrix,
+)
 from powertrip_env.view import DecisionView
 
-MAX_EXHAUSTIVE_SITES = 16  # MyopicOptimal enumerates 2^N − 1 sets; 2^16 is still one fast call
-CHUNK_ROWS = 8192  # candidate sets per predict_round call when enumerating many
 _RTT_FLOOR_S = 1e-4  # a hub co-located with a site may have RTT 0; keep power/RTT finite
-
-
-# --------------------------------------------------------------------------- the interface
-
-
-class Policy:
-    """A site-selection rule: ``reset`` once per episode, then ``act`` once per round.
-
-    Subclasses read the environment through ``self.env.decision_view()`` (what is known now)
-    and ``self.env.predict_round`` (the what-if from the forecast) on every call, never caching
-    either, so what they read is always the current round's.
-    """
-
-    name: str = "Policy"
-
-    def __init__(self) -> None:
-        self.env: Any = None
-
-    def reset(self, env: Any) -> None:
-        """Bind to ``env`` (possibly wrapped) for a new episode, after ``env.reset``."""
-        self.env = env.unwrapped
-
-    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        """The (N,) int8 0/1 mask of sites that take part in the coming round."""
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name}>"
-
-
-def _mask(n: int, sites: np.ndarray) -> np.ndarray:
-    out = np.zeros(n, dtype=np.int8)
-    out[np.asarray(sites, dtype=np.intp)] = 1
-    return out
-
-
-def rank_available(score: np.ndarray, available: np.ndarray) -> np.ndarray:
-    """Indices of all sites, available ones first by descending score (ties: lower index)."""
-    key = np.where(available, -np.asarray(score, dtype=np.float64), np.inf)
-    return np.lexsort((np.arange(key.shape[0]), key))
-
-
-def prefix_masks(order: np.ndarray) -> np.ndarray:
-    """(N, N) bool: row j selects the first j + 1 sites of ``order``."""
-    n = order.shape[0]
-    masks = np.zeros((n, n), dtype=bool)
-    masks[:, order] = np.tri(n, dtype=bool)
-    return masks
-
-
-def first_peak(values: np.ndarray, usable: int) -> int:
-    """Index of the first prefix whose successor does not improve (PowerTrip's stopping rule)."""
-    for j in range(usable - 1):
-        if not values[j + 1] > values[j]:
-            return j
-    return max(usable - 1, 0)
-
-
-@functools.cache
-def subset_matrix(m: int) -> np.ndarray:
-    """(2^m − 1, m) bool: every non-empty subset of m items, built once per m and shared."""
-    codes = np.arange(1, 1 << m, dtype=np.int64)
-    out = ((codes[:, None] >> np.arange(m)) & 1).astype(bool)
-    out.flags.writeable = False
-    return out
-
-
-def _efficiency(env: Any, masks: np.ndarray) -> np.ndarray:
-    """Predicted ΔP/T_r of (M, N) candidate sets, in chunks so memory stays bounded."""
-    out = np.empty(masks.shape[0])
-    for lo in range(0, masks.shape[0], CHUNK_ROWS):
-        out[lo : lo + CHUNK_ROWS] = env.predict_round(masks[lo : lo + CHUNK_ROWS]).efficiency
-    return out
 
 
 # --------------------------------------------------------------------------- simple rules
@@ -404,143 +337,3 @@ class MyopicOptimal(Policy):
         masks[:, idx] = sub
         best = int(np.argmax(_efficiency(self.env, masks)))
         return masks[best].astype(np.int8)
-
-
-# --------------------------------------------------------------------------- trained agents
-
-
-class SB3Policy(Policy):
-    """A saved Stable-Baselines3 agent behind the same interface as the hand-coded policies.
-
-    For MaskablePPO the env's current ``action_masks()`` are passed, as during training.
-    """
-
-    def __init__(self, model: Any, name: str, deterministic: bool = True) -> None:
-        super().__init__()
-        self.model = model
-        self.name = name
-        self.deterministic = deterministic
-        self.maskable = "action_masks" in inspect.signature(model.predict).parameters
-
-    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        extra = {"action_masks": self.env.action_masks()} if self.maskable else {}
-        action, _ = self.model.predict(obs, deterministic=self.deterministic, **extra)
-        return (np.asarray(action).reshape(-1) > 0.5).astype(np.int8)
-
-
-class RLlibPolicy(Policy):
-    """A trained RLlib RLModule (``powertrip_env.rllib.load_module``) behind the same interface.
-
-    It plays the module's most likely action (each site's likelier choice), as SB3Policy plays
-    SB3's deterministic one. Needs the ``rllib`` extra, imported only when it acts.
-    """
-
-    def __init__(self, module: Any, name: str) -> None:
-        super().__init__()
-        self.module = module
-        self.name = name
-
-    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        from powertrip_env.rllib import greedy_action
-
-        return greedy_action(self.module, obs).astype(np.int8)
-
-
-# --------------------------------------------------------------------------- registry
-
-
-def _myopic(n_sites: int, seed: int) -> Policy:
-    if n_sites > MAX_EXHAUSTIVE_SITES:
-        raise ValueError(
-            f"MyopicOptimal supports N <= {MAX_EXHAUSTIVE_SITES} sites; this scenario has {n_sites}"
-        )
-    return MyopicOptimal()
-
-
-POLICIES: dict[str, Callable[..., Policy]] = {
-    "PowerTrip": lambda n_sites, seed: PowerTrip(),
-    "PowerTripRTT": lambda n_sites, seed: PowerTripRTT(),
-    "AllSites": lambda n_sites, seed: AllSites(),
-    "RandomK": lambda n_sites, seed: RandomK(max(1, n_sites // 2), seed),
-    "OortLike": lambda n_sites, seed: OortLike(seed),
-    "FedZeroLike": lambda n_sites, seed: FedZeroLike(),
-    "MyopicOptimal": _myopic,
-    "BestFixedSet": lambda n_sites, seed: _reference("BestFixedSet"),
-    "BeamPlanner": lambda n_sites, seed: _reference("BeamPlanner"),
-}
-"""Fixed-name policies: ``factory(n_sites, seed) -> Policy``. ``RandomK`` takes N // 2 sites."""
-
-SIZED: dict[str, Callable[[int, int], Policy]] = {
-    "TopPower": lambda k, seed: TopPower(k),
-    "Nearest": lambda k, seed: Nearest(k),
-    "FastestK": lambda k, seed: FastestK(k),
-    "RandomK": lambda k, seed: _named(RandomK(k, seed), f"RandomK-{k}"),
-}
-"""Policies named ``<family>-<k>`` for 1 ≤ k ≤ N, e.g. ``TopPower-3``."""
-
-_SIZED_NAME = re.compile(r"^(?P<family>[A-Za-z]+)-(?P<k>\d+)$")
-
-
-def _reference(name: str) -> Policy:
-    from baselines import references  # references import this module
-
-    return getattr(references, name)()
-
-
-def _named(policy: Policy, name: str) -> Policy:
-    policy.name = name
-    return policy
-
-
-def policy_names(n_sites: int) -> list[str]:
-    """Every valid policy name for a scenario of ``n_sites`` sites."""
-    names = [name for name in POLICIES if name != "MyopicOptimal" or n_sites <= 16]
-    for family in SIZED:
-        names.extend(f"{family}-{k}" for k in range(1, n_sites + 1))
-    return names
-
-
-def _describe_valid(n_sites: int) -> str:
-    fixed = [name for name in POLICIES if name != "MyopicOptimal" or n_sites <= 16]
-    sized = [f"{family}-k" for family in SIZED]
-    return f"{', '.join(fixed)}, and {', '.join(sized)} with 1 <= k <= {n_sites}"
-
-
-def make_policy(name: str, n_sites: int, seed: int = 0) -> Policy:
-    """Build the policy called ``name`` for a scenario with ``n_sites`` sites.
-
-    Raises ``ValueError`` naming every valid choice when ``name`` is unknown or its k is out of
-    range.
-    """
-    if name in POLICIES:
-        return POLICIES[name](n_sites=n_sites, seed=seed)
-    match = _SIZED_NAME.match(name)
-    if match and match["family"] in SIZED:
-        k = int(match["k"])
-        if 1 <= k <= n_sites:
-            return SIZED[match["family"]](k, seed)
-        raise ValueError(
-            f"policy {name!r}: k = {k} is out of range; this scenario has {n_sites} sites, so "
-            f"1 <= k <= {n_sites}"
-        )
-    raise ValueError(f"unknown policy {name!r}; valid names: {_describe_valid(n_sites)}")
-
-
-REFERENCES = ("BestFixedSet", "BeamPlanner")
-"""The clairvoyant references (``baselines/references.py``): ``--policies references``."""
-
-
-def default_policy_names(n_sites: int) -> list[str]:
-    """What ``--policies all`` runs: PowerTrip and every deployable baseline.
-
-    The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
-    for ``references`` (``baselines.headroom`` runs them with the bound).
-    """
-    names = ["PowerTrip", "AllSites", "RandomK"]
-    names += [f"TopPower-{k}" for k in (1, 2, 4) if k <= n_sites]
-    names += [f"Nearest-{k}" for k in (2, 4) if k <= n_sites]
-    names += [f"FastestK-{k}" for k in (4,) if k <= n_sites]
-    names += ["OortLike", "FedZeroLike"]
-    if n_sites <= MAX_EXHAUSTIVE_SITES:
-        names.append("MyopicOptimal")
-    return names

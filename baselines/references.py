@@ -29,14 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from baselines.policies import (
-    MAX_EXHAUSTIVE_SITES,
-    MyopicOptimal,
-    Policy,
-    PowerTrip,
-    subset_matrix,
-)
-from powertrip_env import formulas
+from baselines.base import MAX_EXHAUSTIVE_SITES, Policy, subset_matrix
+from baselines.policies import MyopicOptimal, PowerTrip  # the plans BeamPlanner starts from
+from powertrip_env.dynamics import comm_time_s, delta_progress
 
 
 @dataclass
@@ -336,10 +331,11 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
     A relaxation, with every simplification in the policy's favour:
 
     * a round of k completing sites teaches at most ``ΔP(P, B) = local_steps · η / (1 +
-      B_noise(P) / B)`` (full data coverage, no site dropping out), with B at most the k
-      largest site batches (``fixed_quota``), or the most samples any k sites could process in
-      the round's window over ``local_steps`` (``fixed_time``: each site from the round's
-      start or the end of its join, whichever gives more, on the true trace);
+      B_noise(P) / B)`` (the kernel's ``delta_progress``; full data coverage, no site
+      dropping out), with B at most the k largest site batches (``fixed_quota``), or the most
+      samples any k sites could process in the round's window over ``local_steps``
+      (``fixed_time``: each site from the round's start or the end of its join, whichever
+      gives more, on the true trace);
     * a k-site round starting at t0 lasts at least its compute: the k-th smallest single-site
       compute time from t0 (``fixed_quota``: no join, the smallest compute jitter of the
       episode) or the shortest window ``round_s · min(ε, 1 + grace)`` of the episode's jitter
@@ -382,8 +378,8 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
     comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
     # the k smallest RTTs and link times: no k completing sites exchange faster
     k = np.arange(1, n + 1)
-    comm = formulas.comm_time_s(p, k, np.sort(p.rtt_s), np.sort(p.site_tx_s)) * comm_min
-    if p.fixed_time:  # a site's compute window: round_s · min(ε, 1 + grace) (core._round)
+    comm = comm_time_s(p, k, np.sort(p.rtt_s), np.sort(p.site_tx_s)) * comm_min
+    if p.fixed_time:  # a site's compute window: round_s · min(ε, 1 + grace) (dynamics.round._round)
         extremes = np.array([compute_jitter.min(), compute_jitter.max()])
         window = p.round_s * np.minimum(extremes, 1.0 + p.grace)
         fastest_s = float(window[0])
@@ -403,7 +399,7 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
         varying = inv_time  # (J, K)
     history = np.maximum.accumulate(varying, axis=0)  # any start so far: rounds of any length
 
-    dp_max = float(_progress(p, float(formulas.noise_scale(p, 0.0)), float(np.max(batch))))
+    dp_max = float(delta_progress(p, 0.0, float(np.max(batch))))
     # Rounds up to τ_m = 2^m steps long started in the last 2^m + 1 cells; longer ones are
     # capped by ΔP_max / τ_(m−1) and may have started anywhere before.
     levels = _BOUND_LEVELS
@@ -416,25 +412,17 @@ def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
         windows = _window_maxima(varying, j0, j1, levels)  # (j1 - j0, levels, C)
         for j in range(j0, j1):
             least = max(progress - dp_max, 0.0)
-            noise = float(formulas.noise_scale(p, least))
             reach = np.concatenate([windows[j - j0], history[j][None]])  # (levels + 1, C)
             if p.fixed_time:
-                best = (_progress(p, noise, reach) * inv_time).max(axis=1)
+                best = (delta_progress(p, least, reach) * inv_time).max(axis=1)
             else:
-                best = (reach * _progress(p, noise, batch)).max(axis=1)
+                best = (reach * delta_progress(p, least, batch)).max(axis=1)
             rate = float(np.max(np.minimum(cap, best)))
             if progress + rate * step_s >= need:
                 reached = grid[j] + (need - progress) / rate
                 return (min(reached, budget_end) - start) / 3600.0
             progress += rate * step_s
     return (budget_end - start) / 3600.0
-
-
-def _progress(p: Any, noise: float, batch: Any) -> np.ndarray:
-    """``ΔP = local_steps · η / (1 + B_noise / B)`` of rounds of global batch ``batch`` at the
-    noise scale ``noise``, with full data coverage: ``core._delta_progress`` for many batches at
-    once (``core.delta_progress`` takes one); checked against the env in the tests."""
-    return p.local_steps * p.eta_local / (1.0 + noise / np.asarray(batch, dtype=np.float64))
 
 
 def _fixed_quota_inv_time(
@@ -472,7 +460,8 @@ def _fixed_time_rounds(
     edges = lo * (hi / lo) ** (np.arange(levels + 1) / levels)
     edges[-1] = hi
     # samples each site could have processed from row 0 on: the integral of its piecewise
-    # constant throughput on the true trace, as the kernel's cumulative table (core._samples_at)
+    # constant throughput on the true trace, as the kernel's cumulative table
+    # (dynamics.tables._samples_at)
     n, iv = p.n_sites, p.interval_s
     knots = iv * np.arange(p.rate.shape[0] + 1)
     cum = np.concatenate([np.zeros((1, n)), np.cumsum(p.rate * iv, axis=0)])

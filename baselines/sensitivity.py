@@ -94,7 +94,7 @@ def write_setting(setting: Setting, env_id: str, folder: Path) -> str | None:
             rows = list(csv.DictReader(fh))
         if [row["name"] for row in rows] != [s.name for s in scenario.sites]:
             raise EvaluationError(f"{scenario.sites_source}: its sites are not the scenario's")
-        # a new catalogue drops what the base tied to its own (extends: config.TIED_FIELDS), so
+        # a new catalogue drops what the base tied to its own (extends: TIED_FIELDS), so
         # the shares as loaded and any measured RTTs are written out again
         for row, loaded in zip(rows, scenario.sites, strict=True):
             row["data_share"] = repr(loaded.data_share)

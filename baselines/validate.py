@@ -6,7 +6,7 @@
 Runs every policy on the same test episodes twice, with the same clock, start times and jitter:
 once with real federated training (``learner="torch"``) and once with the surrogate of the
 scenario (``--scenario``, typically the ``calibrated.toml`` that ``python -m
-powertrip_env.calibrate`` wrote). It reports each policy's mean time to accuracy under each, the
+baselines.calibrate`` wrote). It reports each policy's mean time to accuracy under each, the
 relative error of the surrogate's TTA, and the Kendall τ between the two rankings of the
 policies: a surrogate is good enough to compare policies on when τ is near 1, and good enough to
 quote TTAs from when the errors are small.

@@ -57,12 +57,12 @@ env = gym.make("PowerTrip-v0")
 env.reset(seed=0)
 env.step(env.action_space.sample())
 t1 = time.perf_counter()
-from powertrip_env import core
+from powertrip_env import dynamics
 n = env.unwrapped.params.n_sites
 env.unwrapped.predict_round(np.ones((3, n), dtype=bool))
 env.unwrapped.clairvoyant().simulate(np.ones((2, n), dtype=bool), rounds=2)
 env.unwrapped.clairvoyant().finish_s(np.zeros((2, n)), np.ones(n))
-venv = gym.make_vec("PowerTrip-v0", num_envs=core.PARALLEL_MIN_BATCH)
+venv = gym.make_vec("PowerTrip-v0", num_envs=dynamics.PARALLEL_MIN_BATCH)
 venv.reset(seed=0)
 for _ in range(3):
     venv.step(venv.action_space.sample())

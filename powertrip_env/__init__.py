@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
-from powertrip_env.config import Scenario, load_scenario, scenario_names
 from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.scenario import Scenario, load_scenario, scenario_names
 
 __version__ = "0.1.0"
 
@@ -24,7 +24,7 @@ ENV_IDS: dict[str, str] = {
     "PowerTrip-Large-v0": "large",
     "PowerTrip-Digits-v0": "digits",
 }
-# IDs that draw a new site catalogue every episode (powertrip_env.sampling): ID -> the
+# IDs that draw a new site catalogue every episode (powertrip_env.scenario.sampling): ID -> the
 # scenario whose job and power data they use, and the padded site count of their spaces (32
 # covers every shipped scenario, PowerTrip-Large-v0 included). Their catalogue changes per
 # episode, so they have no native vector env: gym.make_vec runs them in a SyncVectorEnv.

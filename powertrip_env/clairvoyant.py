@@ -5,7 +5,7 @@ plays plans on the true power trace with the episode's own jitter (`simulate`), 
 jitter (`jitter`) and the true time a site needs for some work (`finish_s`). The references in
 ``baselines/references.py`` (``BestFixedSet``, ``BeamPlanner``, ``lower_bound_h``) use it, and
 nothing else should: a policy may see the forecast issued now (``decision_view``,
-``predict_round``), never future actuals. Plans are played by ``core.step_round``, the one
+``predict_round``), never future actuals. Plans are played by ``dynamics.step_round``, the one
 implementation of the dynamics, on copies of the episode's state, so a plan's outcome here is
 exactly what the environment reports when it is played there, and the episode is unchanged.
 """
@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powertrip_env import core
+from powertrip_env import dynamics
 
 
 @dataclass(frozen=True)
 class Trajectory:
     """Where each of M simulated plans ended up."""
 
-    state: core.SimState  # (M episodes) after the last round played, or where each ended
+    state: dynamics.SimState  # (M episodes) after the last round played, or where each ended
     success: np.ndarray  # (M,) bool: reached the target accuracy
     ended: np.ndarray  # (M,) bool: the episode ended (success or out of budget or rounds)
     tta_h: np.ndarray  # (M,) elapsed hours at success, the time budget otherwise
@@ -33,21 +33,21 @@ class Trajectory:
 class Clairvoyant:
     """The true dynamics from an episode's current state (``state``, a batch of one)."""
 
-    params: core.SimParams
-    state: core.SimState
+    params: dynamics.SimParams
+    state: dynamics.SimState
 
     @property
     def progress_needed(self) -> float:
         """Surrogate progress at which the accuracy reaches the target."""
-        return core.progress_needed(self.params)
+        return dynamics.progress_needed(self.params)
 
     def jitter(self, rounds: int) -> np.ndarray:
         """(rounds, N + 1) jitter factors of the episode's next ``rounds`` rounds: N compute
         factors, then the network's, exactly as the environment will apply them."""
-        return core.jitter_factors(self.params, self.state, rounds)[0]
+        return dynamics.jitter_factors(self.params, self.state, rounds)[0]
 
     def simulate(
-        self, plan: np.ndarray, state: core.SimState | None = None, rounds: int | None = None
+        self, plan: np.ndarray, state: dynamics.SimState | None = None, rounds: int | None = None
     ) -> Trajectory:
         """Play M plans on the true trace with the episode's jitter.
 
@@ -72,24 +72,26 @@ class Clairvoyant:
             if live.size == 0:
                 break
             masks = plan[live, r] if per_round else plan[live]
-            result = core.step_round(p, state.take(live), masks)
+            result = dynamics.step_round(p, state.take(live), masks)
             state = state.put(live, result.state)
             ended[live] = result.terminated | result.truncated
             success[live] = result.terminated
         elapsed = np.where(success, state.time_s - state.start_s, p.time_budget_s)
         return Trajectory(state, success, ended, elapsed / 3600.0)
 
-    def available(self, state: core.SimState) -> np.ndarray:
+    def available(self, state: dynamics.SimState) -> np.ndarray:
         """(B, N) bool: the sites of each episode of ``state`` with a powered GPU now."""
-        return core.available_now(self.params, state)
+        return dynamics.available_now(self.params, state)
 
-    def predict_round(self, state: core.SimState, masks: np.ndarray) -> core.RoundPrediction:
+    def predict_round(
+        self, state: dynamics.SimState, masks: np.ndarray
+    ) -> dynamics.RoundPrediction:
         """``predict_round`` (forecast-based, no future actual) from a simulated ``state``."""
-        return core.predict_round(self.params, state, masks)
+        return dynamics.predict_round(self.params, state, masks)
 
     def finish_s(self, begin: np.ndarray, work: np.ndarray) -> np.ndarray:
         """When each site, starting at ``begin`` (J, N) seconds since row 0, has processed
         ``work`` (N,) samples on the true trace."""
         begin = np.ascontiguousarray(begin, dtype=np.float64)
         work = np.broadcast_to(np.asarray(work, dtype=np.float64), begin.shape[-1:])
-        return core.finish_times(self.params, begin, np.ascontiguousarray(work))
+        return dynamics.finish_times(self.params, begin, np.ascontiguousarray(work))

@@ -1,4 +1,4 @@
-"""``PowerTripEnv``: the Gymnasium adapter over ``core`` with a batch of one."""
+"""``PowerTripEnv``: the Gymnasium adapter over ``dynamics`` with a batch of one."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from powertrip_env import core
+from powertrip_env import dynamics
 from powertrip_env.clairvoyant import Clairvoyant
-from powertrip_env.config import Scenario
+from powertrip_env.dynamics.features import document_env
 from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.rewards import RewardFn
-from powertrip_env.sampling import SiteSampler, as_sampler
+from powertrip_env.scenario import Scenario
+from powertrip_env.scenario.sampling import SiteSampler, as_sampler
 from powertrip_env.simulation import Simulation, base_from, configure, load_simulation, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
@@ -49,28 +50,7 @@ class PowerTripEnv(gym.Env):
     order followed by the global ones. `obs_mode="dict"`: `{"sites": Box(N, 15), "global":
     Box(6)}` for permutation-invariant encoders.
 
-    | Num          | Observation (per site i)                                  | Min | Max |
-    |--------------|-----------------------------------------------------------|-----|-----|
-    | 15i + 0      | available power / (grid capacity + PV peak)               | 0   | 1   |
-    | 15i + 1      | powered GPUs / GPU count                                  | 0   | 1   |
-    | 15i + 2      | throughput / largest full-power site throughput           | 0   | 1   |
-    | 15i + 3      | estimated compute time / time scale (1 if unavailable)    | 0   | 1   |
-    | 15i + 4      | RTT to the aggregator / largest site RTT (0 if all are 0) | 0   | 1   |
-    | 15i + 5      | change of feature 0 over the last hour                    | -1  | 1   |
-    | 15i + 6      | joined (non-blocking joins: share of the state fetched)   | 0   | 1   |
-    | 15i + 7      | available (at least one GPU can be powered)               | 0   | 1   |
-    | 15i + 8      | join time / time scale                                    | 0   | 1   |
-    | 15i + 9..12  | forecast of feature 0, mean over the next 0-15, 15-30,    | 0   | 1   |
-    |              | 30-45 and 45-60 minutes (issued now; no future actuals)   |     |     |
-    | 15i + 13, 14 | sin and cos of the site's local solar time of day         | -1  | 1   |
-    | 15N + 0      | progress toward the target: (a − a0) / (a* − a0)          | 0   | 1   |
-    | 15N + 1      | elapsed time / time budget                                | 0   | 1   |
-    | 15N + 2      | sin of the UTC time of day                                | -1  | 1   |
-    | 15N + 3      | cos of the UTC time of day                                | -1  | 1   |
-    | 15N + 4      | last round time / time scale                              | 0   | 1   |
-    | 15N + 5      | data coverage of the last round (1 for IID data)          | 0   | 1   |
-
-    The time scale is 20 times the fastest site's full-power compute time for one round.
+    <observation table: powertrip_env.dynamics.features.env_table()>
 
     ## Rewards
 
@@ -158,7 +138,8 @@ class PowerTripEnv(gym.Env):
     |               |               |                 | (real training, powertrip_env.learners)    |
     | `max_sites`   | int or None   | `None`          | pad sites to M (see "Any number of sites") |
     | `sites`       | None, str or  | `None`          | `"random"` or a `SiteSampler`: a new site  |
-    |               | SiteSampler   |                 | catalogue every episode (sampling.py)      |
+    |               | SiteSampler   |                 | catalogue every episode                    |
+    |               |               |                 | (powertrip_env.scenario.sampling)          |
 
     ## Any number of sites
 
@@ -168,8 +149,9 @@ class PowerTripEnv(gym.Env):
     numbers), actions are (M,) and their padded entries are ignored, `action_masks()` never
     allows a padded site, and the per-site arrays of `info` have M entries. `predict_round` and
     `available()` stay in the scenario's N sites. With `sites="random"` (`PowerTrip-Random-v0`)
-    every reset draws a new catalogue of 1 to 16 sites (`powertrip_env.sampling.SiteSampler`)
-    on the scenario's job and power data; `env.unwrapped.scenario` is the episode's.
+    every reset draws a new catalogue of 1 to 16 sites
+    (`powertrip_env.scenario.sampling.SiteSampler`) on the scenario's job and power data;
+    `env.unwrapped.scenario` is the episode's.
 
     Registered IDs: `PowerTrip-v0` (the flagship, scenario `default`), `PowerTrip-LoRA-v0`,
     `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`, `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`,
@@ -223,7 +205,7 @@ class PowerTripEnv(gym.Env):
         setup.apply(self)
         self.action_space = setup.action_space
         self.observation_space = setup.observation_space
-        self.state: core.SimState | None = None  # the episode, as a batch of one
+        self.state: dynamics.SimState | None = None  # the episode, as a batch of one
         self._base: int | None = None  # drawn from np_random when seeded (simulation.base_from)
         self._episode = 0  # episodes since then
         self._history: list[tuple[float, float]] = []
@@ -244,7 +226,7 @@ class PowerTripEnv(gym.Env):
             np.array([self._base]), np.array([self._episode]), self.split, options
         )
         self._episode += 1
-        self.state = core.initial_state(self.params, starts, keys)
+        self.state = dynamics.initial_state(self.params, starts, keys)
         if not is_surrogate(self.learner):
             accuracy = self.learner.reset(self.sim, int(seeds[0]))
             self.state = self.state.replace(accuracy=accuracy)
@@ -267,8 +249,8 @@ class PowerTripEnv(gym.Env):
         else:
             reward = record[column]
         self._history.append((info["elapsed_s"], info["accuracy"]))
-        terminated = record[core.R_TERMINATED] > 0.0
-        truncated = record[core.R_TRUNCATED] > 0.0
+        terminated = record[dynamics.R_TERMINATED] > 0.0
+        truncated = record[dynamics.R_TRUNCATED] > 0.0
         return self._first(obs), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
@@ -300,9 +282,9 @@ class PowerTripEnv(gym.Env):
     def available(self) -> np.ndarray:
         """(N,) bool: sites that have at least one powered GPU now."""
         self._require_state()
-        return core.available_now(self.params, self.state)[0]
+        return dynamics.available_now(self.params, self.state)[0]
 
-    def predict_round(self, mask: Any, *, steady_state: bool = False) -> core.RoundPrediction:
+    def predict_round(self, mask: Any, *, steady_state: bool = False) -> dynamics.RoundPrediction:
         """What-if round time and progress for one set (N,) or candidate sets (M, N).
 
         Judged from the power forecast issued now (no future actual is read, no jitter); the
@@ -316,12 +298,12 @@ class PowerTripEnv(gym.Env):
                 f"mask of shape {m.shape}: expected ({self.params.n_sites},) or "
                 f"(M, {self.params.n_sites})"
             )
-        pred = core.predict_round(
+        pred = dynamics.predict_round(
             self.params, self.state, m.reshape(1, -1, m.shape[-1]), steady_state=steady_state
         )
         if m.ndim == 1:
-            return core.RoundPrediction(*(float(a[0, 0]) for a in pred))
-        return core.RoundPrediction(*(a[0] for a in pred))
+            return dynamics.RoundPrediction(*(float(a[0, 0]) for a in pred))
+        return dynamics.RoundPrediction(*(a[0] for a in pred))
 
     def clairvoyant(self) -> Clairvoyant:
         """CLAIRVOYANT: the episode's future (true power and its own jitter) from now.
@@ -334,7 +316,7 @@ class PowerTripEnv(gym.Env):
 
     # ------------------------------------------------------------------ helpers
 
-    def _learn(self, result: core.RoundResult) -> core.RoundResult:
+    def _learn(self, result: dynamics.RoundResult) -> dynamics.RoundResult:
         """The round with the accuracy the learner reached in place of the surrogate's.
 
         The clock, the surrogate's progress (which ``predict_round`` reads) and everything
@@ -368,3 +350,7 @@ class PowerTripEnv(gym.Env):
     def _require_state(self) -> None:
         if self.state is None:
             raise RuntimeError("call reset() first")
+
+
+# The observation table is declared once, in powertrip_env.dynamics.features.
+PowerTripEnv.__doc__ = document_env(PowerTripEnv.__doc__)

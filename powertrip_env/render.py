@@ -12,7 +12,7 @@ import numpy as np
 from powertrip_env.atomic import atomic_path
 
 if TYPE_CHECKING:
-    from powertrip_env.config import Scenario
+    from powertrip_env.scenario import Scenario
     from powertrip_env.view import DecisionView
 
 

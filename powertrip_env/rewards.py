@@ -1,17 +1,17 @@
 """Rewards as small objects: ``reward_mode`` names one, or is one.
 
-A reward is a function of a simulated round (``core.RoundResult``: the accuracy gained, the
-round's time, its energy, ...) and the scenario's constants (``core.SimParams``), applied to the
-whole batch at once, so the single and the vector env share it. ``ExcessGain`` and ``GainRate``
-are the two the environment documents; a user's own is a subclass with a ``name`` and a
-``__call__``, passed as ``gym.make(ID, reward_mode=MyReward())``.
+A reward is a function of a simulated round (``dynamics.RoundResult``: the accuracy gained,
+the round's time, its energy, ...) and the scenario's constants (``dynamics.SimParams``),
+applied to the whole batch at once, so the single and the vector env share it. ``ExcessGain``
+and ``GainRate`` are the two the environment documents; a user's own is a subclass with a
+``name`` and a ``__call__``, passed as ``gym.make(ID, reward_mode=MyReward())``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from powertrip_env import core
+from powertrip_env import dynamics
 
 
 class RewardFn:
@@ -25,7 +25,7 @@ class RewardFn:
     name = "reward"
     column: int | None = None
 
-    def __call__(self, params: core.SimParams, result: core.RoundResult) -> np.ndarray:
+    def __call__(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> np.ndarray:
         if self.column is None:
             raise NotImplementedError
         return result.record[:, self.column].copy()
@@ -44,20 +44,20 @@ class ExcessGain(RewardFn):
     """``(Δa − ρ_ref·T_r) / (a* − a0)`` with ``ρ_ref = (a* − a0) / H_ref``: the accuracy gained
     minus what the reference rate gains in the same time. Its sum over a successful episode is
     exactly ``1 − TTA/H_ref``, so maximising the return minimises the time to accuracy
-    (computed by ``core._rewards``)."""
+    (computed by ``dynamics.learning._rewards``)."""
 
     name = "excess_gain"
-    column = core.R_EXCESS_GAIN
+    column = dynamics.R_EXCESS_GAIN
 
 
 class GainRate(RewardFn):
     """``Δa / (a* − a0) · H_ref / T_r``: the literal gain per unit time. It favours many short
     rounds over a short time to accuracy and is kept for comparison; 0 for a round of no time
     (only an episode already at its budget has one, as the vector env's restarting rows do)
-    (computed by ``core._rewards``)."""
+    (computed by ``dynamics.learning._rewards``)."""
 
     name = "gain_rate"
-    column = core.R_GAIN_RATE
+    column = dynamics.R_GAIN_RATE
 
 
 REWARDS: dict[str, RewardFn] = {fn.name: fn for fn in (ExcessGain(), GainRate())}

@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from powertrip_env import core
-from powertrip_env.config import Scenario, load_scenario, scenario_path
+from powertrip_env import dynamics
 from powertrip_env.errors import ScenarioError
-from powertrip_env.portable import from_portable
-from powertrip_env.power import SitePower, site_power
 from powertrip_env.rewards import RewardFn, reward_fn
-from powertrip_env.sampling import SiteSampler
-from powertrip_env.traces import iso_utc
+from powertrip_env.scenario import Scenario, load_scenario, scenario_path
+from powertrip_env.scenario.portable import from_portable
+from powertrip_env.scenario.power import SitePower, site_power
+from powertrip_env.scenario.power_data import iso_utc
+from powertrip_env.scenario.sampling import SiteSampler
 
 OBS_MODES = ("flat", "dict")
 ACTION_MODES = ("multibinary", "multidiscrete")
@@ -60,7 +60,7 @@ _NO_TTA = np.float64(0.0)  # tta_h before the episode's end (a real TTA is > 0)
 def base_from(rng: np.random.Generator) -> int:
     """The one draw an environment makes from its generator when seeded: every episode's
     start time and jitter then follow from it and the episode's index (``new_episodes``)."""
-    return int(rng.integers(core.KEY_LIMIT))
+    return int(rng.integers(dynamics.KEY_LIMIT))
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -76,7 +76,7 @@ class Simulation:
 
     scenario: Scenario
     power: SitePower
-    params: core.SimParams
+    params: dynamics.SimParams
     _start_rows: dict[str, tuple[int, int]] = dataclasses.field(
         default_factory=dict, init=False, repr=False
     )
@@ -125,7 +125,7 @@ class Simulation:
         alike does. ``options["start_time"]`` fixes the start instead.
         """
         lo, hi = self.split_start_rows(split)
-        rows, keys, seeds = core.episode_draws(bases, episodes, lo, hi)
+        rows, keys, seeds = dynamics.episode_draws(bases, episodes, lo, hi)
         if options and options.get("start_time") is not None:
             starts = np.full(len(rows), self.parse_start_time(options["start_time"]))
         else:
@@ -201,38 +201,38 @@ class Simulation:
 
     def observation_space(self, obs_mode: str, max_sites: int | None = None) -> spaces.Space:
         n = max_sites or self.params.n_sites
-        site_low = np.tile(core.SITE_LOW, (n, 1))
-        site_high = np.tile(core.SITE_HIGH, (n, 1))
+        site_low = np.tile(dynamics.SITE_LOW, (n, 1))
+        site_high = np.tile(dynamics.SITE_HIGH, (n, 1))
         valid = spaces.Box(0.0, 1.0, (n,), dtype=np.float32)
         if check_choice("obs_mode", obs_mode, OBS_MODES) == "dict":
             parts = {
                 "sites": spaces.Box(site_low, site_high, dtype=np.float32),
-                "global": spaces.Box(core.GLOBAL_LOW, core.GLOBAL_HIGH, dtype=np.float32),
+                "global": spaces.Box(dynamics.GLOBAL_LOW, dynamics.GLOBAL_HIGH, dtype=np.float32),
             }
             return spaces.Dict(parts if max_sites is None else {**parts, "valid": valid})
-        low = [site_low.ravel(), core.GLOBAL_LOW]
-        high = [site_high.ravel(), core.GLOBAL_HIGH]
+        low = [site_low.ravel(), dynamics.GLOBAL_LOW]
+        high = [site_high.ravel(), dynamics.GLOBAL_HIGH]
         if max_sites is not None:
             low.append(valid.low)
             high.append(valid.high)
         return spaces.Box(np.concatenate(low), np.concatenate(high), dtype=np.float32)
 
-    def observe(self, state: core.SimState, obs_mode: str, max_sites: int | None = None) -> Any:
+    def observe(self, state: dynamics.SimState, obs_mode: str, max_sites: int | None = None) -> Any:
         """Batched observation: (B, N·F + G) float32, or a dict of (B, N, F) and (B, G).
 
         With ``max_sites`` M: (B, M·F + G + M), the valid flags last, or a dict that adds
         ``"valid"`` (B, M) to the (B, M, F) sites.
         """
         width = max_sites or self.params.n_sites
-        flat = core.observe(self.params, state, width, max_sites is not None)
+        flat = dynamics.observe(self.params, state, width, max_sites is not None)
         return self.shaped(flat, obs_mode, max_sites)
 
     def step(
-        self, state: core.SimState, mask: np.ndarray, obs_mode: str, max_sites: int | None
-    ) -> tuple[core.RoundResult, Any]:
+        self, state: dynamics.SimState, mask: np.ndarray, obs_mode: str, max_sites: int | None
+    ) -> tuple[dynamics.RoundResult, Any]:
         """One round of every episode and the observations after it, from one kernel call."""
         width = max_sites or self.params.n_sites
-        result, flat = core.step_observe(self.params, state, mask, width, max_sites is not None)
+        result, flat = dynamics.step_observe(self.params, state, mask, width, max_sites is not None)
         return result, self.shaped(flat, obs_mode, max_sites)
 
     def shaped(self, flat: np.ndarray, obs_mode: str, max_sites: int | None) -> Any:
@@ -240,13 +240,13 @@ class Simulation:
         if obs_mode != "dict":
             return flat
         width = max_sites or self.params.n_sites
-        g = width * core.N_SITE_FEATURES
+        g = width * dynamics.N_SITE_FEATURES
         out = {
-            "sites": flat[:, :g].reshape(-1, width, core.N_SITE_FEATURES).copy(),
-            "global": flat[:, g : g + core.N_GLOBAL].copy(),
+            "sites": flat[:, :g].reshape(-1, width, dynamics.N_SITE_FEATURES).copy(),
+            "global": flat[:, g : g + dynamics.N_GLOBAL].copy(),
         }
         if max_sites is not None:
-            out["valid"] = flat[:, g + core.N_GLOBAL :].copy()
+            out["valid"] = flat[:, g + dynamics.N_GLOBAL :].copy()
         return out
 
     # ------------------------------------------------------------------ actions and rewards
@@ -285,7 +285,7 @@ class Simulation:
             )
         return arr.astype(bool)[:, :n]
 
-    def tta_h(self, state: core.SimState, terminated: np.ndarray) -> np.ndarray:
+    def tta_h(self, state: dynamics.SimState, terminated: np.ndarray) -> np.ndarray:
         """Time to accuracy: the elapsed time on success, the time budget on failure.
 
         A failed episode did not reach the target within its budget; counting it at the budget
@@ -296,7 +296,7 @@ class Simulation:
         return np.where(terminated, elapsed, self.params.time_budget_s) / 3600.0
 
     def reset_info(
-        self, state: core.SimState, max_sites: int | None, row: int | None = None
+        self, state: dynamics.SimState, max_sites: int | None, row: int | None = None
     ) -> dict[str, Any]:
         """The info of new episodes: every key of ``INFO_KEYS``, as after a round.
 
@@ -323,7 +323,7 @@ class Simulation:
             "idle": np.zeros(b, dtype=bool),
             "cut": np.zeros(b, dtype=bool),
             "powered_gpus": np.zeros((b, width), dtype=np.int64),
-            "available": pad_sites(core.available_now(self.params, state), max_sites),
+            "available": pad_sites(dynamics.available_now(self.params, state), max_sites),
             "straggler": np.full(b, -1, dtype=np.int64),
             "round_energy_kwh": np.zeros(b),
             "energy_kwh": state.energy_j / 3.6e6,
@@ -340,7 +340,7 @@ class Simulation:
 
     def round_info(
         self,
-        result: core.RoundResult,
+        result: dynamics.RoundResult,
         max_sites: int | None,
         row: int | None = None,
         record: list[float] | None = None,
@@ -359,37 +359,37 @@ class Simulation:
                 record = result.record[row].tolist()
             return self._row_info(result, max_sites, row, record)
         rec, st = result.record.T, result.state.data.T
-        flags = result.sites[:, : core.POWERED_NOW] > 0.0
-        terminated = rec[core.R_TERMINATED] > 0.0
-        ended = terminated | (rec[core.R_TRUNCATED] > 0.0)
+        flags = result.sites[:, : dynamics.POWERED_NOW] > 0.0
+        terminated = rec[dynamics.R_TERMINATED] > 0.0
+        ended = terminated | (rec[dynamics.R_TRUNCATED] > 0.0)
         return {
-            "round_time_s": rec[core.R_ROUND_S].copy(),
-            "compute_s": rec[core.R_COMPUTE_S].copy(),
-            "comm_s": rec[core.R_COMM_S].copy(),
-            "elapsed_s": st[core.TIME] - st[core.START],
-            "start_time_s": st[core.START].copy(),
-            "trace_time": self.params.trace_t0_s + st[core.TIME],
-            "accuracy": st[core.ACC].copy(),
-            "selected": self._pad(flags[:, core.SELECTED], max_sites),
-            "n_selected": rec[core.R_N_SELECTED].astype(np.int64),
-            "dropped": self._pad(flags[:, core.DROPPED], max_sites),
-            "invalid_selections": rec[core.R_INVALID].astype(np.int64),
-            "idle": rec[core.R_IDLE] > 0.0,
-            "cut": rec[core.R_CUT] > 0.0,
+            "round_time_s": rec[dynamics.R_ROUND_S].copy(),
+            "compute_s": rec[dynamics.R_COMPUTE_S].copy(),
+            "comm_s": rec[dynamics.R_COMM_S].copy(),
+            "elapsed_s": st[dynamics.TIME] - st[dynamics.START],
+            "start_time_s": st[dynamics.START].copy(),
+            "trace_time": self.params.trace_t0_s + st[dynamics.TIME],
+            "accuracy": st[dynamics.ACC].copy(),
+            "selected": self._pad(flags[:, dynamics.SELECTED], max_sites),
+            "n_selected": rec[dynamics.R_N_SELECTED].astype(np.int64),
+            "dropped": self._pad(flags[:, dynamics.DROPPED], max_sites),
+            "invalid_selections": rec[dynamics.R_INVALID].astype(np.int64),
+            "idle": rec[dynamics.R_IDLE] > 0.0,
+            "cut": rec[dynamics.R_CUT] > 0.0,
             "powered_gpus": self._pad(
-                result.sites[:, core.POWERED_NOW].astype(np.int64), max_sites
+                result.sites[:, dynamics.POWERED_NOW].astype(np.int64), max_sites
             ),
-            "available": pad_sites(core.available_now(self.params, result.state), max_sites),
-            "straggler": rec[core.R_STRAGGLER].astype(np.int64),
-            "round_energy_kwh": rec[core.R_ENERGY_J] / 3.6e6,
-            "energy_kwh": st[core.ENERGY] / 3.6e6,
-            "rounds": st[core.ROUNDS].astype(np.int64),
+            "available": pad_sites(dynamics.available_now(self.params, result.state), max_sites),
+            "straggler": rec[dynamics.R_STRAGGLER].astype(np.int64),
+            "round_energy_kwh": rec[dynamics.R_ENERGY_J] / 3.6e6,
+            "energy_kwh": st[dynamics.ENERGY] / 3.6e6,
+            "rounds": st[dynamics.ROUNDS].astype(np.int64),
             "tta_h": np.where(ended, self.tta_h(result.state, terminated), 0.0),
             "success": terminated,
         }
 
     def _row_info(
-        self, result: core.RoundResult, max_sites: int | None, row: int, r: list[float]
+        self, result: dynamics.RoundResult, max_sites: int | None, row: int, r: list[float]
     ) -> dict[str, Any]:
         """``round_info`` of one episode: the same numbers as the batched path, built for speed.
 
@@ -402,40 +402,41 @@ class Simulation:
         """
         rec, st, site = result.record[row], result.state.data[row], result.sites[row]
         params, ints = self.params, self._small_ints
-        flags = site[: core.POWERED_NOW].astype(bool)  # both flags; the kernel writes 0.0 or 1.0
-        selected, dropped = flags[core.SELECTED], flags[core.DROPPED]
-        powered = site[core.POWERED_NOW].astype(np.int64)
-        time_s, start = st[core.TIME], st[core.START]
-        # the row core.available_now reads (core.current_row), for one clock
+        # both flags; the kernel writes 0.0 or 1.0
+        flags = site[: dynamics.POWERED_NOW].astype(bool)
+        selected, dropped = flags[dynamics.SELECTED], flags[dynamics.DROPPED]
+        powered = site[dynamics.POWERED_NOW].astype(np.int64)
+        time_s, start = st[dynamics.TIME], st[dynamics.START]
+        # the row dynamics.available_now reads (dynamics.current_row), for one clock
         available = params.available[min(int(time_s / params.interval_s), params.rows - 1)].copy()
         if max_sites is not None:
             selected, dropped = self._pad(selected, max_sites), self._pad(dropped, max_sites)
             powered, available = self._pad(powered, max_sites), self._pad(available, max_sites)
-        rounds = int(st[core.ROUNDS])
-        terminated = r[core.R_TERMINATED] > 0.0
-        if terminated or r[core.R_TRUNCATED] > 0.0:  # as Simulation.tta_h
+        rounds = int(st[dynamics.ROUNDS])
+        terminated = r[dynamics.R_TERMINATED] > 0.0
+        if terminated or r[dynamics.R_TRUNCATED] > 0.0:  # as Simulation.tta_h
             tta_h = (time_s - start if terminated else np.float64(params.time_budget_s)) / 3600.0
         else:
             tta_h = _NO_TTA
         return {
-            "round_time_s": rec[core.R_ROUND_S],
-            "compute_s": rec[core.R_COMPUTE_S],
-            "comm_s": rec[core.R_COMM_S],
+            "round_time_s": rec[dynamics.R_ROUND_S],
+            "compute_s": rec[dynamics.R_COMPUTE_S],
+            "comm_s": rec[dynamics.R_COMM_S],
             "elapsed_s": time_s - start,
             "start_time_s": start,
             "trace_time": params.trace_t0_s + time_s,
-            "accuracy": st[core.ACC],
+            "accuracy": st[dynamics.ACC],
             "selected": selected,
-            "n_selected": ints[int(r[core.R_N_SELECTED]) + 1],
+            "n_selected": ints[int(r[dynamics.R_N_SELECTED]) + 1],
             "dropped": dropped,
-            "invalid_selections": ints[int(r[core.R_INVALID]) + 1],
-            "idle": np.array(r[core.R_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
-            "cut": np.array(r[core.R_CUT] > 0.0),
+            "invalid_selections": ints[int(r[dynamics.R_INVALID]) + 1],
+            "idle": np.array(r[dynamics.R_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
+            "cut": np.array(r[dynamics.R_CUT] > 0.0),
             "powered_gpus": powered,
             "available": available,
-            "straggler": ints[int(r[core.R_STRAGGLER]) + 1],
-            "round_energy_kwh": rec[core.R_ENERGY_J] / 3.6e6,
-            "energy_kwh": st[core.ENERGY] / 3.6e6,
+            "straggler": ints[int(r[dynamics.R_STRAGGLER]) + 1],
+            "round_energy_kwh": rec[dynamics.R_ENERGY_J] / 3.6e6,
+            "energy_kwh": st[dynamics.ENERGY] / 3.6e6,
             "rounds": ints[rounds + 1] if rounds < len(ints) - 1 else np.int64(rounds),
             "tta_h": tta_h,
             "success": np.array(terminated),
@@ -470,7 +471,7 @@ class Simulation:
             sigma = float(jitter)
         else:
             raise ValueError(f"jitter={jitter!r}: give True, False or a sigma in [0, 1]")
-        params = dataclasses.replace(self.params, jitter_sigma=sigma)
+        params = self.params.with_constants(jitter_sigma=sigma)
         return dataclasses.replace(self, params=params)
 
 
@@ -569,14 +570,14 @@ def load_simulation(
 
     A file is cached per path, and the cache holds only while every file the scenario reads
     (the TOMLs it extends, the catalogues, the traces) is unchanged: an edited input is read
-    again. A portable scenario (``powertrip_env.portable``) carries its power data and reads no
-    file at all.
+    again. A portable scenario (``powertrip_env.scenario.portable``) carries its power data
+    and reads no file at all.
     """
     if isinstance(scenario, Scenario):
         return _build(scenario)
     if isinstance(scenario, Mapping):
         loaded, power = from_portable(scenario)
-        return Simulation(scenario=loaded, power=power, params=core.build_params(loaded, power))
+        return Simulation(scenario=loaded, power=power, params=dynamics.build_params(loaded, power))
     path = str(scenario_path(scenario))
     with _LOCK:
         hit = _CACHE.get(path)
@@ -610,5 +611,5 @@ def _stamps(files: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _build(scenario: Scenario) -> Simulation:
     power = site_power(scenario)
-    params = core.build_params(scenario, power)
+    params = dynamics.build_params(scenario, power)
     return Simulation(scenario=scenario, power=power, params=params)

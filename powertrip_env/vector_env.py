@@ -1,4 +1,4 @@
-"""``PowerTripVectorEnv``: the Gymnasium vector adapter over ``core`` with a batch of B episodes.
+"""``PowerTripVectorEnv``: the Gymnasium vector adapter over ``dynamics``, a batch of B episodes.
 
 The dynamics are the simulator's batched functions, the very ones the single env calls with a
 batch of one, so sub-environment i behaves exactly like ``gym.make(ID)`` reset with the same
@@ -23,9 +23,9 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from powertrip_env import core
-from powertrip_env.config import Scenario
+from powertrip_env import dynamics
 from powertrip_env.env import PowerTripEnv
+from powertrip_env.scenario import Scenario
 from powertrip_env.simulation import ENV_OPTIONS, base_from, configure, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
@@ -132,7 +132,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         self.autoreset_mode = AutoresetMode.NEXT_STEP
 
         b = self.num_envs
-        self.state: core.SimState | None = None
+        self.state: dynamics.SimState | None = None
         self._bases = np.zeros(b, dtype=np.int64)  # per sub-env, from its seeding (base_from)
         self._seeded = np.zeros(b, dtype=bool)
         self._episodes = np.zeros(b, dtype=np.int64)  # episodes since each sub-env's seeding
@@ -240,7 +240,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         """(B, N) bool: sites that have at least one powered GPU now."""
         if self.state is None:
             raise RuntimeError("call reset() first")
-        return core.available_now(self.params, self.state)
+        return dynamics.available_now(self.params, self.state)
 
     # ------------------------------------------------------------------ helpers
 
@@ -275,7 +275,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             self._bases[index], self._episodes[index], self.split, options
         )
         self._episodes[index] += 1
-        fresh = core.initial_state(self.params, starts, keys)
+        fresh = dynamics.initial_state(self.params, starts, keys)
         if self.state is None or index.size == self.num_envs:
             self.state = fresh
         else:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powertrip_env import core
-from powertrip_env.config import Scenario
+from powertrip_env import dynamics
+from powertrip_env.dynamics.features import F_POWER
+from powertrip_env.scenario import Scenario
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,10 +52,10 @@ class DecisionView:
 
 
 def decision_view(
-    params: core.SimParams, state: core.SimState, scenario: Scenario, i: int = 0
+    params: dynamics.SimParams, state: dynamics.SimState, scenario: Scenario, i: int = 0
 ) -> DecisionView:
     """The view of episode ``i`` of a batch ``state``."""
-    row = int(core.current_row(params, state.time_s[i : i + 1])[0])
+    row = int(dynamics.current_row(params, state.time_s[i : i + 1])[0])
     powered = np.asarray(params.powered[row], dtype=np.float64)
     forecast_gpus = params.forecast_rate[row] / params.gpu_rate
     time_s = float(state.time_s[i])
@@ -64,7 +65,7 @@ def decision_view(
         powered_gpus=powered,
         rate=np.asarray(params.rate[row], dtype=np.float64),
         power_w=powered * params.gpu_wall_w,
-        power_fraction=params.site_obs[row, :, 0].astype(np.float64),
+        power_fraction=params.site_obs[row, :, F_POWER].astype(np.float64),
         forecast_power_w=forecast_gpus * params.gpu_wall_w,
         rtt_s=params.rtt_s,
         exchange_s=params.exchange_s,

@@ -24,11 +24,11 @@ from agents.hyperparams import ConfigError
 from agents.reference import PowerTripReference
 from agents.saving import append_to_list, save_model, write_text
 from agents.site_policy import MaskableSitePolicy, SiteActionHead, SitePolicy
-from baselines.policies import make_policy
-from powertrip_env import core
+from baselines.registry import make_policy
+from powertrip_env import dynamics
 
-# PowerTrip-v0 (the flagship): 10 sites of core.SITE_FEATURES, and the global features
-N_SITES, N_FEATURES, N_GLOBAL = 10, len(core.SITE_FEATURES), len(core.GLOBAL_FEATURES)
+# PowerTrip-v0 (the flagship): 10 sites of dynamics.SITE_FEATURES, and the global features
+N_SITES, N_FEATURES, N_GLOBAL = 10, len(dynamics.SITE_FEATURES), len(dynamics.GLOBAL_FEATURES)
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

@@ -20,7 +20,7 @@ from test_core import G100_RATE, QUOTA, params_for, start, step
 import powertrip_env
 from baselines import fidelity, sensitivity
 from baselines.policies import PowerTrip, PowerTripRTT
-from powertrip_env import formulas
+from powertrip_env.dynamics import formulas
 from powertrip_env.simulation import load_simulation
 
 MODEL_BITS = 8e8
@@ -89,10 +89,10 @@ def test_time_balanced_rounds_stop_a_slow_window_at_the_grace_deadline(tmp_path)
 
 
 def core_step(params, state, jitter):
-    from powertrip_env import core
+    from powertrip_env import dynamics
 
     mask = np.ones((1, params.n_sites), dtype=bool)
-    return core.step_round(params, state, mask, jitter)
+    return dynamics.step_round(params, state, mask, jitter)
 
 
 # --------------------------------------------------------------------------- PowerTrip's score
@@ -288,9 +288,9 @@ def test_a_round_in_which_every_site_is_fetching_ends_with_the_first_fetch(tmp_p
 
 
 def core_joined_slot(params):
-    from powertrip_env import core
+    from powertrip_env import dynamics
 
-    return core.JOINED
+    return dynamics.JOINED
 
 
 def test_the_lora_scenario_keeps_the_papers_shape():

@@ -1,4 +1,4 @@
-"""Scenario loading (powertrip_env/config.py) and the errors a malformed scenario gives.
+"""Scenario loading (powertrip_env/scenario/) and the errors a malformed scenario gives.
 
 docs/scenarios.md: every malformed scenario raises ``ScenarioError`` (a ``ValueError``) whose
 message names the file, the field, the bad value and what is allowed. The tests below assert on
@@ -22,6 +22,8 @@ from scenario_files import GPU_CSV, dump_toml, scenario_doc, site, write_trace
 
 import powertrip_env
 from powertrip_env import ScenarioError, TraceError, load_scenario, scenario_names
+from powertrip_env.scenario import scenario_path
+from powertrip_env.scenario.extends import TIED_FIELDS
 from powertrip_env.simulation import load_simulation
 
 NAMED_SITE_COUNTS = {"default": 10, "lora": 8, "kws": 8, "emnist": 8, "llm-full": 8, "large": 32}
@@ -667,7 +669,7 @@ def test_base_hub_is_not_inherited_by_own_sites_and_the_error_says_why(folder):
     lora_hub = load_scenario("lora").network.hub
     message = load_error(path)
     assert_mentions(message, str(path), "[sites] field 'hub' is missing", repr(lora_hub))
-    assert_mentions(message, str(powertrip_env.config.scenario_path("lora")), "not inherited")
+    assert_mentions(message, str(scenario_path("lora")), "not inherited")
     assert_mentions(message, "[[sites.site]]", "set [sites] hub", "site-a", "site-b")
 
 
@@ -735,7 +737,7 @@ def test_inherited_time_zone_error_names_the_base_and_the_way_out(folder):
     path = _extending(folder, "default", sites=_own_sites())
     message = load_error(path)
     assert_mentions(message, str(path), "[trace] field 'utc_offset_h'", "-4.0", "site-a")
-    assert_mentions(message, "inherited from", str(powertrip_env.config.scenario_path("default")))
+    assert_mentions(message, "inherited from", str(scenario_path("default")))
     assert_mentions(message, "[-12, 14]", "write [trace] file")
 
 
@@ -808,10 +810,10 @@ def test_a_chain_inherits_a_middle_base_trace_with_its_own_time_zone(folder):
 
 
 def test_docs_list_the_fields_extends_drops():
-    """docs/scenarios.md's table of what extends leaves out is config.TIED_FIELDS."""
+    """docs/scenarios.md's table of what extends leaves out is TIED_FIELDS."""
     docs = (Path(__file__).resolve().parent.parent / "docs" / "scenarios.md").read_text("utf-8")
     rows = [line for line in docs.splitlines() if line.startswith("| `[")]
-    for (table, key), tied in powertrip_env.config.TIED_FIELDS.items():
+    for (table, key), tied in TIED_FIELDS.items():
         own = "`[[sites.site]]`" if (table, key) == ("sites", "site") else f"`[{table}] {key}`"
         row = next((r for r in rows if own in r.split("|")[1]), None)
         assert row is not None, f"docs/scenarios.md: no row for {own}"

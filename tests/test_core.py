@@ -1,4 +1,4 @@
-"""The simulator (powertrip_env/core.py) against docs/model.md, worked by hand.
+"""The simulator (powertrip_env/dynamics.py) against docs/model.md, worked by hand.
 
 Every scenario here is a tiny TOML file and trace written by ``scenario_files`` whose numbers
 make the model easy to evaluate on paper (see that module's docstring): a G100 costs 250 W at
@@ -11,7 +11,6 @@ joined. Expected values below are written out from the formulas, never copied fr
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 from scenario_files import INTERVAL_S, site, write_scenario
 
-from powertrip_env import core
+from powertrip_env import dynamics
 from powertrip_env.simulation import load_simulation
 
 QUOTA = 100 * 600  # local_steps · site_batch
@@ -31,13 +30,13 @@ MODEL_BITS = 1e8 * 8
 FETCH_S = MODEL_BITS / 10e9  # a join's model download at the default 10 Gbps: 0.08 s
 
 
-def params_for(tmp_path, sites, util, **kwargs) -> core.SimParams:
+def params_for(tmp_path, sites, util, **kwargs) -> dynamics.SimParams:
     return load_simulation(write_scenario(tmp_path, sites, util, **kwargs)).params
 
 
-def start(params, t=0.0, joined=()) -> core.SimState:
+def start(params, t=0.0, joined=()) -> dynamics.SimState:
     """A fresh episode at ``t`` in which the sites ``joined`` completed the previous round."""
-    state = core.initial_state(params, np.array([float(t)]))
+    state = dynamics.initial_state(params, np.array([float(t)]))
     prev = np.zeros((1, params.n_sites), dtype=bool)
     prev[0, list(joined)] = True
     return state.replace(prev_selected=prev)
@@ -49,13 +48,13 @@ def mask_of(params, *selected) -> np.ndarray:
     return mask
 
 
-def step(params, state, *selected) -> core.RoundResult:
+def step(params, state, *selected) -> dynamics.RoundResult:
     no_jitter = np.ones((1, params.n_sites + 1))
-    return core.step_round(params, state, mask_of(params, *selected), no_jitter)
+    return dynamics.step_round(params, state, mask_of(params, *selected), no_jitter)
 
 
-def state_arrays(state: core.SimState) -> dict[str, np.ndarray]:
-    return {name: np.array(getattr(state, name), copy=True) for name in core.SimState.FIELDS}
+def state_arrays(state: dynamics.SimState) -> dict[str, np.ndarray]:
+    return {name: np.array(getattr(state, name), copy=True) for name in dynamics.SimState.FIELDS}
 
 
 def eight_site_params(tmp_path, **kwargs):
@@ -93,7 +92,7 @@ def test_powered_gpus_are_capped_by_the_gpu_count(tmp_path):
 def test_site_with_no_headroom_is_unavailable(tmp_path):
     params = params_for(tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 1.0})
     state = start(params)
-    assert core.available_now(params, state).tolist() == [[True, False]]
+    assert dynamics.available_now(params, state).tolist() == [[True, False]]
     assert params.powered[0].tolist() == [10, 0]
 
 
@@ -237,7 +236,7 @@ def test_jitter_scales_compute_and_network_time_log_normally(tmp_path):
     )
     noise = np.array([[0.5, -1.0]])  # site draw, network draw
     factors = np.exp(0.1 * noise)
-    result = core.step_round(params, start(params, joined=[0]), mask_of(params, 0), factors)
+    result = dynamics.step_round(params, start(params, joined=[0]), mask_of(params, 0), factors)
     comm = 2.0 * 0.040 + 2.0 * max(MODEL_BITS / 10e9, MODEL_BITS / 10e9)
     assert result.compute_s[0] == pytest.approx(600.0 * math.exp(0.1 * 0.5), rel=1e-12)
     assert result.comm_s[0] == pytest.approx(comm * math.exp(0.1 * -1.0), rel=1e-12)
@@ -283,7 +282,7 @@ def test_site_losing_all_power_mid_round_drops_out(tmp_path):
     assert result.state.absent_rounds.tolist() == [[1.0, 0.0]]
     # a did not complete the round, so it is not joined: selected again, it pays its join
     assert result.state.prev_selected.tolist() == [[False, True]]
-    assert core.available_now(params, result.state).tolist() == [[True, True]]  # row 2
+    assert dynamics.available_now(params, result.state).tolist() == [[True, True]]  # row 2
     again = step(params, result.state, 0, 1)
     assert not again.dropped.any()
     assert again.compute_s[0] == pytest.approx(60.0 + FETCH_S + 600.0, rel=1e-12)
@@ -348,7 +347,7 @@ def test_round_that_would_pass_the_budget_is_cut_there_and_teaches_nothing(tmp_p
 
 def test_tta_is_the_elapsed_time_on_success_and_the_budget_on_failure(tmp_path):
     sim = load_simulation(write_scenario(tmp_path, [site("a", "ca")], {"ca": 0.5}))
-    state = core.initial_state(sim.params, np.array([100.0, 100.0])).replace(
+    state = dynamics.initial_state(sim.params, np.array([100.0, 100.0])).replace(
         time_s=np.array([1900.0, 2000.0])
     )
     np.testing.assert_array_equal(sim.tta_h(state, np.array([True, False])), [0.5, 1.0])
@@ -395,7 +394,7 @@ def test_adding_sites_gives_diminishing_progress_per_round(tmp_path):
 def test_noise_scale_grows_with_progress(tmp_path):
     params = eight_site_params(tmp_path)
     progress = np.array([0.0, 50.0, 150.0])
-    np.testing.assert_allclose(core.noise_scale(params, progress), [1200.0, 2400.0, 4800.0])
+    np.testing.assert_allclose(dynamics.noise_scale(params, progress), [1200.0, 2400.0, 4800.0])
     first = step(params, start(params), *range(8))
     p1 = hand_delta_p(8)
     second = step(params, first.state, *range(8))
@@ -410,12 +409,12 @@ def test_more_sites_pay_off_later_in_training(tmp_path):
     late = early.replace(progress=np.array([500.0]))
     one, eight = mask_of(params, 0), mask_of(params, *range(8))
     ratio_early = (
-        core.predict_round(params, early, eight).delta_progress[0]
-        / core.predict_round(params, early, one).delta_progress[0]
+        dynamics.predict_round(params, early, eight).delta_progress[0]
+        / dynamics.predict_round(params, early, one).delta_progress[0]
     )
     ratio_late = (
-        core.predict_round(params, late, eight).delta_progress[0]
-        / core.predict_round(params, late, one).delta_progress[0]
+        dynamics.predict_round(params, late, eight).delta_progress[0]
+        / dynamics.predict_round(params, late, one).delta_progress[0]
     )
     assert ratio_early == pytest.approx(hand_delta_p(8) / hand_delta_p(1), rel=1e-12)
     assert ratio_late == pytest.approx(hand_delta_p(8, 500.0) / hand_delta_p(1, 500.0), rel=1e-12)
@@ -425,8 +424,8 @@ def test_more_sites_pay_off_later_in_training(tmp_path):
 def test_progress_needed_inverts_the_accuracy_curve(tmp_path):
     params = eight_site_params(tmp_path)
     # 0.8 = 0.9 − 0.8 / (1 + P / 100)  <=>  P = 700
-    assert core.progress_needed(params) == pytest.approx(700.0)
-    assert core.accuracy(params, np.array([700.0]))[0] == pytest.approx(0.8)
+    assert dynamics.progress_needed(params) == pytest.approx(700.0)
+    assert dynamics.accuracy(params, np.array([700.0]))[0] == pytest.approx(0.8)
 
 
 def test_leaving_a_site_out_under_non_iid_data_shrinks_progress(tmp_path):
@@ -518,8 +517,8 @@ _DETOURED = pytest.mark.xfail(
 )
 def test_rtt_model_is_within_35_percent_of_published_rtts(a, b, published_ms):
     (lat1, lon1), (lat2, lon2) = CITIES[a], CITIES[b]
-    distance = core.great_circle_km(np.array([lat1]), np.array([lon1]), lat2, lon2)
-    model_ms = float(core.rtt_ms(distance, 2.0, 1.5, 204.0)[0])
+    distance = dynamics.great_circle_km(np.array([lat1]), np.array([lon1]), lat2, lon2)
+    model_ms = float(dynamics.rtt_ms(distance, 2.0, 1.5, 204.0)[0])
     assert 0.65 * published_ms <= model_ms <= 1.35 * published_ms, (
         f"model {model_ms:.1f} ms vs published {published_ms} ms ({a}–{b})"
     )
@@ -527,20 +526,20 @@ def test_rtt_model_is_within_35_percent_of_published_rtts(a, b, published_ms):
 
 def test_great_circle_distance_of_known_arcs():
     quarter = math.pi / 2 * 6371.0
-    d = core.great_circle_km(np.array([0.0, 0.0, 45.0]), np.array([0.0, 0.0, 10.0]), 0.0, 90.0)
+    d = dynamics.great_circle_km(np.array([0.0, 0.0, 45.0]), np.array([0.0, 0.0, 10.0]), 0.0, 90.0)
     # (0,0)-(0,90): a quarter of the equator; (45,10)-(0,90) is not, and is shorter than half
     assert d[0] == pytest.approx(quarter)
     assert d[1] == pytest.approx(quarter)
     assert 0 < d[2] < math.pi * 6371.0
-    pole = core.great_circle_km(np.array([90.0]), np.array([0.0]), -90.0, 0.0)
+    pole = dynamics.great_circle_km(np.array([90.0]), np.array([0.0]), -90.0, 0.0)
     assert pole[0] == pytest.approx(math.pi * 6371.0)
 
 
 def test_rtt_formula_adds_base_to_routed_fibre_round_trip():
     # 2 ms + 2 · 1.5 · 1,000 km / 204 km/ms
-    assert core.rtt_ms(np.array(1000.0), 2.0, 1.5, 204.0) == pytest.approx(2.0 + 3000.0 / 204.0)
+    assert dynamics.rtt_ms(np.array(1000.0), 2.0, 1.5, 204.0) == pytest.approx(2.0 + 3000.0 / 204.0)
     # docs/references.md: 1,000 km of fibre is about 10 ms of round trip
-    assert core.rtt_ms(np.array(1000.0), 0.0, 1.0, 204.0) == pytest.approx(9.8, abs=0.1)
+    assert dynamics.rtt_ms(np.array(1000.0), 0.0, 1.0, 204.0) == pytest.approx(9.8, abs=0.1)
 
 
 def test_scenario_rtts_come_from_distance_to_the_hub(tmp_path):
@@ -592,7 +591,7 @@ def test_predict_round_never_reads_future_trace_values(tmp_path):
     )
     t = now_row * INTERVAL_S + 120.0
     for params in (same, changed):
-        assert core.current_row(params, np.array([t]))[0] == now_row
+        assert dynamics.current_row(params, np.array([t]))[0] == now_row
     masks = ALL_MASKS_3[None]  # (1, 7, 3)
 
     def state_for(params):
@@ -602,9 +601,9 @@ def test_predict_round_never_reads_future_trace_values(tmp_path):
             absent_rounds=np.array([[0.0, 1.0, 1.0]]),
         )
 
-    a = core.predict_round(same, state_for(same), masks)
-    b = core.predict_round(changed, state_for(changed), masks)
-    for name, x, y in zip(core.RoundPrediction._fields, a, b, strict=True):
+    a = dynamics.predict_round(same, state_for(same), masks)
+    b = dynamics.predict_round(changed, state_for(changed), masks)
+    for name, x, y in zip(dynamics.RoundPrediction._fields, a, b, strict=True):
         np.testing.assert_array_equal(x, y, err_msg=name)
     # ... while the true round does see the changed future
     real_same = step(same, state_for(same), 0, 1, 2)
@@ -616,8 +615,8 @@ def test_predict_round_does_not_change_the_state(tmp_path):
     params = params_for(tmp_path, three_site_sites(), {"ca": 0.5, "cb": 0.3, "cc": 0.6})
     state = step(params, start(params, 1000.0), 0, 2).state
     before = state_arrays(state)
-    core.predict_round(params, state, ALL_MASKS_3[None])
-    core.predict_round(params, state, ALL_MASKS_3[:1])
+    dynamics.predict_round(params, state, ALL_MASKS_3[None])
+    dynamics.predict_round(params, state, ALL_MASKS_3[:1])
     after = state_arrays(state)
     for name in before:
         np.testing.assert_array_equal(before[name], after[name], err_msg=name)
@@ -644,8 +643,8 @@ def test_predict_round_equals_step_round_at_constant_power_without_jitter(
     state = step(params, start(params, 2000.0), 0, 1).state  # a and b took part last round
     for bits in itertools.product([0, 1], repeat=4):
         mask = np.array([bits], dtype=bool)
-        predicted = core.predict_round(params, state, mask)
-        real = core.step_round(params, state, mask, np.ones((1, 5)))
+        predicted = dynamics.predict_round(params, state, mask)
+        real = dynamics.step_round(params, state, mask, np.ones((1, 5)))
         label = f"mask {bits}"
         np.testing.assert_allclose(predicted.round_time_s, real.round_time_s, rtol=1e-12,
                                    err_msg=label)  # fmt: skip
@@ -664,12 +663,12 @@ def test_predict_round_broadcasts_over_candidate_masks(tmp_path):
     params = params_for(tmp_path, three_site_sites(), {"ca": 0.5, "cb": 0.3, "cc": 0.6},
                         network={"join_fixed_s": 45.0})  # fmt: skip
     starts = np.array([0.0, 5000.0])
-    batch = core.initial_state(params, starts).replace(
+    batch = dynamics.initial_state(params, starts).replace(
         progress=np.array([0.0, 300.0]),
         prev_selected=np.array([[False, False, False], [True, True, False]]),
     )
     masks = np.stack([ALL_MASKS_3[:5], ALL_MASKS_3[2:]])  # (B=2, M=5, N=3)
-    pred = core.predict_round(params, batch, masks)
+    pred = dynamics.predict_round(params, batch, masks)
     for array in pred:
         assert array.shape == (2, 5)
     for b in range(2):
@@ -678,8 +677,8 @@ def test_predict_round_broadcasts_over_candidate_masks(tmp_path):
             prev_selected=batch.prev_selected[b : b + 1],
         )
         for m in range(5):
-            one = core.predict_round(params, single, masks[b, m][None])
-            for name, many, alone in zip(core.RoundPrediction._fields, pred, one, strict=True):
+            one = dynamics.predict_round(params, single, masks[b, m][None])
+            for name, many, alone in zip(dynamics.RoundPrediction._fields, pred, one, strict=True):
                 assert many[b, m] == alone[0], f"{name} episode {b} mask {m}"
 
 
@@ -748,15 +747,15 @@ def test_a_batch_of_episodes_steps_like_each_episode_alone(tmp_path):
     params = params_for(tmp_path, sites, util, network={"join_fixed_s": 30.0},
                         episode={"jitter_sigma": 0.1})  # fmt: skip
     starts = np.array([0.0, 7000.0, 40_000.0])
-    batch = core.initial_state(params, starts)
-    alone = [core.initial_state(params, starts[b : b + 1]) for b in range(3)]
+    batch = dynamics.initial_state(params, starts)
+    alone = [dynamics.initial_state(params, starts[b : b + 1]) for b in range(3)]
     for _ in range(12):
         masks = rng.random((3, 4)) < 0.5
         noise = rng.standard_normal((3, 5))
-        result = core.step_round(params, batch, masks, noise)
+        result = dynamics.step_round(params, batch, masks, noise)
         for b in range(3):
-            single = core.step_round(params, alone[b], masks[b : b + 1], noise[b : b + 1])
-            for name in core.RoundResult.FIELDS:
+            single = dynamics.step_round(params, alone[b], masks[b : b + 1], noise[b : b + 1])
+            for name in dynamics.RoundResult.FIELDS:
                 np.testing.assert_array_equal(
                     getattr(result, name)[b], getattr(single, name)[0], err_msg=name
                 )
@@ -780,8 +779,8 @@ def jitter_params(tmp_path, sigma=0.1, n=3):
 
 def test_jitter_is_log_normal_with_the_scenarios_sigma(tmp_path):
     params = jitter_params(tmp_path, sigma=0.1)
-    state = core.initial_state(params, [0.0], key=[123456789])
-    z = np.log(core.jitter_factors(params, state, 20_000)[0]) / 0.1  # (rounds, N + 1)
+    state = dynamics.initial_state(params, [0.0], key=[123456789])
+    z = np.log(dynamics.jitter_factors(params, state, 20_000)[0]) / 0.1  # (rounds, N + 1)
     flat = z.ravel()
     assert abs(flat.mean()) < 0.02  # 80,000 draws: the mean's standard error is 0.0035
     assert flat.std() == pytest.approx(1.0, abs=0.01)
@@ -795,28 +794,28 @@ def test_jitter_is_log_normal_with_the_scenarios_sigma(tmp_path):
 def test_jitter_is_a_function_of_key_round_and_site_only(tmp_path):
     params = jitter_params(tmp_path)
     keys = np.array([5, 2**52 + 3, 5, 2**53 - 1])
-    batch = core.initial_state(params, [0.0, 600.0, 9000.0, 0.0], key=keys)
-    factors = core.jitter_factors(params, batch, 30)
+    batch = dynamics.initial_state(params, [0.0, 600.0, 9000.0, 0.0], key=keys)
+    factors = dynamics.jitter_factors(params, batch, 30)
     np.testing.assert_array_equal(factors[0], factors[2])  # same key: same jitter, any start
     assert not np.any(factors[0] == factors[1]) and not np.any(factors[0] == factors[3])
     later = batch.replace(rounds=10)
-    np.testing.assert_array_equal(core.jitter_factors(params, later, 20), factors[:, 10:])
+    np.testing.assert_array_equal(dynamics.jitter_factors(params, later, 20), factors[:, 10:])
     assert np.unique(factors[0]).size == factors[0].size  # sites and rounds all differ
-    quiet = dataclasses.replace(params, jitter_sigma=0.0)
-    assert np.all(core.jitter_factors(quiet, batch, 5) == 1.0)
+    quiet = params.with_constants(jitter_sigma=0.0)
+    assert np.all(dynamics.jitter_factors(quiet, batch, 5) == 1.0)
 
 
 def test_a_batch_with_its_own_jitter_equals_its_members(tmp_path):
     params = jitter_params(tmp_path, n=4)
     rng = np.random.default_rng(3)
     starts, keys = np.array([0.0, 3000.0, 7000.0]), np.array([11, 12, 13])
-    batch = core.initial_state(params, starts, keys)
-    alone = [core.initial_state(params, starts[b : b + 1], keys[b : b + 1]) for b in range(3)]
+    batch = dynamics.initial_state(params, starts, keys)
+    alone = [dynamics.initial_state(params, starts[b : b + 1], keys[b : b + 1]) for b in range(3)]
     for _ in range(20):
         masks = rng.random((3, 4)) < 0.6
-        result = core.step_round(params, batch, masks)
+        result = dynamics.step_round(params, batch, masks)
         for b in range(3):
-            single = core.step_round(params, alone[b], masks[b : b + 1])
+            single = dynamics.step_round(params, alone[b], masks[b : b + 1])
             np.testing.assert_array_equal(result.record[b], single.record[0])
             np.testing.assert_array_equal(result.state.data[b], single.state.data[0])
             alone[b] = single.state
@@ -825,16 +824,16 @@ def test_a_batch_with_its_own_jitter_equals_its_members(tmp_path):
 
 def test_episode_draws_are_uniform_over_the_start_rows_and_keys_distinct():
     bases = np.full(60_000, 987654321)
-    rows, keys, seeds = core.episode_draws(bases, np.arange(60_000), 100, 160)
+    rows, keys, seeds = dynamics.episode_draws(bases, np.arange(60_000), 100, 160)
     assert rows.min() == 100 and rows.max() == 159
     counts = np.bincount(rows - 100, minlength=60)
     chi2 = float(((counts - 1000.0) ** 2 / 1000.0).sum())
     assert chi2 < 110  # 59 degrees of freedom: p < 1e-4 above this
-    assert np.unique(keys).size == keys.size and keys.min() >= 0 and keys.max() < core.KEY_LIMIT
+    assert np.unique(keys).size == keys.size and keys.min() >= 0 and keys.max() < dynamics.KEY_LIMIT
     assert seeds.min() >= 0 and seeds.max() < 2**31
-    again = core.episode_draws(bases[:5], np.arange(5), 100, 160)
+    again = dynamics.episode_draws(bases[:5], np.arange(5), 100, 160)
     np.testing.assert_array_equal(again[0], rows[:5])
-    other = core.episode_draws(bases[:5] + 1, np.arange(5), 100, 160)
+    other = dynamics.episode_draws(bases[:5] + 1, np.arange(5), 100, 160)
     assert not np.array_equal(other[1], keys[:5])
 
 
@@ -846,9 +845,9 @@ def test_the_kernels_rewards_are_the_documented_formulas(tmp_path):
 
     params = eight_site_params(tmp_path, episode={"jitter_sigma": 0.1, "h_ref_h": 2.0})
     rng = np.random.default_rng(0)
-    state = core.initial_state(params, [0.0, 100.0, 5000.0], key=[1, 2, 3])
+    state = dynamics.initial_state(params, [0.0, 100.0, 5000.0], key=[1, 2, 3])
     for _ in range(10):
-        result = core.step_round(params, state, rng.random((3, 8)) < 0.5)
+        result = dynamics.step_round(params, state, rng.random((3, 8)) < 0.5)
         gain = result.delta_accuracy / (params.a_target - params.a0)
         t = result.round_time_s
         np.testing.assert_allclose(

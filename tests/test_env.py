@@ -16,7 +16,7 @@ from scenario_files import T0_UNIX, site, write_scenario
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import powertrip_env
-from powertrip_env import core, load_scenario
+from powertrip_env import dynamics, load_scenario
 from powertrip_env.env import PowerTripEnv
 
 ENV_IDS = list(powertrip_env.ENV_IDS)
@@ -24,7 +24,7 @@ FLAGSHIP = "PowerTrip-v0"  # scenario "default": 10 solar sites on real power da
 LORA = "PowerTrip-LoRA-v0"  # scenario "lora": 8 sites on the synthetic 2019 trace
 ROWS_PER_DAY = 288
 INTERVAL_S = 300.0
-F = 15  # per-site features (core.SITE_FEATURES)
+F = 15  # per-site features (dynamics.SITE_FEATURES)
 G = 6  # global features
 FLAGSHIP_T0 = dt.datetime(2022, 6, 8, tzinfo=dt.UTC).timestamp()  # row 0 of its calendar
 FLAGSHIP_ROWS = 8257  # 2022-06-08 00:00 UTC to 2022-07-06 16:00 UTC, every 5 minutes
@@ -115,9 +115,9 @@ def all_sites(env: gym.Env) -> np.ndarray:
 
 
 def test_observation_has_fifteen_site_and_six_global_features():
-    assert len(core.SITE_FEATURES) == F
-    assert len(core.GLOBAL_FEATURES) == G
-    assert core.SITE_LOW.shape == core.SITE_HIGH.shape == (F,)
+    assert len(dynamics.SITE_FEATURES) == F
+    assert len(dynamics.GLOBAL_FEATURES) == G
+    assert dynamics.SITE_LOW.shape == dynamics.SITE_HIGH.shape == (F,)
 
 
 # --------------------------------------------------------------------------- checkers and docs
@@ -301,7 +301,7 @@ def test_clairvoyant_jitter_is_exactly_the_jitter_the_env_then_uses(tmp_path):
         if r in (63, 64, 65):  # asked again mid-episode
             np.testing.assert_array_equal(env.clairvoyant().jitter(rounds - r), ahead[r:])
         mask = rng.random((1, 2)) < 0.7
-        expected = core.step_round(env.params, env.state, mask, ahead[r : r + 1])
+        expected = dynamics.step_round(env.params, env.state, mask, ahead[r : r + 1])
         env.step(mask[0].astype(np.int8))
         for name in ("time_s", "progress", "energy_j", "prev_selected"):
             np.testing.assert_array_equal(
@@ -440,7 +440,7 @@ def test_start_near_the_end_of_the_trace_still_runs(env_id, rows):
     ],
 )
 def test_return_of_a_successful_episode_is_one_minus_tta_over_href(env_id, seeds, policy):
-    from baselines.policies import make_policy
+    from baselines.registry import make_policy
 
     env = gym.make(env_id)
     h_ref_h = env.unwrapped.scenario.episode.h_ref_h
@@ -791,7 +791,7 @@ def test_one_site_that_is_its_own_hub_at_zero_base_latency_observes_finite_value
     for _ in range(3):
         assert np.isfinite(obs).all()
         assert env.observation_space.contains(obs)
-        assert obs[core.SITE_FEATURES.index("rtt_to_hub")] == 0.0
+        assert obs[dynamics.SITE_FEATURES.index("rtt_to_hub")] == 0.0
         obs, *_ = env.step(np.ones(1, dtype=np.int8))
 
 

@@ -13,6 +13,7 @@ from scenario_files import site
 from scenario_files import write_scenario as write_toy_scenario
 
 import powertrip_env
+from baselines.base import Policy
 from baselines.evaluate import (
     BOOTSTRAP_RESAMPLES,
     EPISODE_COLUMNS,
@@ -26,7 +27,6 @@ from baselines.evaluate import (
     mean_curve,
     start_days,
 )
-from baselines.policies import Policy
 
 OUTPUT_FILES = {"episodes.csv", "summary.md", "tta.png", "accuracy_vs_time.png"}
 
@@ -516,7 +516,7 @@ def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario,
     from sb3_contrib import MaskablePPO
 
     from agents.site_policy import MaskableSitePolicy
-    from baselines.evaluate import _saved_algo
+    from baselines.models import _saved_algo
 
     env = gym.make("PowerTrip-v0", scenario=str(small_scenario), obs_mode="dict")
     model = MaskablePPO(MaskableSitePolicy, env, n_steps=32, batch_size=32, n_epochs=1)

@@ -13,12 +13,13 @@ import torch
 from torch import nn
 
 import powertrip_env
+from baselines import calibrate
 from baselines.validate import kendall_tau
 from baselines.validate import main as validate_main
-from powertrip_env import calibrate, core
-from powertrip_env.config import LearnerConfig
+from powertrip_env import dynamics
 from powertrip_env.learners import SurrogateLearner, make_learner
 from powertrip_env.learners.torch_fed import TorchFedLearner, load_digits, split_data
+from powertrip_env.scenario import LearnerConfig
 
 
 def _round(n: int, done: list[int], dropped: list[int] = (), idle=False, cut=False):
@@ -27,11 +28,11 @@ def _round(n: int, done: list[int], dropped: list[int] = (), idle=False, cut=Fal
     selected[0, list(done) + list(dropped)] = True
     drop = np.zeros((1, n), dtype=bool)
     drop[0, list(dropped)] = True
-    record = np.zeros((1, len(core.RECORD_FIELDS)))
-    record[0, core.R_IDLE], record[0, core.R_CUT] = idle, cut
-    sites = np.zeros((1, len(core.SITE_RECORD), n))
-    sites[:, core.SELECTED], sites[:, core.DROPPED] = selected, drop
-    return core.RoundResult(None, record, sites)
+    record = np.zeros((1, len(dynamics.RECORD_FIELDS)))
+    record[0, dynamics.R_IDLE], record[0, dynamics.R_CUT] = idle, cut
+    sites = np.zeros((1, len(dynamics.SITE_RECORD), n))
+    sites[:, dynamics.SELECTED], sites[:, dynamics.DROPPED] = selected, drop
+    return dynamics.RoundResult(None, record, sites)
 
 
 # --------------------------------------------------------------------------- the surrogate

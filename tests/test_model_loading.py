@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from baselines.evaluate import EvaluationError, evaluate, main, pretrained_model_path
+from baselines.evaluate import EvaluationError, evaluate, main
+from baselines.models import pretrained_model_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -195,7 +196,7 @@ def test_pretrained_is_the_shipped_file_even_beside_another_agents_package(tmp_p
     (fake / "pretrained").mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     (fake / "pretrained" / "model.zip").write_bytes(b"not the shipped model")
-    code = "from baselines.evaluate import pretrained_model_path; print(pretrained_model_path())"
+    code = "from baselines.models import pretrained_model_path; print(pretrained_model_path())"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,

@@ -1,7 +1,7 @@
 """Result folders of the four result-writing commands: never mixed, never half-replaced.
 
 ``python -m baselines.evaluate``, ``baselines.headroom``, ``baselines.validate`` and
-``powertrip_env.calibrate`` write a set of files to ``--out``. A second run into the same folder
+``baselines.calibrate`` write a set of files to ``--out``. A second run into the same folder
 is refused (exit 2, before the long run) unless ``--force``, which replaces the whole set; a
 stop half-way through writing leaves the earlier set exactly as it was, and no temporary
 folder behind. Every run here is one or two tiny episodes.
@@ -16,8 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from baselines import evaluate, headroom, validate
-from powertrip_env import calibrate
+from baselines import calibrate, evaluate, headroom, validate
 
 
 @dataclass
@@ -147,12 +146,13 @@ def test_a_stop_half_way_through_writing_leaves_the_folder_as_it_was(
 
 
 def test_pretrain_passes_force_on_to_the_training_run(tmp_path, monkeypatch):
-    """``agents.pretrain`` trains with ``train_agent.py``, which refuses a used run folder;
-    its ``--force`` is what lets a second pretraining replace the first run."""
+    """``agents.pretrain`` trains with ``agents.training`` (``train_agent.py``'s run), which
+    refuses a used run folder; its ``--force`` is what lets a second pretraining replace the
+    first run."""
     from agents import pretrain
 
     calls: list[list[str]] = []
-    monkeypatch.setattr(pretrain.train_agent, "main", lambda argv: calls.append(argv) or 2)
+    monkeypatch.setattr(pretrain.training, "main", lambda argv: calls.append(argv) or 2)
     run_dir = str(tmp_path / "run")
     assert pretrain.main(["--run-dir", run_dir]) == 2
     assert pretrain.main(["--run-dir", run_dir, "--force"]) == 2

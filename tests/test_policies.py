@@ -1,5 +1,6 @@
-"""Tests for baselines.policies: each rule on hand-made states, and that none but the
-clairvoyant reference reads the future.
+"""Tests for baselines.policies (and the helpers of baselines.base, the names of
+baselines.registry): each rule on hand-made states, and that none but the clairvoyant
+reference reads the future.
 
 The scenarios are written to ``tmp_path`` by ``write_scenario``: inline sites with two toy GPU
 types, RTTs given directly, and a trace computed from the number of GPUs each site should have
@@ -25,27 +26,20 @@ from scenario_files import INTERVAL_S, ROWS_PER_DAY, site
 from scenario_files import write_powered_scenario as write_scenario
 from scenario_files import write_scenario as write_toy_scenario
 
+from baselines.base import Policy, first_peak, prefix_masks, subset_matrix
 from baselines.policies import (
-    POLICIES,
-    REFERENCES,
     AllSites,
     FastestK,
     FedZeroLike,
     MyopicOptimal,
     Nearest,
     OortLike,
-    Policy,
     PowerTrip,
     RandomK,
     TopPower,
-    default_policy_names,
-    first_peak,
-    make_policy,
-    policy_names,
-    prefix_masks,
-    subset_matrix,
 )
-from powertrip_env import core
+from baselines.registry import POLICIES, REFERENCES, default_policy_names, make_policy, policy_names
+from powertrip_env import dynamics
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.view import DecisionView
 
@@ -309,12 +303,12 @@ def test_clairvoyant_references_avoid_a_site_whose_power_collapses_mid_round(tmp
 # --------------------------------------------------------------------------- no peeking
 
 
-def _scramble_future(env: PowerTripEnv, row: int, rng: np.random.Generator) -> core.SimParams:
+def _scramble_future(env: PowerTripEnv, row: int, rng: np.random.Generator) -> dynamics.SimParams:
     """The env's tables rebuilt from power whose actual values after ``row`` are random.
 
     The forecasts issued up to ``row`` stay as they were (what an operator knows now); those
     issued later start from the scrambled actuals (horizon 0 is the actual of its row; without a
-    forecast file it is all there is). Rebuilding through ``core.build_params`` keeps every
+    forecast file it is all there is). Rebuilding through ``dynamics.build_params`` keeps every
     derived table consistent, whatever tables the simulator keeps. (Rows of the wrapped copy up
     to ``row`` stay as they were; they are a whole calendar ahead.)
     """
@@ -326,7 +320,7 @@ def _scramble_future(env: PowerTripEnv, row: int, rng: np.random.Generator) -> c
     if power.horizons == 1:
         forecast[row + 1 :] = available[row + 1 :, None]
     scrambled = dataclasses.replace(power, available_w=available, forecast_w=forecast)
-    params = core.build_params(env.scenario, scrambled)
+    params = dynamics.build_params(env.scenario, scrambled)
     assert np.array_equal(params.powered[: row + 1], env.params.powered[: row + 1])
     assert np.array_equal(params.forecast_rate[: row + 1], env.params.forecast_rate[: row + 1])
     assert not np.array_equal(params.powered[row + 1 :], env.params.powered[row + 1 :])
@@ -340,7 +334,7 @@ class _Peeker(Policy):
 
     def act(self, obs, info):
         p = self.env.params
-        row = int(core.current_row(p, self.env.state.time_s)[0])
+        row = int(dynamics.current_row(p, self.env.state.time_s)[0])
         ahead = p.powered[row + 3] * self.env.available()
         return (ahead >= np.sort(ahead)[-2]).astype(np.int8) * self.env.available()
 
@@ -357,7 +351,7 @@ def _decisions_differ(path: Path, factory, rounds: int = 40) -> bool:
     twin.reset(twin_env)
     rng = np.random.default_rng(0)
     for _ in range(rounds):
-        row = int(core.current_row(true_env.params, true_env.state.time_s)[0])
+        row = int(dynamics.current_row(true_env.params, true_env.state.time_s)[0])
         twin_env.state = true_env.state
         twin_env.params = _scramble_future(true_env, row, rng)
         mask = policy.act(obs, info)
@@ -376,7 +370,7 @@ def test_the_decision_view_reads_no_future_actual_and_is_read_only(varying_scena
     twin_env.reset(seed=3)
     rng = np.random.default_rng(1)
     for _ in range(20):
-        row = int(core.current_row(true_env.params, true_env.state.time_s)[0])
+        row = int(dynamics.current_row(true_env.params, true_env.state.time_s)[0])
         twin_env.state = true_env.state
         twin_env.params = _scramble_future(true_env, row, rng)
         view, twin = true_env.decision_view(), twin_env.decision_view()

@@ -1,4 +1,5 @@
-"""Scenarios by value (powertrip_env/portable.py): what a cluster worker gets instead of files."""
+"""Scenarios by value (powertrip_env/scenario/portable.py): what a cluster worker gets instead
+of files."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from scenario_files import site, write_scenario
 
 import powertrip_env
 from powertrip_env import ScenarioError, load_scenario, scenario_names
-from powertrip_env.portable import FORMAT, from_portable, is_portable, to_portable
-from powertrip_env.power import site_power
+from powertrip_env.scenario.portable import FORMAT, from_portable, is_portable, to_portable
+from powertrip_env.scenario.power import site_power
 
 
 @pytest.mark.parametrize("name", scenario_names())

@@ -1,4 +1,5 @@
-"""Available power on one calendar (powertrip_env/power.py), and forecasts in predict_round.
+"""Available power on one calendar (powertrip_env/scenario/power.py), and forecasts in
+predict_round.
 
 ``A_i(t) = capacity_kw · (1 − u(t + shift_i)) + pv_kw · s(t)``: the grid trace ``u`` is replayed
 on the calendar shifted by ``shift_days`` and, with UTC offsets, into each site's local time; the
@@ -14,9 +15,9 @@ import numpy as np
 import pytest
 from scenario_files import INTERVAL_S, ROWS_PER_DAY, T0_UNIX, site, write_scenario, write_trace
 
-from powertrip_env import ScenarioError, TraceError, core, load_scenario
+from powertrip_env import ScenarioError, TraceError, dynamics, load_scenario
 from powertrip_env.env import PowerTripEnv
-from powertrip_env.power import site_power
+from powertrip_env.scenario.power import site_power
 from powertrip_env.simulation import load_simulation
 
 DAY_S = 86_400
@@ -250,10 +251,10 @@ def dusk_scenario(tmp_path, forecast_h2: float, pv_actual=0.5):
     )
 
 
-def predict_at(path, t: float, **kwargs) -> core.RoundPrediction:
+def predict_at(path, t: float, **kwargs) -> dynamics.RoundPrediction:
     params = load_simulation(path).params
-    state = core.initial_state(params, np.array([t]))
-    return core.predict_round(params, state, np.ones((1, 1), dtype=bool), **kwargs)
+    state = dynamics.initial_state(params, np.array([t]))
+    return dynamics.predict_round(params, state, np.ones((1, 1), dtype=bool), **kwargs)
 
 
 def test_a_site_forecast_to_lose_its_power_is_predicted_to_drop_out(tmp_path):
@@ -266,7 +267,7 @@ def test_a_site_forecast_to_lose_its_power_is_predicted_to_drop_out(tmp_path):
     assert dark.delta_progress[0] == 0.0 and dark.comm_s[0] == 0.0
     # The actual sun never sets: the true round completes
     params = load_simulation(dusk_scenario(tmp_path, forecast_h2=0.0)).params
-    real = core.step_round(params, core.initial_state(params, np.array([t])),
+    real = dynamics.step_round(params, dynamics.initial_state(params, np.array([t])),
                            np.ones((1, 1), dtype=bool), np.ones((1, 2)))  # fmt: skip
     assert not real.dropped.any() and real.state.progress[0] > 0
     # A sunny forecast predicts the round that really happens
@@ -288,7 +289,7 @@ def test_predict_round_reads_the_forecast_and_never_future_actuals(tmp_path):
     assert not np.array_equal(params.powered[now + 1 : now + 4],
                               load_simulation(base).params.powered[now + 1 : now + 4])  # fmt: skip
     a, b = predict_at(base, t), predict_at(changed_actuals, t)
-    for name, x, y in zip(core.RoundPrediction._fields, a, b, strict=True):
+    for name, x, y in zip(dynamics.RoundPrediction._fields, a, b, strict=True):
         np.testing.assert_array_equal(x, y, err_msg=name)
     # ... while a different forecast changes the prediction
     c = predict_at(dusk_scenario(tmp_path, forecast_h2=0.5), t)

@@ -1,11 +1,11 @@
 """The compiled kernel against itself run as plain Python (``NUMBA_DISABLE_JIT=1``).
 
-``core``'s functions are compiled by numba, and ``NUMBA_DISABLE_JIT=1`` runs the very same
-source as ordinary Python, for stepping through a round in a debugger. This module keeps that
-path honest: a subprocess with the variable set plays episodes of the single env, the vector env
-(autoresets included), a padded dict env, ``predict_round`` over every subset and the
-clairvoyant references' simulation, and everything it prints must equal, bit for bit, what the
-compiled code gives here.
+The kernel's functions (``powertrip_env.dynamics``) are compiled by numba, and
+``NUMBA_DISABLE_JIT=1`` runs the very same source as ordinary Python, for stepping through a
+round in a debugger. This module keeps that path honest: a subprocess with the variable set
+plays episodes of the single env, the vector env (autoresets included), a padded dict env,
+``predict_round`` over every subset and the clairvoyant references' simulation, and everything
+it prints must equal, bit for bit, what the compiled code gives here.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ SCRIPT = r"""
 import json, sys
 import numpy as np, gymnasium as gym
 import powertrip_env
-from powertrip_env import core
+from powertrip_env.dynamics.round import _round
 
-out = {"compiled": type(core._round).__name__ != "function"}
+out = {"compiled": type(_round).__name__ != "function"}
 rng = np.random.default_rng(0)
 
 env = gym.make("PowerTrip-v0")

@@ -15,7 +15,8 @@ import gymnasium as gym
 import pytest
 
 from baselines import headroom
-from baselines.policies import AllSites, MyopicOptimal, Policy, PowerTrip
+from baselines.base import Policy
+from baselines.policies import AllSites, MyopicOptimal, PowerTrip
 from baselines.references import BeamPlanner, BestFixedSet, lower_bound_h
 
 TOLERANCE_H = 1e-9

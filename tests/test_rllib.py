@@ -1,4 +1,5 @@
-"""The Ray RLlib entry point (powertrip_env/rllib.py) and the example that trains with it.
+"""The Ray RLlib entry point (powertrip_env/integrations/rllib.py) and the example that trains
+with it.
 
 Marked ``rllib``: they need ``pip install '.[rllib]'`` and run in CI's second stage
 (``python -m pytest -m rllib``). They start a local Ray instance with one remote env runner.
@@ -22,8 +23,8 @@ torch = pytest.importorskip("torch")
 
 from ray.rllib.core.columns import Columns  # noqa: E402
 
-from powertrip_env import rllib  # noqa: E402
-from powertrip_env.portable import is_portable  # noqa: E402
+from powertrip_env.integrations import rllib  # noqa: E402
+from powertrip_env.scenario.portable import is_portable  # noqa: E402
 from powertrip_env.vector_env import PowerTripVectorEnv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,12 +173,12 @@ def test_the_example_exits_2_naming_a_bad_scenario(tmp_path) -> None:
 
 
 def test_evaluate_refuses_an_rllib_folder_given_as_an_sb3_model(tmp_path) -> None:
-    from baselines.evaluate import EvaluationError, _load_model
+    from baselines.models import EvaluationError, load_model
 
     folder = tmp_path / "ckpt"
     folder.mkdir()
     (folder / "rllib_checkpoint.json").write_text("{}")
     with pytest.raises(EvaluationError, match="--algo rllib"):
-        _load_model(str(folder), "ppo")
+        load_model(str(folder), "ppo")
     with pytest.raises(EvaluationError, match="no RLlib module checkpoint"):
-        _load_model(str(folder), "rllib")
+        load_model(str(folder), "rllib")

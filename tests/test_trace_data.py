@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from powertrip_env.traces import clear_trace_cache, load_trace
+from powertrip_env.scenario.power_data import clear_trace_cache, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "traces"

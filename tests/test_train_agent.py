@@ -23,7 +23,7 @@ from stable_baselines3 import A2C, PPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train_agent
-from agents import callbacks
+from agents import callbacks, training
 from agents.site_policy import SitePolicy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -409,7 +409,7 @@ def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: object) -> int:
         raise AssertionError("the run started training")
 
-    monkeypatch.setattr(train_agent, "train", refuse)
+    monkeypatch.setattr(training, "train", refuse)
 
 
 @pytest.mark.usefixtures("no_training")

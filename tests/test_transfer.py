@@ -15,13 +15,14 @@ from scenario_files import dump_toml
 
 import powertrip_env
 import train_agent
-from agents import pretrain
+from agents import pretrain, training
 from agents.extractors import SiteEncoder
 from agents.site_policy import SiteActionHead
-from baselines.evaluate import EvaluationError, evaluate, pretrained_model_path
-from powertrip_env.config import load_scenario
-from powertrip_env.sampling import SiteSampler
-from powertrip_env.torch_sites import PADDED_LOGIT
+from baselines.evaluate import EvaluationError, evaluate
+from baselines.models import pretrained_model_path
+from powertrip_env.integrations.torch_sites import PADDED_LOGIT
+from powertrip_env.scenario import load_scenario
+from powertrip_env.scenario.sampling import SiteSampler
 from powertrip_env.vector_env import PowerTripVectorEnv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +72,7 @@ def test_padding_changes_no_dynamics_and_zeroes_the_padded_sites(obs_mode: str) 
             np.testing.assert_array_equal(obs_b["global"], obs_a["global"])
             np.testing.assert_array_equal(obs_b["valid"], np.r_[np.ones(n), np.zeros(m - n)])
         else:
-            f = len(powertrip_env.core.SITE_FEATURES)
+            f = len(powertrip_env.dynamics.SITE_FEATURES)
             np.testing.assert_array_equal(obs_b[: n * f], obs_a[: n * f])
             assert not obs_b[n * f : m * f].any()
             np.testing.assert_array_equal(obs_b[m * f : -m], obs_a[n * f :])
@@ -295,8 +296,8 @@ def test_more_scenario_files_than_training_envs_is_a_usage_error(
 
 
 def test_the_pretrain_command_is_a_valid_training_run(tmp_path: Path) -> None:
-    args = train_agent.parse_args([*pretrain.TRAIN_ARGS, "--out", str(tmp_path)])
-    run = train_agent.setup(args)
+    args = training.parse_args([*pretrain.TRAIN_ARGS, "--out", str(tmp_path)])
+    run = training.setup(args)
     assert args.env == "PowerTrip-Random-v0" and args.timesteps <= 1_500_000
     assert run["env_kwargs"]["max_sites"] == 32
     for _, env_id, scenario in pretrain.TARGETS:  # every target fits the padding

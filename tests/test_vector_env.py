@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode
 from scenario_files import site, write_scenario
 
 import powertrip_env
-from powertrip_env import core
+from powertrip_env import dynamics
 from powertrip_env.vector_env import PowerTripVectorEnv
 
 ENV_IDS = list(powertrip_env.ENV_IDS)
@@ -28,7 +28,7 @@ INFO_KEYS = {
     "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut", "powered_gpus",
     "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success",
 }  # fmt: skip
-F = len(core.SITE_FEATURES)
+F = len(dynamics.SITE_FEATURES)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -474,13 +474,13 @@ def test_a_step_is_one_core_round_for_the_whole_batch(monkeypatch):
     venv = gym.make_vec("PowerTrip-v0", num_envs=16)
     venv.reset(seed=0)
     calls = []
-    original = core.step_observe
+    original = dynamics.step_observe
 
     def counting(params, state, *args, **kwargs):
         calls.append(state.batch)
         return original(params, state, *args, **kwargs)
 
-    monkeypatch.setattr(core, "step_observe", counting)
+    monkeypatch.setattr(dynamics, "step_observe", counting)
     for _ in range(5):
         venv.step(np.ones((16, 10), dtype=np.int8))
     assert calls == [16] * 5
@@ -509,7 +509,7 @@ def test_state_take_picks_episodes_by_index_repeats_allowed():
     index = np.array([2, 0, 2, 2])
     taken = state.take(index)
     assert taken.batch == 4
-    for name in core.SimState.FIELDS:
+    for name in dynamics.SimState.FIELDS:
         value = getattr(state, name)
         np.testing.assert_array_equal(getattr(taken, name), value[index], err_msg=name)
         assert not np.shares_memory(getattr(taken, name), value), name
@@ -538,9 +538,11 @@ def test_autoresets_draw_every_new_episode_in_one_call_without_generators(monkey
     venv = gym.make_vec("PowerTrip-LoRA-v0", num_envs=8)
     venv.reset(seed=0)
     calls, seedings = [], []
-    original = core.episode_draws
+    original = dynamics.episode_draws
     monkeypatch.setattr(
-        core, "episode_draws", lambda b, e, lo, hi: calls.append(len(b)) or original(b, e, lo, hi)
+        dynamics,
+        "episode_draws",
+        lambda b, e, lo, hi: calls.append(len(b)) or original(b, e, lo, hi),
     )
     monkeypatch.setattr(vector_env, "base_from", lambda rng: seedings.append(1))
     n = venv.unwrapped.params.n_sites
@@ -558,7 +560,7 @@ def test_vector_envs_stepped_from_two_threads_at_once_stay_exact():
     their episodes."""
     import threading
 
-    b = core.PARALLEL_MIN_BATCH
+    b = dynamics.PARALLEL_MIN_BATCH
     actions = np.random.default_rng(0).integers(0, 2, (30, b, 10)).astype(np.int8)
 
     def run(out: list) -> None:

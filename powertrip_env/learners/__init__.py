@@ -12,7 +12,7 @@ others dropped out, sat out, or the round was cut)" into the model's accuracy:
   completing site runs the round's local SGD steps on its own shard of a real data set, and the
   sites' models are aggregated with FedAvg or DiLoCo's outer Nesterov step. This is FedScale's
   approach: real training on a virtual clock. ``baselines.validate`` measures how far the
-  surrogate is from it, and ``python -m powertrip_env.calibrate`` refits the surrogate to it.
+  surrogate is from it, and ``python -m baselines.calibrate`` refits the surrogate to it.
 
 A learner is an object with ``reset(sim, seed) -> accuracy`` and ``round(result, i) ->
 accuracy`` (``Learner``); pass one as ``gym.make(ID, learner=...)``.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from powertrip_env import core
+    from powertrip_env import dynamics
     from powertrip_env.simulation import Simulation
 
 LEARNERS = ("surrogate", "torch")
@@ -57,7 +57,7 @@ class Learner(Protocol):
         training, bit for bit.
         """
 
-    def round(self, result: core.RoundResult, i: int) -> float:
+    def round(self, result: dynamics.RoundResult, i: int) -> float:
         """Apply round ``result`` to episode ``i``; return the accuracy after it.
 
         The sites that trained are ``result.selected[i] & ~result.dropped[i]``; a round that is
@@ -73,7 +73,7 @@ class SurrogateLearner:
     def reset(self, sim: Simulation, seed: int) -> float:
         return float(sim.params.a0)
 
-    def round(self, result: core.RoundResult, i: int) -> float:
+    def round(self, result: dynamics.RoundResult, i: int) -> float:
         return float(result.state.accuracy[i])
 
 

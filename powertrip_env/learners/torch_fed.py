@@ -30,10 +30,10 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from powertrip_env.config import LearnerConfig, data_dir
+from powertrip_env.scenario import LearnerConfig, data_dir
 
 if TYPE_CHECKING:
-    from powertrip_env import core
+    from powertrip_env import dynamics
     from powertrip_env.simulation import Simulation
 
 Dataset = tuple[torch.Tensor, torch.Tensor]  # inputs (n, ...) float, labels (n,) int64
@@ -168,7 +168,7 @@ class TorchFedLearner:
 
     # ------------------------------------------------------------------ round
 
-    def round(self, result: core.RoundResult, i: int) -> float:
+    def round(self, result: dynamics.RoundResult, i: int) -> float:
         if bool(result.idle[i]) or bool(result.cut[i]):
             return self.accuracy
         done = np.flatnonzero(result.selected[i] & ~result.dropped[i])

@@ -12,7 +12,7 @@ the start of the window), ``cell``, ``pdu``, ``measured_power_util``, ``producti
 are required: ``time``, ``cell``, ``pdu``, the value column and its ``bad_*`` flag.
 
 Output: ``timestamp,<cell>_<pdu>,...`` on the regular 5-minute UTC grid (ISO-8601 with ``Z``),
-one column per power domain, which ``powertrip_env.traces.load_trace`` reads.
+one column per power domain, which ``powertrip_env.scenario.power_data.load_trace`` reads.
 
 * Rows whose ``bad_*`` flag is true are dropped (as Google's own notebook filters them).
 * A run of at most ``--max-gap`` missing windows between two good values is filled by linear

@@ -1,6 +1,6 @@
 """Fit the surrogate's learning curve to real federated training on the same clock.
 
-    python -m powertrip_env.calibrate --env PowerTrip-Digits-v0 --episodes 10 --out results/calib
+    python -m baselines.calibrate --env PowerTrip-Digits-v0 --episodes 10 --out results/calib
 
 Runs episodes of the environment with the real learner (``learner="torch"``) under several
 selection rules, records what every round did (which sites completed, the global batch, the
@@ -18,8 +18,7 @@ up to five times more near the target accuracy, where the time to accuracy is de
 separately measured. The selection rules span the choices the policies make: every available
 site; the same 1, 2 or half of the sites all episode long (as PowerTrip and Nearest-k settle
 on a few sites); and random sets of 1, 2, half and all but one of the available sites, redrawn
-every round. The rules live here, not in ``baselines``, so that the package
-calibrates itself.
+every round. They are plain rules, not policies to compare: they only probe the learner.
 
 Writes to ``--out``: ``calibrated.toml`` (a scenario that ``extends`` the one calibrated and
 sets the fitted ``[workload]`` fields: pass it as ``--scenario``, or paste the fields),
@@ -289,7 +288,7 @@ def plot(recorded: Sequence[Recorded], predicted: np.ndarray, path: Path) -> boo
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; 0 on success, 2 for bad arguments."""
     p = argparse.ArgumentParser(
-        prog="python -m powertrip_env.calibrate", description=__doc__.split("\n")[0]
+        prog="python -m baselines.calibrate", description=__doc__.split("\n")[0]
     )
     p.add_argument("--env", default="PowerTrip-Digits-v0", help="registered PowerTrip ID")
     p.add_argument("--scenario", default=None, help="a scenario to run --env on")
@@ -329,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     base = args.scenario if args.scenario else scenario.name
-    command = " ".join(["python -m powertrip_env.calibrate", *(argv or sys.argv[1:])])
+    command = " ".join(["python -m baselines.calibrate", *(argv or sys.argv[1:])])
     try:
         recorded = record(args.env, args.episodes, args.seed, args.scenario, args.max_rounds)
         fitted = fit(recorded, params, args.iterations)

@@ -5,7 +5,7 @@ the run up: a scenario file, its site catalogue and its traces at one path on th
 nowhere on a worker. A portable scenario carries the validated scenario's fields and its sites'
 available power (the arrays ``power.site_power`` makes of the trace files), so a worker builds
 the same simulation without reading a file. Pass it as ``scenario=`` to ``gym.make`` or to the
-RLlib env creator (``powertrip_env.rllib``).
+RLlib env creator (``powertrip_env.integrations.rllib``).
 
 The dict holds Python strings, numbers, lists and dicts, and numpy arrays for the power data
 (``to_portable(..., arrays=False)`` gives lists instead, for JSON). ``from_portable`` checks it
@@ -23,26 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from powertrip_env.config import (
-    OPTIONAL_SITE_FIELDS,
-    SITE_KINDS,
-    Episode,
-    GpuType,
-    Network,
-    Scenario,
-    Site,
-    TraceFiles,
-    _check_sites,
-    _load_episode,
-    _load_network,
-    _load_workload,
-    _make_site,
-    _Table,
-    load_learner_config,
-    load_scenario,
-)
 from powertrip_env.errors import ScenarioError
-from powertrip_env.power import SitePower, site_power
+from powertrip_env.scenario.catalogues import OPTIONAL_SITE_FIELDS, SITE_KINDS, make_site
+from powertrip_env.scenario.fields import Table
+from powertrip_env.scenario.loading import load_scenario
+from powertrip_env.scenario.power import SitePower, site_power
+from powertrip_env.scenario.sections import (
+    check_sites,
+    load_episode,
+    load_learner_config,
+    load_network,
+    load_workload,
+)
+from powertrip_env.scenario.types import Episode, GpuType, Network, Scenario, Site, TraceFiles
 
 FORMAT = "powertrip-env/portable-scenario@1"
 
@@ -84,7 +77,7 @@ def from_portable(data: Mapping[str, Any]) -> tuple[Scenario, SitePower]:
     if data["format"] != FORMAT:
         raise ScenarioError(
             f"{where}: 'format' = {data['format']!r}: this version of powertrip-env reads "
-            f"{FORMAT!r}; make it again with powertrip_env.portable.to_portable"
+            f"{FORMAT!r}; make it again with powertrip_env.scenario.portable.to_portable"
         )
     scenario = _scenario(data["scenario"], f"{where} ['scenario']")
     power = _power(data["power"], f"{where} ['power']", scenario)
@@ -153,7 +146,7 @@ def _scenario(data: Any, where: str) -> Scenario:
     for name, gpu in data["gpus"].items():
         at = f"{where} ['gpus'][{name!r}]"
         _keys(gpu, at, tuple(f.name for f in dataclasses.fields(GpuType)))
-        numbers = _Table(dict(gpu), at, "gpu")
+        numbers = Table(dict(gpu), at, "gpu")
         values = {key: numbers.number(key, lo=0.0, lo_open=True)
                   for key in ("tflops_bf16", "power_w", "memory_gb")}  # fmt: skip
         gpus[str(name)] = GpuType(name=str(name), **values)
@@ -165,7 +158,7 @@ def _scenario(data: Any, where: str) -> Scenario:
     for i, entry in enumerate(data["sites"]):
         at = f"{where} ['sites'][{i}]"
         _keys(entry, at, site_fields)
-        table = _Table(dict(entry), at, "site")
+        table = Table(dict(entry), at, "site")
         values: dict[str, Any] = {}
         for key in site_fields:
             kind = SITE_KINDS.get(key) or OPTIONAL_SITE_FIELDS[key][0]
@@ -179,8 +172,8 @@ def _scenario(data: Any, where: str) -> Scenario:
                 values[key] = table.integer(key, lo=1)
             else:
                 values[key] = table.number(key)
-        sites.append(_make_site(values, at))
-    _check_sites(sites, gpus, where, where)
+        sites.append(make_site(values, at))
+    check_sites(sites, gpus, where, where)
 
     network = data["network"]
     # fields that came after format @1's first portables, whose defaults mean what they did
@@ -204,16 +197,14 @@ def _scenario(data: Any, where: str) -> Scenario:
     link = {k: v for k, v in network.items() if not k.startswith("hub") or k == "hub_gbps"}
     if link.get("rtt_to_hub_ms") is None:
         link.pop("rtt_to_hub_ms", None)
-    net, _ = _load_network(
-        _Table(link, where, "network"), sites, _Table({"hub": hub}, where, "sites")
-    )
+    net, _ = load_network(Table(link, where, "network"), sites, Table({"hub": hub}, where, "sites"))
 
     episode = data["episode"]
     _keys(episode, f"{where} ['episode']", tuple(f.name for f in dataclasses.fields(Episode)))
     days = {k: list(episode[k]) if isinstance(episode[k], list | tuple) else episode[k]
             for k in ("train_days", "test_days")}  # fmt: skip
     rest = {k: v for k, v in episode.items() if k not in days}
-    ep = _load_episode(_Table(rest, where, "episode"), _Table(days, where, "trace"))
+    ep = load_episode(Table(rest, where, "episode"), Table(days, where, "trace"))
 
     trace = data["trace"]
     _keys(trace, f"{where} ['trace']", tuple(f.name for f in dataclasses.fields(TraceFiles)))
@@ -240,8 +231,8 @@ def _scenario(data: Any, where: str) -> Scenario:
         sites=tuple(sites),
         gpus=gpus,
         # optional fields a scenario left unset travel as None; a file would leave them out
-        workload=_load_workload(
-            _Table(
+        workload=load_workload(
+            Table(
                 {k: v for k, v in dict(data["workload"]).items() if v is not None},
                 where,
                 "workload",
@@ -252,7 +243,7 @@ def _scenario(data: Any, where: str) -> Scenario:
         trace=files,
         hub_index=hub_index,
         sites_source=data["sites_source"],
-        learner=load_learner_config(_Table(dict(data["learner"]), where, "learner")),
+        learner=load_learner_config(Table(dict(data["learner"]), where, "learner")),
     )
 
 

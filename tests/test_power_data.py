@@ -1,4 +1,5 @@
-"""Tests for powertrip_env.traces: validation messages, caching, read-only arrays, day splits.
+"""Tests for powertrip_env.scenario.power_data: validation messages, caching, read-only arrays,
+day splits.
 
 Every bad-input test checks the exception type and that the message names the file, the column,
 the line (line 1 = header, first data row = line 2) and the bad value, because the project
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from powertrip_env.errors import TraceError
-from powertrip_env.traces import PowerTrace, clear_trace_cache, iso_utc, load_trace
+from powertrip_env.scenario.power_data import PowerTrace, clear_trace_cache, iso_utc, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "traces" / "power_synthetic_2019.csv"

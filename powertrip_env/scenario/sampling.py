@@ -20,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from powertrip_env.config import Scenario, Site, data_dir, load_site_catalogue
-from powertrip_env.traces import load_trace
+from powertrip_env.scenario.catalogues import load_site_catalogue
+from powertrip_env.scenario.paths import data_dir
+from powertrip_env.scenario.power_data import load_trace
+from powertrip_env.scenario.types import Scenario, Site
 
 # docs/data.md, "sites_solar.csv": the Google PDUs' typical spare capacity, and the share of PV
 # peak a site's solar delivers when it powers the rest of the GPUs.
@@ -195,7 +197,7 @@ def as_sampler(sites: str | SiteSampler | None) -> SiteSampler | None:
     if not isinstance(sites, SiteSampler):
         raise ValueError(
             f"sites={sites!r}: give None (the scenario's own sites), 'random' or a "
-            "powertrip_env.sampling.SiteSampler"
+            "powertrip_env.scenario.sampling.SiteSampler"
         )
     return sites
 

@@ -10,8 +10,9 @@ is what makes them travel:
   ``MultiBinary``) and, when RLlib asks for ``num_envs`` (``gym_env_vectorize_mode=
   "vector_entry_point"``), returns the native vector env.
 * **The scenario.** ``env_config(...)`` resolves the scenario on the machine that configures the
-  run and passes it *by value* (``powertrip_env.portable``): the sites, the workload and the
-  sites' power data, so a worker needs no file, no shared filesystem and no copy of ``traces/``.
+  run and passes it *by value* (``powertrip_env.scenario.portable``): the sites, the workload
+  and the sites' power data, so a worker needs no file, no shared filesystem and no copy of
+  ``traces/``.
 * **The per-site structure.** ``SiteRLModule`` encodes each site with one small network shared
   by all sites, pools them into a context, and reads each site's two action logits from its own
   encoding and the context, like ``agents/site_policy.py`` does for SB3. It needs
@@ -21,7 +22,7 @@ A run (``examples/rllib_ppo.py`` is a complete one)::
 
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-    from powertrip_env import rllib
+    from powertrip_env.integrations import rllib
 
     rllib.register()
     config = (
@@ -50,9 +51,9 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
 import powertrip_env
-from powertrip_env.config import Scenario
-from powertrip_env.portable import is_portable, to_portable
-from powertrip_env.torch_sites import mask_padded_logits, pool_sites
+from powertrip_env.integrations.torch_sites import mask_padded_logits, pool_sites
+from powertrip_env.scenario import Scenario
+from powertrip_env.scenario.portable import is_portable, to_portable
 
 ENV_NAME = "powertrip"
 _IDS = [*powertrip_env.ENV_IDS, *powertrip_env.SAMPLED_ENV_IDS]

@@ -27,9 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powertrip_env.config import Scenario
 from powertrip_env.errors import ScenarioError, TraceError
-from powertrip_env.traces import PowerForecast, PowerTrace, iso_utc, load_forecast, load_trace
+from powertrip_env.scenario.power_data import (
+    PowerForecast,
+    PowerTrace,
+    iso_utc,
+    load_forecast,
+    load_trace,
+)
+from powertrip_env.scenario.types import Scenario
 
 SECONDS_PER_DAY = 86_400
 

@@ -1,0 +1,130 @@
+"""Every policy and reference by name: what ``--policies`` and ``make_policy`` accept.
+
+Usage::
+
+    from baselines.registry import make_policy
+
+    policy = make_policy("TopPower-3", n_sites=env.unwrapped.params.n_sites, seed=0)
+
+The names are fixed (``POLICIES``: ``PowerTrip``, ``MyopicOptimal``, the clairvoyant
+``BestFixedSet`` and ``BeamPlanner``, ...) or sized, ``<family>-<k>`` for 1 ≤ k ≤ N
+(``SIZED``: ``TopPower-3``, ``Nearest-2``, ...). This module sits above the policies
+(``baselines/policies.py``) and the references (``baselines/references.py``), which know
+nothing of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from baselines.base import MAX_EXHAUSTIVE_SITES, Policy
+from baselines.policies import (
+    AllSites,
+    FastestK,
+    FedZeroLike,
+    MyopicOptimal,
+    Nearest,
+    OortLike,
+    PowerTrip,
+    PowerTripRTT,
+    RandomK,
+    TopPower,
+)
+from baselines.references import BeamPlanner, BestFixedSet
+
+
+def _myopic(n_sites: int, seed: int) -> Policy:
+    if n_sites > MAX_EXHAUSTIVE_SITES:
+        raise ValueError(
+            f"MyopicOptimal supports N <= {MAX_EXHAUSTIVE_SITES} sites; this scenario has {n_sites}"
+        )
+    return MyopicOptimal()
+
+
+POLICIES: dict[str, Callable[..., Policy]] = {
+    "PowerTrip": lambda n_sites, seed: PowerTrip(),
+    "PowerTripRTT": lambda n_sites, seed: PowerTripRTT(),
+    "AllSites": lambda n_sites, seed: AllSites(),
+    "RandomK": lambda n_sites, seed: RandomK(max(1, n_sites // 2), seed),
+    "OortLike": lambda n_sites, seed: OortLike(seed),
+    "FedZeroLike": lambda n_sites, seed: FedZeroLike(),
+    "MyopicOptimal": _myopic,
+    "BestFixedSet": lambda n_sites, seed: BestFixedSet(),
+    "BeamPlanner": lambda n_sites, seed: BeamPlanner(),
+}
+"""Fixed-name policies: ``factory(n_sites, seed) -> Policy``. ``RandomK`` takes N // 2 sites."""
+
+SIZED: dict[str, Callable[[int, int], Policy]] = {
+    "TopPower": lambda k, seed: TopPower(k),
+    "Nearest": lambda k, seed: Nearest(k),
+    "FastestK": lambda k, seed: FastestK(k),
+    "RandomK": lambda k, seed: _named(RandomK(k, seed), f"RandomK-{k}"),
+}
+"""Policies named ``<family>-<k>`` for 1 ≤ k ≤ N, e.g. ``TopPower-3``."""
+
+_SIZED_NAME = re.compile(r"^(?P<family>[A-Za-z]+)-(?P<k>\d+)$")
+
+REFERENCES = ("BestFixedSet", "BeamPlanner")
+"""The clairvoyant references (``baselines/references.py``): ``--policies references``."""
+
+
+def _named(policy: Policy, name: str) -> Policy:
+    policy.name = name
+    return policy
+
+
+def _fixed_names(n_sites: int) -> list[str]:
+    """The names of ``POLICIES`` that run on ``n_sites`` sites (MyopicOptimal: N <= 16)."""
+    exhaustive = n_sites <= MAX_EXHAUSTIVE_SITES
+    return [name for name in POLICIES if name != "MyopicOptimal" or exhaustive]
+
+
+def policy_names(n_sites: int) -> list[str]:
+    """Every valid policy name for a scenario of ``n_sites`` sites."""
+    names = _fixed_names(n_sites)
+    for family in SIZED:
+        names.extend(f"{family}-{k}" for k in range(1, n_sites + 1))
+    return names
+
+
+def _describe_valid(n_sites: int) -> str:
+    fixed = _fixed_names(n_sites)
+    sized = [f"{family}-k" for family in SIZED]
+    return f"{', '.join(fixed)}, and {', '.join(sized)} with 1 <= k <= {n_sites}"
+
+
+def make_policy(name: str, n_sites: int, seed: int = 0) -> Policy:
+    """Build the policy called ``name`` for a scenario with ``n_sites`` sites.
+
+    Raises ``ValueError`` naming every valid choice when ``name`` is unknown or its k is out of
+    range.
+    """
+    if name in POLICIES:
+        return POLICIES[name](n_sites=n_sites, seed=seed)
+    match = _SIZED_NAME.match(name)
+    if match and match["family"] in SIZED:
+        k = int(match["k"])
+        if 1 <= k <= n_sites:
+            return SIZED[match["family"]](k, seed)
+        raise ValueError(
+            f"policy {name!r}: k = {k} is out of range; this scenario has {n_sites} sites, so "
+            f"1 <= k <= {n_sites}"
+        )
+    raise ValueError(f"unknown policy {name!r}; valid names: {_describe_valid(n_sites)}")
+
+
+def default_policy_names(n_sites: int) -> list[str]:
+    """What ``--policies all`` runs: PowerTrip and every deployable baseline.
+
+    The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
+    for ``references`` (``baselines.headroom`` runs them with the bound).
+    """
+    names = ["PowerTrip", "AllSites", "RandomK"]
+    names += [f"TopPower-{k}" for k in (1, 2, 4) if k <= n_sites]
+    names += [f"Nearest-{k}" for k in (2, 4) if k <= n_sites]
+    names += [f"FastestK-{k}" for k in (4,) if k <= n_sites]
+    names += ["OortLike", "FedZeroLike"]
+    if n_sites <= MAX_EXHAUSTIVE_SITES:
+        names.append("MyopicOptimal")
+    return names

@@ -1,0 +1,140 @@
+"""The simulator: one compiled kernel over a batch of episodes.
+
+Every function here works on a batch: the single environment is a batch of one, the vector
+environment a batch of B, and the planners in ``baselines/`` a batch of candidate plans, so the
+dynamics are written once. They are plain scalar loops over episodes and sites, compiled by numba
+(``cache=True``: the first use after an install compiles them in about 15 s, later imports load
+the cached machine code). ``NUMBA_DISABLE_JIT=1`` runs the very same functions as plain Python,
+which is slow but lets a debugger step through a round. The model, with every equation and
+parameter, is in docs/model.md. The modules follow it:
+
+* ``params``: ``SimParams``, a scenario and its power data as the kernel's arrays (``layout``
+  names their slots), built once per scenario;
+* ``tables``: reading the power tables (the samples and energy a site accumulates);
+* ``jitter``: the counter-based randomness;
+* ``learning``: progress, accuracy, coverage and the rewards;
+* ``round``: a round on the true trace (``step_round``), and the barrier the what-if shares;
+* ``observation`` and ``features``: the observation and its declared columns;
+* ``predict``: the what-if of candidate sets (``predict_round``);
+* ``state``: ``SimState`` and ``RoundResult``, the packed arrays by name;
+* ``formulas``: the model's formulas for tools that reason about it;
+* ``jit``: how the kernel is compiled and cached.
+"""
+
+from __future__ import annotations
+
+from powertrip_env.dynamics.features import (
+    GLOBAL_FEATURES,
+    GLOBAL_HIGH,
+    GLOBAL_LOW,
+    N_GLOBAL,
+    N_SITE_FEATURES,
+    SITE_FEATURES,
+    SITE_HIGH,
+    SITE_LOW,
+)
+from powertrip_env.dynamics.formulas import (
+    accuracy,
+    comm_time_s,
+    delta_progress,
+    noise_scale,
+    progress_needed,
+    rounds_to_target,
+)
+from powertrip_env.dynamics.jitter import episode_draws, jitter_factors
+from powertrip_env.dynamics.layout import (
+    ACC,
+    DROPPED,
+    ENERGY,
+    JOINED,
+    KEY_LIMIT,
+    PARALLEL_MIN_BATCH,
+    POWERED_NOW,
+    R_COMM_S,
+    R_COMPUTE_S,
+    R_CUT,
+    R_ENERGY_J,
+    R_EXCESS_GAIN,
+    R_GAIN_RATE,
+    R_IDLE,
+    R_INVALID,
+    R_N_SELECTED,
+    R_ROUND_S,
+    R_STRAGGLER,
+    R_TERMINATED,
+    R_TRUNCATED,
+    RECORD_FIELDS,
+    ROUNDS,
+    SELECTED,
+    SITE_RECORD,
+    START,
+    STATE_FIELDS,
+    TIME,
+)
+from powertrip_env.dynamics.observation import observe, step_observe
+from powertrip_env.dynamics.params import SimParams, build_params, great_circle_km, rtt_ms
+from powertrip_env.dynamics.predict import RoundPrediction, predict_round
+from powertrip_env.dynamics.round import step_round
+from powertrip_env.dynamics.state import RoundResult, SimState, initial_state
+from powertrip_env.dynamics.tables import available_now, current_row, finish_times
+
+__all__ = [
+    "ACC",
+    "DROPPED",
+    "ENERGY",
+    "GLOBAL_FEATURES",
+    "GLOBAL_HIGH",
+    "GLOBAL_LOW",
+    "JOINED",
+    "KEY_LIMIT",
+    "N_GLOBAL",
+    "N_SITE_FEATURES",
+    "PARALLEL_MIN_BATCH",
+    "POWERED_NOW",
+    "RECORD_FIELDS",
+    "ROUNDS",
+    "R_COMM_S",
+    "R_COMPUTE_S",
+    "R_CUT",
+    "R_ENERGY_J",
+    "R_EXCESS_GAIN",
+    "R_GAIN_RATE",
+    "R_IDLE",
+    "R_INVALID",
+    "R_N_SELECTED",
+    "R_ROUND_S",
+    "R_STRAGGLER",
+    "R_TERMINATED",
+    "R_TRUNCATED",
+    "SELECTED",
+    "SITE_FEATURES",
+    "SITE_HIGH",
+    "SITE_LOW",
+    "SITE_RECORD",
+    "START",
+    "STATE_FIELDS",
+    "TIME",
+    "RoundPrediction",
+    "RoundResult",
+    "SimParams",
+    "SimState",
+    "accuracy",
+    "available_now",
+    "build_params",
+    "comm_time_s",
+    "current_row",
+    "delta_progress",
+    "episode_draws",
+    "finish_times",
+    "great_circle_km",
+    "initial_state",
+    "jitter_factors",
+    "noise_scale",
+    "observe",
+    "predict_round",
+    "progress_needed",
+    "rounds_to_target",
+    "rtt_ms",
+    "step_observe",
+    "step_round",
+]

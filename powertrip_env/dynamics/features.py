@@ -1,0 +1,194 @@
+"""The observation's features, declared once.
+
+``SITE_ROWS`` and ``GLOBAL_ROWS`` are the only description of what each observation column
+holds: the column names and bounds the spaces use, the slots the kernel writes
+(``observation.py``), the table in ``PowerTripEnv``'s docstring and the one in docs/model.md all
+come from them. A row may cover several consecutive features that are documented together (the
+four forecast quarters, a sine and its cosine). ``python -m powertrip_env.dynamics --write
+docs/model.md`` rewrites the page's table; tests/test_features.py fails when the page or the
+docstring disagree with the rows.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import NamedTuple
+
+import numpy as np
+
+TREND_S = 3600.0  # the power trend looks back one hour
+FORECAST_QUARTERS = 4  # the forecast: four quarter hours ahead
+QUARTER_S = 900.0
+
+
+class FeatureRow(NamedTuple):
+    """One row of the observation's documentation: consecutive features shown together."""
+
+    names: tuple[str, ...]  # the features' names, in column order
+    label: str  # what it is, in a few words
+    formula: str  # how it is computed (Markdown)
+    low: float
+    high: float
+
+
+_QUARTERS = tuple(f"forecast_power_q{q + 1}" for q in range(FORECAST_QUARTERS))
+
+SITE_ROWS = (
+    FeatureRow(("available_power_fraction",), "available power",
+               "`A_i / (capacity_kw_i + pv_kw_i)`", 0, 1),
+    FeatureRow(("powered_gpu_fraction",), "powered GPUs", "`n_i / gpu_count_i`", 0, 1),
+    FeatureRow(("throughput",), "throughput", "`X_i / max_j(gpu_count_j · θ_j)`", 0, 1),
+    FeatureRow(("compute_time",), "compute time",
+               "`q / X_i / time_scale`, clipped to 1; 1 if unavailable", 0, 1),
+    FeatureRow(("rtt_to_hub",), "RTT to hub", "`RTT_i / max_j RTT_j` (0 if every RTT is 0)", 0, 1),
+    FeatureRow(("power_trend",), "power trend", "feature 0 now minus one hour ago", -1, 1),
+    FeatureRow(("selected_last_round",), "joined",
+               "1 if the site completed the last round; with non-blocking joins, the share of the"
+               " training state fetched", 0, 1),
+    FeatureRow(("available",), "available", "`n_i > 0` (at least one GPU can be powered)", 0, 1),
+    FeatureRow(("join_time",), "join time", "`J_i / time_scale`, clipped to 1", 0, 1),
+    FeatureRow(_QUARTERS, "forecast power",
+               "feature 0 from the forecast issued now (no future actuals), mean over 0–15,"
+               " 15–30, 30–45, 45–60 min ahead", 0, 1),
+    FeatureRow(("local_time_sin", "local_time_cos"), "local time",
+               "sin and cos of the site's local solar time (UTC + longitude / 15 h)", -1, 1),
+)  # fmt: skip
+GLOBAL_ROWS = (
+    FeatureRow(("progress_to_target",), "progress", "`(a − a0) / (a* − a0)`", 0, 1),
+    FeatureRow(("elapsed_fraction",), "elapsed", "elapsed time / time budget", 0, 1),
+    FeatureRow(("time_of_day_sin", "time_of_day_cos"), "time of day",
+               "sin and cos of the UTC time of day", -1, 1),
+    FeatureRow(("last_round_time",), "last round", "last round time / `time_scale`, clipped to 1",
+               0, 1),
+    FeatureRow(("data_coverage",), "data coverage", "coverage of the last round (1 for IID data)",
+               0, 1),
+)  # fmt: skip
+TIME_SCALE_NOTE = (
+    "`time_scale` is 20 times the fastest site's full-power compute time for one round"
+    " (4 · `round_s` in `fixed_time` mode)."
+)
+
+
+def _names(rows: tuple[FeatureRow, ...]) -> tuple[str, ...]:
+    return tuple(name for row in rows for name in row.names)
+
+
+def _bound(rows: tuple[FeatureRow, ...], field: str) -> np.ndarray:
+    return np.array([getattr(row, field) for row in rows for _ in row.names], dtype=np.float32)
+
+
+SITE_FEATURES = _names(SITE_ROWS)
+GLOBAL_FEATURES = _names(GLOBAL_ROWS)
+N_SITE_FEATURES, N_GLOBAL = len(SITE_FEATURES), len(GLOBAL_FEATURES)
+SITE_LOW, SITE_HIGH = _bound(SITE_ROWS, "low"), _bound(SITE_ROWS, "high")
+GLOBAL_LOW, GLOBAL_HIGH = _bound(GLOBAL_ROWS, "low"), _bound(GLOBAL_ROWS, "high")
+
+# The slots the kernel writes (numba reads them as constants).
+_site, _global = SITE_FEATURES.index, GLOBAL_FEATURES.index
+F_POWER = _site("available_power_fraction")
+F_POWERED = _site("powered_gpu_fraction")
+F_THROUGHPUT = _site("throughput")
+F_COMPUTE = _site("compute_time")
+F_RTT = _site("rtt_to_hub")
+F_TREND = _site("power_trend")
+F_JOINED = _site("selected_last_round")  # the one site feature that depends on the episode
+F_AVAILABLE = _site("available")
+F_JOIN_TIME = _site("join_time")
+F_FORECAST = _site(_QUARTERS[0])  # the first of FORECAST_QUARTERS
+F_LOCAL_SIN = _site("local_time_sin")
+F_LOCAL_COS = _site("local_time_cos")
+G_PROGRESS = _global("progress_to_target")
+G_ELAPSED = _global("elapsed_fraction")
+G_DAY_SIN = _global("time_of_day_sin")
+G_DAY_COS = _global("time_of_day_cos")
+G_LAST_ROUND = _global("last_round_time")
+G_COVERAGE = _global("data_coverage")
+
+# --------------------------------------------------------------------------- documentation
+
+MARKER_BEGIN = (
+    "<!-- features: generated by python -m powertrip_env.dynamics --write docs/model.md -->"
+)
+MARKER_END = "<!-- /features -->"
+_BLOCK = re.compile(re.escape(MARKER_BEGIN) + r"\n.*?" + re.escape(MARKER_END), re.DOTALL)
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _span(first: int, count: int, dash: str) -> str:
+    return str(first) if count == 1 else f"{first}{dash}{first + count - 1}"
+
+
+def _spans(rows: tuple[FeatureRow, ...], dash: str) -> list[str]:
+    """Each row's column numbers: ``3``, or a range such as ``9–12``."""
+    out, first = [], 0
+    for row in rows:
+        out.append(_span(first, len(row.names), dash))
+        first += len(row.names)
+    return out
+
+
+def model_markdown() -> str:
+    """The feature tables of docs/model.md, between (and including) the markers."""
+    lines = [MARKER_BEGIN]
+    for title, rows in (
+        (f"Per site ({N_SITE_FEATURES} features, in `dynamics.SITE_FEATURES` order):", SITE_ROWS),
+        (f"Global ({N_GLOBAL} features, in `dynamics.GLOBAL_FEATURES` order):", GLOBAL_ROWS),
+    ):
+        lines += ["", title, "", "| # | feature | formula | range |", "|---|---|---|---|"]
+        for span, row in zip(_spans(rows, "–"), rows, strict=True):
+            bounds = f"[{_number(row.low)}, {_number(row.high)}]".replace("-", "−")
+            lines.append(f"| {span} | {row.label} | {row.formula} | {bounds} |")
+    lines += ["", TIME_SCALE_NOTE, MARKER_END]
+    return "\n".join(lines)
+
+
+def env_table(width: int = 60) -> str:
+    """The observation table of ``PowerTripEnv``'s docstring, unindented: columns aligned, the
+    text wrapped at ``width`` onto continuation rows so that ``help()`` stays readable."""
+    body = []
+    for prefix, rows in (
+        (f"{N_SITE_FEATURES}i + ", SITE_ROWS),
+        (f"{N_SITE_FEATURES}N + ", GLOBAL_ROWS),
+    ):
+        for span, row in zip(_spans(rows, ".."), rows, strict=True):
+            first, *more = textwrap.wrap(
+                f"{row.label}: {row.formula}", width, break_on_hyphens=False
+            )
+            body.append((prefix + span, first, _number(row.low), _number(row.high)))
+            body += [("", text, "", "") for text in more]
+    head = ("Num", "Observation (per site i, then global)", "Min", "Max")
+    widths = [max(len(r[j]) for r in [head, *body]) for j in range(4)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    note = textwrap.wrap(TIME_SCALE_NOTE, 92)
+    return "\n".join([line(head), rule, *(line(r) for r in body), "", *note])
+
+
+ENV_TABLE_PLACEHOLDER = "<observation table: powertrip_env.dynamics.features.env_table()>"
+
+
+def document_env(doc: str | None) -> str | None:
+    """``doc`` with its placeholder line replaced by `env_table`, indented as that line was
+    (``None`` stays ``None``: ``python -OO`` strips docstrings)."""
+    if doc is None:
+        return None
+    match = re.search(r"^([ \t]*)" + re.escape(ENV_TABLE_PLACEHOLDER) + r"$", doc, re.MULTILINE)
+    if match is None:
+        raise ValueError("the docstring has no observation table placeholder")
+    indent = match.group(1)
+    table = "\n".join(indent + line if line else "" for line in env_table().splitlines())
+    return doc[: match.start()] + table + doc[match.end() :]
+
+
+def rewrite(text: str) -> str:
+    """``text`` (docs/model.md) with its feature block replaced by `model_markdown`."""
+    if len(_BLOCK.findall(text)) != 1:
+        raise ValueError(f"expected one block from {MARKER_BEGIN!r} to {MARKER_END!r}")
+    return _BLOCK.sub(lambda _: model_markdown(), text)

@@ -1,0 +1,136 @@
+"""The kernel's packed arrays: which slot of which array holds what.
+
+The compiled functions take few, packed float64 arrays, which keeps the cost of entering them
+small (a step of the single environment is a few microseconds). Each array's slots are named
+here once, as module-level integers: numba reads those as compile-time constants, so a named
+slot costs nothing over a literal index. Every ``*_FIELDS`` tuple lists the names in slot order,
+and the constants under it are its indices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# --------------------------------------------------------------------------- scenario arrays
+
+# Per row of the wrapped calendar: SimParams.table, (rows + 1, len(TABLE_FIELDS), N). The last
+# row only ends the cumulative sums.
+TABLE_FIELDS = (
+    "rate",  # samples/s of the GPUs the site can power
+    "powered",  # GPUs the site can power
+    "cum_samples",  # samples the site could have processed from row 0 to the row's start
+    "cum_gpu_j",  # energy its powered GPUs would have drawn, busy, from row 0 on
+    "outage_s",  # start of the first row at or after this one without a powered GPU (or inf)
+)
+RATE, POWERED, CUM_SAMPLES, CUM_GPU_J, OUTAGE_S = range(len(TABLE_FIELDS))
+
+# Per site: SimParams.site, (len(SITE_FIELDS), N); SimParams reads each row by its name.
+SITE_FIELDS = (
+    "gpu_count",
+    "gpu_wall_w",  # p_g = tdp · server_overhead · PUE
+    "gpu_rate",  # θ_g, samples/s per powered GPU
+    "site_batch",
+    "rtt_s",  # round trip to the hub
+    "data_share",
+    "quota",  # samples per round (fixed_quota rounds)
+    "join_s",  # join_fixed_s + training-state bits / WAN bandwidth
+    "site_tx_s",  # M / bw_i: seconds to send one update over the site's WAN link
+    "idle_w_per_gpu",  # what a joined GPU draws while it waits: idle_fraction · p_g
+)
+S_GPUS, S_WALL_W, S_GPU_RATE, S_BATCH, S_RTT, S_SHARE, S_QUOTA, S_JOIN, S_TX, S_IDLE_W = range(
+    len(SITE_FIELDS)
+)
+
+# The scalars: SimParams.consts, (len(CONSTS),), all float64. SimParams reads each by its name,
+# as the type it declares.
+CONSTS = (
+    "interval_s",  # length of a trace row
+    "rows",  # rows of the wrapped per-row tables
+    "trace_t0_s",  # Unix time of row 0
+    "hub_tx_s",  # M / bw_hub: seconds the hub's link needs per site's update
+    "rtt_factor",
+    "aggregation_s",
+    "local_steps",
+    "eta_local",
+    "noise_b0",
+    "noise_p_b",
+    "noise_gamma",
+    "a0",
+    "a_max",
+    "a_target",
+    "span",  # a_target − a0
+    "p0",
+    "alpha",
+    "non_iid",
+    "coverage_tau",  # [workload] coverage_tau_rounds
+    "coverage_ceiling",  # κ
+    "fixed_time",  # rounds are time-balanced (round_mode = "fixed_time")
+    "round_s",
+    "idle_s",  # an idle round's length ([episode] idle_s, or one trace row)
+    "jitter_sigma",
+    "time_budget_s",
+    "max_rounds",
+    "time_scale_s",  # normaliser of the time-valued observations
+    "h_ref_s",
+    "ring",  # ring all-reduce among the completing sites instead of exchanges via the hub
+    "grace",  # fixed_time rounds: a site's window stretches at most by this share (or inf)
+    "nonblocking",  # a joiner fetches during a round it does not delay, and adds nothing to it
+)
+(
+    C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
+    C_GAMMA, C_A0, C_AMAX, C_TARGET, C_SPAN, C_P0, C_ALPHA, C_NON_IID, C_TAU, C_KAPPA,
+    C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
+    C_RING, C_GRACE, C_NONBLOCKING,
+) = range(len(CONSTS))  # fmt: skip
+
+# --------------------------------------------------------------------------- episodes
+
+# A batch of episodes: (B, len(STATE_FIELDS) + 2N), the scalars, then each site's "joined" slot
+# (1: it completed the last round; with non-blocking joins, the share of the training state
+# fetched so far) and its rounds absent.
+STATE_FIELDS = (
+    "time_s", "start_s", "progress", "accuracy", "rounds", "energy_j", "last_round_s",
+    "coverage", "key",
+)  # fmt: skip
+TIME, START, PROGRESS, ACC, ROUNDS, ENERGY, LAST_ROUND, COVERAGE, KEY = range(len(STATE_FIELDS))
+JOINED = len(STATE_FIELDS)  # first of the N joined slots; the N absent counts follow them
+KEY_LIMIT = 2**53  # episode keys are whole numbers below this: exact in the float64 state
+
+# A round's outcome: a (B, len(RECORD_FIELDS)) record and a (B, len(SITE_RECORD), N) one.
+RECORD_FIELDS = (
+    "round_time_s", "compute_s", "comm_s", "delta_accuracy", "energy_j", "straggler",
+    "invalid", "idle", "cut", "n_selected", "terminated", "truncated", "over", "excess_gain",
+    "gain_rate",
+)  # fmt: skip
+(
+    R_ROUND_S, R_COMPUTE_S, R_COMM_S, R_DELTA_ACC, R_ENERGY_J, R_STRAGGLER, R_INVALID, R_IDLE,
+    R_CUT, R_N_SELECTED, R_TERMINATED, R_TRUNCATED, R_OVER, R_EXCESS_GAIN, R_GAIN_RATE,
+) = range(len(RECORD_FIELDS))  # fmt: skip
+SITE_RECORD = ("selected", "dropped", "powered")
+SELECTED, DROPPED, POWERED_NOW = range(len(SITE_RECORD))
+
+# --------------------------------------------------------------------------- a round's scratch
+
+# Per site, while a round runs: (len(WORK_FIELDS), N).
+WORK_FIELDS = (
+    "begin",  # compute starts (after the join)
+    "end",  # compute would end (the quota processed, or the window over)
+    "fetch",  # non-blocking joins: the fetch of the training state ends; -1 if not fetching
+)
+W_BEGIN, W_END, W_FETCH = range(len(WORK_FIELDS))
+
+# One site's what-if from the forecast (predict._forecast_site): (len(FORECAST_FIELDS),).
+FORECAST_FIELDS = (
+    "available",  # the forecast's horizon 0 (now) powers a GPU
+    "finish_s",  # compute would end
+    "drop_s",  # the forecast's first row without power starts (inf: none)
+    "dropped",  # available, and power runs out before the compute ends
+    "samples",  # fixed_time rounds: samples processed in the window
+)
+FS_AVAILABLE, FS_FINISH, FS_DROP, FS_DROPPED, FS_SAMPLES = range(len(FORECAST_FIELDS))
+
+# --------------------------------------------------------------------------- running batches
+
+NO_JITTER = np.zeros((0, 0))  # "no jitter given": each episode's own, from its key
+PARALLEL_MIN_BATCH = 256  # episodes from which a step runs on all cores (threads cost ~10 µs)
+PARALLEL_CHUNKS = 64  # pieces of the batch the threads share out

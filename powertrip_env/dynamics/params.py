@@ -1,0 +1,306 @@
+"""``SimParams``: a scenario and its power data as the kernel's arrays, built once.
+
+Everything static about a scenario is held in three groups: the per-site values (``site``,
+layout.SITE_FIELDS), the tables per row of the calendar (``table`` and what the observation and
+the forecast read), and the scalars (``consts``, layout.CONSTS). Each group is stored once, in
+the packed form the kernel takes; the names SimParams offers (``params.rtt_s``,
+``params.a_target``, ...) read the packed arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from typing import Any, Protocol
+
+import numpy as np
+
+from powertrip_env.dynamics.layout import (
+    CONSTS,
+    CUM_GPU_J,
+    CUM_SAMPLES,
+    OUTAGE_S,
+    POWERED,
+    RATE,
+    SITE_FIELDS,
+    TABLE_FIELDS,
+)
+from powertrip_env.dynamics.observation import _site_obs_table
+
+EARTH_RADIUS_KM = 6371.0
+
+
+class PowerData(Protocol):
+    """What the kernel reads of a scenario's power (``powertrip_env.scenario.power.SitePower``;
+    named here by what it holds, so that the kernel imports nothing above it)."""
+
+    interval_s: float  # length of a trace row
+    rows: int  # rows of the calendar
+    t0_s: float  # Unix time of row 0
+    available_w: np.ndarray  # (rows, N) watts the job may draw
+    forecast_w: np.ndarray  # (rows, H, N) watts forecast at row k for row k + h
+    peak_w: np.ndarray  # (N,) the most a site can have: capacity + PV peak
+
+
+def great_circle_km(lat1: np.ndarray, lon1: np.ndarray, lat2: float, lon2: float) -> np.ndarray:
+    """Haversine distance on a spherical Earth."""
+    p1, p2 = np.radians(lat1), np.radians(lat2)
+    dp, dl = p2 - p1, np.radians(np.asarray(lon2) - np.asarray(lon1))
+    h = np.sin(dp / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
+    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
+
+
+def rtt_ms(distance_km: np.ndarray, base_ms: float, route_factor: float, km_per_ms: float):
+    """``RTT = base + 2 · route_factor · d / v_fiber`` (docs/model.md, "Network")."""
+    return base_ms + 2.0 * route_factor * np.asarray(distance_km) / km_per_ms
+
+
+@dataclass(frozen=True, eq=False)
+class SimParams:
+    """Everything static about a scenario and its power data, as arrays. Shared read-only."""
+
+    trace_rows: int  # rows of the calendar; the per-row tables hold it twice (wrapped)
+    site: np.ndarray  # (len(SITE_FIELDS), N), read by name below
+    # per row of the wrapped calendar
+    table: np.ndarray  # (rows + 1, len(TABLE_FIELDS), N): the kernel's (layout.TABLE_FIELDS)
+    available: np.ndarray  # (rows, N) bool: at least one powered GPU
+    forecast_rate: np.ndarray  # (rows, H, N) samples/s forecast at row k for row k + h
+    site_obs: np.ndarray  # float32 (rows, N, F) the site features that depend only on the row
+    consts: np.ndarray  # (len(CONSTS),), read by name below
+
+    # The names read the packed arrays once, when the instance is made (`__post_init__`): plain
+    # attributes are the quickest to read, and the environments read some at every step.
+    n_sites: int = field(init=False, repr=False)
+    # (rows, N) GPUs each site can power, and their samples/s: views of ``table``
+    powered: np.ndarray = field(init=False, repr=False)
+    rate: np.ndarray = field(init=False, repr=False)
+    # per site, (N,): the rows of ``site`` (layout.SITE_FIELDS has their meaning), as views
+    gpu_count: np.ndarray = field(init=False, repr=False)
+    gpu_wall_w: np.ndarray = field(init=False, repr=False)
+    gpu_rate: np.ndarray = field(init=False, repr=False)
+    site_batch: np.ndarray = field(init=False, repr=False)
+    rtt_s: np.ndarray = field(init=False, repr=False)
+    data_share: np.ndarray = field(init=False, repr=False)
+    quota: np.ndarray = field(init=False, repr=False)
+    join_s: np.ndarray = field(init=False, repr=False)
+    site_tx_s: np.ndarray = field(init=False, repr=False)
+    idle_w_per_gpu: np.ndarray = field(init=False, repr=False)
+    # the scalars: the slots of ``consts`` (layout.CONSTS has their meaning), as these types
+    interval_s: float = field(init=False, repr=False)
+    rows: int = field(init=False, repr=False)
+    trace_t0_s: float = field(init=False, repr=False)
+    hub_tx_s: float = field(init=False, repr=False)
+    rtt_factor: float = field(init=False, repr=False)
+    aggregation_s: float = field(init=False, repr=False)
+    local_steps: float = field(init=False, repr=False)
+    eta_local: float = field(init=False, repr=False)
+    noise_b0: float = field(init=False, repr=False)
+    noise_p_b: float = field(init=False, repr=False)
+    noise_gamma: float = field(init=False, repr=False)
+    a0: float = field(init=False, repr=False)
+    a_max: float = field(init=False, repr=False)
+    a_target: float = field(init=False, repr=False)
+    span: float = field(init=False, repr=False)
+    p0: float = field(init=False, repr=False)
+    alpha: float = field(init=False, repr=False)
+    non_iid: float = field(init=False, repr=False)
+    coverage_tau: float = field(init=False, repr=False)
+    coverage_ceiling: float = field(init=False, repr=False)
+    fixed_time: bool = field(init=False, repr=False)
+    round_s: float = field(init=False, repr=False)
+    idle_s: float = field(init=False, repr=False)
+    jitter_sigma: float = field(init=False, repr=False)
+    time_budget_s: float = field(init=False, repr=False)
+    max_rounds: int = field(init=False, repr=False)
+    time_scale_s: float = field(init=False, repr=False)
+    h_ref_s: float = field(init=False, repr=False)
+    ring: bool = field(init=False, repr=False)
+    grace: float = field(init=False, repr=False)
+    nonblocking: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__  # frozen: the one place these are set
+        put(self, "n_sites", self.site.shape[1])
+        rows = self.table.shape[0] - 1
+        put(self, "powered", self.table[:rows, POWERED])
+        put(self, "rate", self.table[:rows, RATE])
+        for slot, name in enumerate(SITE_FIELDS):
+            put(self, name, self.site[slot])
+        for slot, name in enumerate(CONSTS):
+            put(self, name, _CONST_TYPES[name](self.consts[slot]))
+
+    def with_constants(self, **values: float) -> SimParams:
+        """A copy with the named scalars (layout.CONSTS) replaced, sharing every table."""
+        consts = self.consts.copy()
+        for name, value in values.items():
+            if name not in CONSTS:
+                raise TypeError(f"SimParams has no scalar {name!r}")
+            consts[CONSTS.index(name)] = float(value)
+        consts.flags.writeable = False
+        return dataclasses.replace(self, consts=consts)
+
+    @cached_property
+    def exchange_s(self) -> np.ndarray:
+        """What each site adds to a round's communication: its round trips and its update.
+
+        ``rtt_factor · RTT'_i + 2 · M / bw'_i``: the latency term and the transfer of its
+        update over its link (there and back; through the hub, at least its per-site share of
+        the hub's link). ``RTT'_i`` is the site's RTT, but never less than the smallest RTT of
+        any other site: a round with a second site in it pays at least that, so the aggregator's
+        own site, whose RTT to itself is a few milliseconds, gains nothing from it. This is the
+        network cost of PowerTrip's power-to-cost ranking (docs/model.md, "Baselines").
+        """
+        rtt = self.rtt_s
+        order = np.argsort(rtt, kind="stable")
+        others = np.full(rtt.shape, rtt[order[0]])  # every site's smallest other RTT ...
+        if rtt.shape[0] > 1:
+            others[order[0]] = rtt[order[1]]  # ... but the smallest's is the second smallest
+        latency = np.maximum(rtt, others)
+        tx = self.site_tx_s if self.ring else np.maximum(self.site_tx_s, self.hub_tx_s)
+        out = self.rtt_factor * latency + 2.0 * tx
+        out.flags.writeable = False
+        return out
+
+
+_TYPES = {"int": int, "bool": bool, "float": float}
+# each scalar's type, from its annotation above (layout.CONSTS stores them all as float64)
+_CONST_TYPES = {f.name: _TYPES[str(f.type)] for f in fields(SimParams) if f.name in CONSTS}
+if set(_CONST_TYPES) != set(CONSTS) or not set(SITE_FIELDS) <= {f.name for f in fields(SimParams)}:
+    raise RuntimeError("SimParams does not name every slot of layout.CONSTS and SITE_FIELDS")
+
+
+def build_params(scenario: Any, power: PowerData) -> SimParams:
+    """Turn a validated scenario (``powertrip_env.scenario.Scenario``: its sites, GPUs,
+    workload, network and episode) and its sites' power into the simulator's tables."""
+    sites = scenario.sites
+    n = len(sites)
+    wl, net, ep = scenario.workload, scenario.network, scenario.episode
+    col = lambda attr: np.array([getattr(s, attr) for s in sites], dtype=np.float64)  # noqa: E731
+    gpu = [scenario.gpus[s.gpu] for s in sites]
+    tdp_w = np.array([g.power_w for g in gpu])
+    tflops = np.array([g.tflops_bf16 for g in gpu])
+    gpu_count = col("gpu_count")
+    gpu_wall_w = tdp_w * ep.server_overhead * col("pue")
+    gpu_rate = tflops * 1e12 * wl.mfu / wl.flops_per_sample
+    site_batch = np.full(n, float(wl.site_batch))
+    quota = site_batch * wl.local_steps
+    wan_bps = col("wan_gbps") * 1e9
+    model_bits = wl.model_bytes * 8.0
+    iv = float(power.interval_s)
+    if net.rtt_to_hub_ms is not None:
+        rtt = np.array(net.rtt_to_hub_ms, dtype=np.float64)
+    else:
+        d = great_circle_km(col("latitude"), col("longitude"), net.hub_latitude, net.hub_longitude)
+        rtt = rtt_ms(d, net.base_ms, net.route_factor, net.fiber_km_per_ms)
+    # a joining site fetches the training state (or, if the scenario gives none, the model)
+    state_bits = 8.0 * (wl.state_bytes if wl.state_bytes is not None else wl.model_bytes)
+    site_values = {
+        "gpu_count": gpu_count,
+        "gpu_wall_w": gpu_wall_w,
+        "gpu_rate": gpu_rate,
+        "site_batch": site_batch,
+        "rtt_s": rtt / 1e3,
+        "data_share": col("data_share"),
+        "quota": quota,
+        "join_s": net.join_fixed_s + state_bits / wan_bps,
+        "site_tx_s": model_bits / wan_bps,
+        "idle_w_per_gpu": ep.idle_fraction * gpu_wall_w,
+    }
+    site = np.stack(_in_order(site_values, SITE_FIELDS))
+
+    def powered_gpus(watts: np.ndarray) -> np.ndarray:
+        # the 1e-9 keeps 10.0 GPUs' worth of power from flooring to 9 through rounding
+        return np.minimum(gpu_count, np.floor(watts / gpu_wall_w + 1e-9))
+
+    # Wrap once; C order because episodes read whole rows.
+    avail_w = np.ascontiguousarray(np.concatenate([power.available_w] * 2), dtype=np.float64)
+    # The forecast tables are (rows, H, N), H times the others: computed on one calendar and
+    # then wrapped, which gives the same values in half the time (a drawn catalogue builds
+    # its tables at every reset).
+    fc_w = np.asarray(power.forecast_w, dtype=np.float64)
+    powered = powered_gpus(avail_w)
+    rate = powered * gpu_rate
+    forecast_rate = np.concatenate([powered_gpus(fc_w) * gpu_rate] * 2)
+    rows = rate.shape[0]
+    table = _power_table(rate, powered, gpu_wall_w, iv)
+
+    full_time = quota / (gpu_count * gpu_rate)
+    if wl.round_mode == "fixed_time":
+        time_scale_s = float(4.0 * wl.round_s)
+    else:
+        time_scale_s = float(20.0 * full_time.min())
+    constants = {
+        "interval_s": iv,
+        "rows": rows,
+        "trace_t0_s": float(power.t0_s),
+        "hub_tx_s": model_bits / (net.hub_gbps * 1e9),
+        "rtt_factor": net.rtt_factor,
+        "aggregation_s": net.aggregation_s,
+        "local_steps": float(wl.local_steps),
+        "eta_local": wl.eta_local,
+        "noise_b0": wl.noise_b0,
+        "noise_p_b": wl.noise_p_b,
+        "noise_gamma": wl.noise_gamma,
+        "a0": wl.a0,
+        "a_max": wl.a_max,
+        "a_target": wl.a_target,
+        "span": wl.a_target - wl.a0,
+        "p0": wl.p0,
+        "alpha": wl.alpha,
+        "non_iid": wl.non_iid,
+        "coverage_tau": wl.coverage_tau_rounds,
+        "coverage_ceiling": wl.coverage_ceiling,
+        "fixed_time": wl.round_mode == "fixed_time",
+        "round_s": wl.round_s,
+        "idle_s": ep.idle_s if ep.idle_s > 0 else iv,
+        "jitter_sigma": ep.jitter_sigma,
+        "time_budget_s": ep.time_budget_h * 3600.0,
+        "max_rounds": ep.max_rounds,
+        "time_scale_s": time_scale_s,
+        "h_ref_s": ep.h_ref_h * 3600.0,
+        "ring": net.allreduce == "ring",
+        "grace": wl.grace if wl.grace is not None else math.inf,
+        "nonblocking": net.join_mode == "non_blocking",
+    }
+    params = SimParams(
+        trace_rows=power.rows,
+        site=site,
+        table=table,
+        available=powered > 0,
+        forecast_rate=forecast_rate,
+        site_obs=_site_obs_table(
+            power, site, avail_w, fc_w, powered, rate, col("longitude"), time_scale_s
+        ),
+        consts=np.array(_in_order(constants, CONSTS), dtype=np.float64),
+    )
+    for value in vars(params).values():  # shared by every env of the scenario: read-only
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return params
+
+
+def _in_order(values: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
+    """``values`` in the order of a layout's ``names``, which they must match exactly: a name
+    added to the layout and not built here (or the reverse) fails at once, not in the kernel."""
+    if values.keys() != set(names):
+        raise RuntimeError(f"layout mismatch: {sorted(set(names) ^ values.keys())}")
+    return [values[name] for name in names]
+
+
+def _power_table(rate: np.ndarray, powered: np.ndarray, gpu_wall_w: np.ndarray, iv: float):
+    """The kernel's per-row table (layout.TABLE_FIELDS): one row per trace row plus the
+    cumulative sums' end."""
+    rows, n = rate.shape
+    table = np.zeros((rows + 1, len(TABLE_FIELDS), n))
+    table[:rows, RATE] = rate
+    table[:rows, POWERED] = powered
+    table[1:, CUM_SAMPLES] = np.cumsum(rate * iv, axis=0)
+    table[1:, CUM_GPU_J] = np.cumsum(powered * gpu_wall_w * iv, axis=0)
+    # first row at or after each row with no powered GPU, by a running minimum from the end
+    row_index = np.where(powered > 0, rows, np.arange(rows)[:, None])
+    next_out = np.minimum.accumulate(row_index[::-1], axis=0)[::-1]
+    table[:rows, OUTAGE_S] = np.where(next_out < rows, next_out * iv, np.inf)
+    table[rows, OUTAGE_S] = np.inf
+    return table
