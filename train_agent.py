@@ -1,6 +1,7 @@
 """Train a Stable-Baselines3 agent on a PowerTrip environment and compare it with the baselines.
 
-    python train_agent.py                          # PPO + SitePolicy on PowerTrip-v0, ~9 min
+    python train_agent.py                          # PPO over candidate sets on PowerTrip-v0
+    python train_agent.py --extractor sites --timesteps 700_000   # per-site actions, SitePolicy
     python train_agent.py --algo a2c --extractor mlp --timesteps 500_000
     python train_agent.py --resume runs/PowerTrip-v0-ppo-0/interrupted.zip   # finish that run
     python train_agent.py --resume runs/PowerTrip-v0-ppo-0/final_model.zip --timesteps 1_000_000

@@ -1,9 +1,10 @@
 """Hyperparameter files: read ``agents/configs/<algo>.yaml``, check it, and turn it into kwargs.
 
 A file holds the keyword arguments of the algorithm's constructor (``n_steps``, ``gamma``,
-``policy_kwargs``, ...). The network has two tables, one per ``--extractor``:
+``policy_kwargs``, ...). The network has two tables:
 
-* ``policy_kwargs``: for ``mlp``, the flat observation and SB3's ``MlpPolicy``;
+* ``policy_kwargs``: SB3's ``MlpPolicy``, for ``--extractor candidates`` (the candidate sets'
+  features, :mod:`agents.candidates`) and ``mlp`` (the flat observation);
 * ``site_policy``: for ``sites``, the dict observation and :class:`agents.site_policy.SitePolicy`
   (its keyword arguments: the site encoder's widths, the shared action head's, the value MLP's).
 
@@ -41,8 +42,10 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 ALGOS: dict[str, type[OnPolicyAlgorithm]] = {"ppo": PPO, "a2c": A2C, "maskable_ppo": MaskablePPO}
 """``--algo`` name → algorithm class."""
 
-EXTRACTORS = ("mlp", "sites")
-"""``mlp``: flat observation, SB3's ``MlpPolicy``. ``sites``: dict observation, ``SitePolicy``."""
+EXTRACTORS = ("candidates", "sites", "mlp")
+"""``candidates``: a choice among candidate site sets (``agents.candidates.CandidateSets``),
+SB3's ``MlpPolicy`` on their features. ``sites``: per-site actions on the dict observation,
+``SitePolicy``. ``mlp``: per-site actions on the flat observation, SB3's ``MlpPolicy``."""
 
 SCHEDULABLE = ("learning_rate", "clip_range", "clip_range_vf")
 # Set by the training script itself (or meaningless in a file), so a file may not set them.
@@ -149,8 +152,9 @@ def site_policy_class(algo: str) -> type:
 def model_kwargs(raw: Mapping[str, Any], algo: str, extractor: str) -> tuple[Any, dict[str, Any]]:
     """(policy, constructor kwargs) for ``ALGOS[algo]`` from a checked config.
 
-    ``extractor="mlp"``: ``"MlpPolicy"`` with the file's ``policy_kwargs``. ``"sites"``: the
-    ``SitePolicy`` class for the algorithm with the file's ``site_policy`` table.
+    ``extractor="mlp"`` or ``"candidates"``: ``"MlpPolicy"`` with the file's ``policy_kwargs``.
+    ``"sites"``: the ``SitePolicy`` class for the algorithm with the file's ``site_policy``
+    table.
     """
     kwargs = {k: copy.deepcopy(v) for k, v in raw.items() if k not in (SITE_KEY, "policy_kwargs")}
     for key in SCHEDULABLE:

@@ -40,15 +40,17 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 import powertrip_env  # registers the environment IDs
 from agents import callbacks, checks, hyperparams
+from agents.candidates import CandidatePolicy, CandidateSets
 from agents.checks import UsageError
 from agents.hyperparams import ConfigError
 from agents.reference import PowerTripReference
 from agents.saving import append_to_list, clear_folder, install_results, save_model, write_text
 
-# Measured on 2 cores: 700k steps of the default config on PowerTrip-v0 take ~7 min at ~1,700
-# steps/s and the final table (BeamPlanner plans each episode) ~2 min: README's main-job command
-# took 616 s in a fresh virtual environment, the install included.
-DEFAULT_TIMESTEPS = 700_000
+# The candidate-set agent on PowerTrip-v0 (30 test episodes, while other jobs shared the two
+# cores): 100k steps 26.69 h, 200k 26.52 h, 300k 26.52 h (BeamPlanner 26.02 h, MyopicOptimal
+# 28.30 h); 300k steps took 526 s of training with the cores shared. Each step builds the
+# candidates (two predict_round calls), so a step costs about twice a per-site agent's.
+DEFAULT_TIMESTEPS = 300_000
 # One PowerTrip step costs less than the policy's forward pass, so many envs in one process
 # (one batched forward for all) beat worker processes: 60k PPO steps took 17 s with 16 envs
 # in-process, 29 s with 4, 44 s with 2 or 4 forkserver workers.
@@ -140,9 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--extractor",
         choices=hyperparams.EXTRACTORS,
-        default="sites",
-        help="sites: dict observation, site encoder and shared per-site action head "
-        "(agents/site_policy.py); mlp: flat observation and SB3's MlpPolicy",
+        default="candidates",
+        help="candidates: choose one of a few candidate site sets built each round from "
+        "predict_round, MlpPolicy on their features (agents/candidates.py); sites: per-site "
+        "actions, dict observation, site encoder and shared per-site action head "
+        "(agents/site_policy.py); mlp: per-site actions, flat observation and SB3's MlpPolicy",
     )
     p.add_argument(
         "--config", default=None, help="hyperparameter YAML (default: agents/configs/<algo>.yaml)"
@@ -218,9 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_env(
-    env_id: str, env_kwargs: dict[str, Any], in_worker: bool = False
+    env_id: str, env_kwargs: dict[str, Any], in_worker: bool = False, candidates: bool = False
 ) -> Callable[[], gym.Env]:
     """A thunk that builds one monitored environment, for SB3's vector envs.
+
+    ``candidates``: the agent chooses among candidate site sets (``agents.candidates``).
 
     ``import powertrip_env`` registers the IDs in worker processes too (forkserver and spawn
     start fresh interpreters). Workers ignore Ctrl-C: the main process catches it, saves the
@@ -232,7 +238,8 @@ def make_env(
 
         if in_worker:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        return Monitor(gym.make(env_id, **env_kwargs))
+        env = gym.make(env_id, **env_kwargs)
+        return Monitor(CandidateSets(env) if candidates else env)
 
     return thunk
 
@@ -243,6 +250,7 @@ def make_vec_env(
     n_envs: int,
     kind: str = "dummy",
     scenarios: Sequence[str] = (),
+    candidates: bool = False,
 ) -> VecEnv:
     """``n_envs`` envs in this process (``dummy``, always for 1) or in forkserver workers.
 
@@ -253,8 +261,8 @@ def make_vec_env(
         for i in range(n_envs)
     ]
     if n_envs == 1 or kind == "dummy":
-        return DummyVecEnv([make_env(env_id, kwargs) for kwargs in per_env])
-    thunks = [make_env(env_id, kwargs, in_worker=True) for kwargs in per_env]
+        return DummyVecEnv([make_env(env_id, kwargs, candidates=candidates) for kwargs in per_env])
+    thunks = [make_env(env_id, kwargs, True, candidates) for kwargs in per_env]
     return SubprocVecEnv(thunks, start_method="forkserver")
 
 
@@ -333,9 +341,13 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     algo_cls = hyperparams.ALGOS[args.algo]
     torch.set_num_threads(args.torch_threads)
     scenarios = run["scenarios"]
-    env = make_vec_env(args.env, run["env_kwargs"], args.n_envs, args.vec_env, scenarios)
+    candidates = args.extractor == "candidates"
+    env = make_vec_env(
+        args.env, run["env_kwargs"], args.n_envs, args.vec_env, scenarios, candidates
+    )
     first = {"scenario": scenarios[0]} if scenarios else {}
-    eval_env = DummyVecEnv([make_env(args.env, {**run["env_kwargs"], **first, "split": "test"})])
+    eval_kwargs = {**run["env_kwargs"], **first, "split": "test"}
+    eval_env = DummyVecEnv([make_env(args.env, eval_kwargs, candidates=candidates)])
     done = 0 if run["saved"] is None else run["saved"].timesteps_done
     try:
         if args.resume is None:
@@ -425,7 +437,9 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
 
     best = out / "best_model.zip"
     chosen = best if best.exists() else final
-    agent = SB3Policy(algo_cls.load(chosen, device="cpu"), f"{args.algo} ({chosen.stem})")
+    label = f"{args.algo} ({chosen.stem})"
+    trained = algo_cls.load(chosen, device="cpu")
+    agent = CandidatePolicy(trained, label) if candidates else SB3Policy(trained, label)
     env_kwargs = {k: v for k, v in run["env_kwargs"].items() if k != "reward_mode"}
     for scenario in scenarios or [None]:
         where = run["final_env"] + (f" (scenario {scenario})" if scenario else "")

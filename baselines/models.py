@@ -32,7 +32,8 @@ import json
 import pickletools
 import re
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +93,10 @@ _ACTIVATION_NAMES: set[str] = set()
 # Torch's activations a plain SB3 policy may be given (``activation_fn``), by name in torch.nn.
 _TORCH_ACTIVATIONS = ("ReLU", "Tanh", "ELU", "GELU", "SiLU", "LeakyReLU")
 
-PLUGINS: tuple[str, ...] = ("agents.site_policy",)
-"""Modules that register policy classes when imported; ``load_plugins`` imports them (by name,
-never at import time) when a saved model names a class that is not registered yet."""
+PLUGINS: tuple[str, ...] = ("agents.site_policy", "agents.candidates")
+"""Modules that register policy classes or action interfaces when imported; ``load_plugins``
+imports them (by name, never at import time) when a saved model names a class, or acts in a
+space, that nothing registered yet."""
 _plugin_errors: dict[str, str] = {}  # plugin -> why it could not be imported
 
 
@@ -119,6 +121,57 @@ def register_network_classes(*classes: type, activation_names: Iterable[str] = (
     activations), and give ``activation_fn`` as one of ``activation_names``."""
     _NETWORK_CLASSES.extend(cls for cls in classes if cls not in _NETWORK_CLASSES)
     _ACTIVATION_NAMES.update(activation_names)
+
+
+@dataclass(frozen=True)
+class ActionInterface:
+    """Agents that act on ``PowerTripEnv`` through a wrapper with spaces of its own.
+
+    ``agents.candidates`` registers one: its agents choose among a few candidate site sets, so
+    a saved model's action space is ``Discrete(K)``, not the env's per-site space. A model whose
+    spaces are those of ``wrap(env)`` is played by ``policy(model, label)``, a ``Policy`` that
+    reads the unwrapped env and returns the site mask, as every policy does.
+    """
+
+    name: str
+    wrap: Callable[[gym.Env], gym.Env]
+    policy: Callable[[Any, str], Policy]
+
+
+_INTERFACES: dict[str, ActionInterface] = {}
+
+
+def register_action_interface(interface: ActionInterface) -> None:
+    """Let saved models that act through ``interface.wrap`` be loaded and played."""
+    _INTERFACES[interface.name] = interface
+
+
+def _interface_for(
+    path: str, env_id: str, base: Mapping[str, Any], obs: tuple[Any, ...], action: tuple[Any, ...]
+) -> tuple[ActionInterface, spaces.Space, spaces.Space] | None:
+    """The registered interface whose wrapped env has the saved spaces, with those spaces;
+    None for a model of the env's own per-site action space."""
+    if action[0] in ("MultiBinary", "MultiDiscrete"):
+        return None
+    load_plugins()
+    try:
+        env = gym.make(env_id, **base)
+    except ValueError as exc:
+        raise EvaluationError(f"model {path!r} cannot run on {env_id}: {exc}") from None
+    try:
+        for interface in _INTERFACES.values():
+            wrapped = interface.wrap(env)
+            found = (_space_shape(wrapped.observation_space), _space_shape(wrapped.action_space))
+            if found == (obs, action):
+                return interface, wrapped.observation_space, wrapped.action_space
+    finally:
+        env.close()
+    known = ", ".join(_INTERFACES) or "none registered"
+    raise EvaluationError(
+        f"model {path!r} acts in {_shape_text(action)} on {_shape_text(obs)}: neither "
+        f"PowerTripEnv's own spaces (MultiBinary(N), MultiDiscrete([2]*N)) nor those of an "
+        f"action interface ({known}{_plugin_note()})"
+    )
 
 
 def load_plugins() -> None:
@@ -260,6 +313,8 @@ def _space_shape(space: spaces.Space) -> tuple[Any, ...]:
     if isinstance(space, spaces.MultiDiscrete):
         nvec = tuple(int(n) for n in np.asarray(space.nvec).reshape(-1))
         return ("MultiDiscrete", tuple(space.shape), nvec)
+    if isinstance(space, spaces.Discrete):
+        return ("Discrete", (), int(space.n))
     return (type(space).__name__, tuple(space.shape or ()))
 
 
@@ -290,6 +345,9 @@ def _saved_space_shape(item: Any) -> tuple[Any, ...] | None:
         return ("MultiDiscrete", tuple(shape), nvec)
     if name in ("Box", "MultiBinary"):
         return (name, tuple(shape))
+    if name == "Discrete":
+        n = re.fullmatch(r"\d+", str(item.get("n", "")).strip())
+        return ("Discrete", tuple(shape), int(n.group())) if n else None
     return None
 
 
@@ -299,6 +357,8 @@ def _shape_text(shape: tuple[Any, ...]) -> str:
         return "Dict(" + ", ".join(f"{k}: {_shape_text(s)}" for k, s in shape[1]) + ")"
     if shape[0] == "MultiDiscrete":
         return f"MultiDiscrete({list(shape[2])})"
+    if shape[0] == "Discrete":
+        return f"Discrete({shape[2]})"
     return f"{shape[0]}{shape[1]}"
 
 
@@ -450,8 +510,12 @@ def _load_sb3(
         if shapes[key] is None:
             raise _unsafe(file, key, "has no readable shape")
     obs, action = shapes["observation_space"], shapes["action_space"]
-    kwargs = {**base, **_mode_kwargs(obs, action, path)}
-    obs_space, action_space = _fitting_env_spaces(path, env_id, kwargs, obs, action)
+    interface = _interface_for(path, env_id, base, obs, action)
+    if interface is None:
+        kwargs = {**base, **_mode_kwargs(obs, action, path)}
+        obs_space, action_space = _fitting_env_spaces(path, env_id, kwargs, obs, action)
+    else:
+        kwargs, (_, obs_space, action_space) = dict(base), interface
     policy_class = _REGISTERED.get(policy)
     if policy_class is None:  # one of SB3's own
         module_name, class_name = policy.rsplit(".", 1)
@@ -650,5 +714,9 @@ def load_agent(
     """The saved agent at ``path`` as a policy named ``label``, and the ``gym.make`` arguments
     of the env it runs on (``load_model``, whose refusals it raises)."""
     model, kwargs = load_model(path, algo, env_id, env_kwargs)
-    agent = RLlibPolicy(model, label) if algo == "rllib" else SB3Policy(model, label)
+    if algo == "rllib":
+        return RLlibPolicy(model, label), kwargs
+    shapes = (_space_shape(model.observation_space), _space_shape(model.action_space))
+    found = _interface_for(path, env_id, kwargs, *shapes)
+    agent = SB3Policy(model, label) if found is None else found[0].policy(model, label)
     return agent, kwargs

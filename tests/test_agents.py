@@ -19,6 +19,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import powertrip_env  # noqa: F401  (registers the IDs)
 from agents import hyperparams, saving
 from agents.callbacks import Checkpoint, PowerTripMetrics
+from agents.candidates import CandidateSets
 from agents.extractors import SiteEncoder
 from agents.hyperparams import ConfigError
 from agents.reference import PowerTripReference
@@ -134,7 +135,12 @@ def test_shipped_config_builds_a_model(algo: str, extractor: str) -> None:
     assert 0.99 <= raw["gamma"] <= 1.0  # episodes are a hundred rounds or more
     policy, kwargs = hyperparams.model_kwargs(raw, algo, extractor)
     obs_mode = "dict" if extractor == "sites" else "flat"
-    env = DummyVecEnv([lambda: gym.make("PowerTrip-v0", obs_mode=obs_mode)] * 16)  # as trained
+
+    def make() -> gym.Env:  # as trained
+        env = gym.make("PowerTrip-v0", obs_mode=obs_mode)
+        return CandidateSets(env) if extractor == "candidates" else env
+
+    env = DummyVecEnv([make] * 16)
     model = hyperparams.ALGOS[algo](policy, env, device="cpu", **kwargs)
     assert model.gamma == raw["gamma"]
 

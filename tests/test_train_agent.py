@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from gymnasium import spaces
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, PPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train_agent
 from agents import callbacks, training
-from agents.site_policy import SitePolicy
+from agents.candidates import N_FEATURES, N_SLOTS
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -73,7 +74,9 @@ def test_run_writes_models_checkpoints_config_and_final_table(trained: Path) -> 
     ]
     model = PPO.load(trained / "final_model.zip", device="cpu")
     assert model.num_timesteps == 256
-    assert isinstance(model.policy, SitePolicy)  # the default --extractor sites
+    # the default --extractor candidates: a choice among candidate sets, on their features
+    assert model.action_space == spaces.Discrete(N_SLOTS)
+    assert model.observation_space.shape == (N_FEATURES,)
     summary = (trained / "summary.md").read_text(encoding="utf-8")
     for label in ("PowerTrip", "AllSites", "ppo (best_model)"):
         assert f"| {label} |" in summary
@@ -306,7 +309,7 @@ def test_the_printed_command_names_the_run_and_finishes_it(
     for setting in ("--timesteps 192", "--n-envs 2", "--seed 3", "--eval-freq 64",
                     "--final-episodes 1", "--hp gamma=0.95", "--eval-episodes 1",
                     "--checkpoint-freq 64", "--final-policies PowerTrip", "--algo ppo",
-                    "--extractor sites", f"--resume {first / 'interrupted.zip'}",
+                    "--extractor candidates", f"--resume {first / 'interrupted.zip'}",
                     f"--out {first}"):  # fmt: skip
         assert setting in shown, setting
     folder = copy_of(first, tmp_path)

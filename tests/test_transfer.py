@@ -224,9 +224,10 @@ def test_padded_encoder_and_head_ignore_padding_and_follow_the_sites() -> None:
 
 @pytest.fixture(scope="module")
 def padded_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A few hundred PPO steps on drawn catalogues, padded to 12 sites."""
+    """A few hundred PPO steps of the site policy on drawn catalogues, padded to 16 sites."""
     out = tmp_path_factory.mktemp("padded")
     argv = ["--env", "PowerTrip-Random-v0", "--max-sites", "16", "--n-envs", "2",
+            "--extractor", "sites",
             "--timesteps", "256", "--hp", "n_steps=64", "--hp", "batch_size=64",
             "--eval-freq", "0", "--checkpoint-freq", "0", "--final-episodes", "1",
             "--final-policies", "PowerTrip", "--out", str(out), "--no-progress"]  # fmt: skip
@@ -258,7 +259,8 @@ def test_a_scenario_larger_than_the_padding_is_a_clear_error(padded_model: Path)
 def test_training_on_several_scenario_files_pads_to_the_largest(tmp_path: Path) -> None:
     out = tmp_path / "run"
     argv = ["--scenario", str(HELD_OUT[0]), "--scenario", str(HELD_OUT[1]), "--n-envs", "2",
-            "--timesteps", "128", "--hp", "n_steps=64", "--hp", "batch_size=64",
+            "--extractor", "sites", "--timesteps", "128", "--hp", "n_steps=64",
+            "--hp", "batch_size=64",
             "--eval-freq", "0", "--checkpoint-freq", "0", "--final-episodes", "0",
             "--out", str(out), "--no-progress"]  # fmt: skip
     assert train_agent.main(argv) == 0
