@@ -1,6 +1,6 @@
 """Decisions per second: the candidate-set agent against MyopicOptimal, in the same process.
 
-    python benchmarks/bench_decisions.py            # N = 10, 16 and 32 (about a minute)
+    python benchmarks/bench_decisions.py            # N = 10 to 16 and 32 (a few minutes)
     python benchmarks/bench_decisions.py --quick    # a rough look
 
 MyopicOptimal predicts all 2^m − 1 sets of the m available sites every round; the agent of
@@ -32,14 +32,16 @@ from baselines.base import Policy
 from baselines.registry import make_policy
 from powertrip_env.scenario.sampling import SiteSampler
 
+
+def _drawn(n: int) -> dict[str, Any]:
+    """``PowerTrip-Random-v0`` arguments for catalogues of exactly ``n`` sites, unpadded."""
+    return {"sites": SiteSampler(n_sites=(n, n)), "max_sites": n}
+
+
 # (label, env ID, gym.make arguments)
 SETTINGS: list[tuple[str, str, dict[str, Any]]] = [
     ("N = 10 (PowerTrip-v0)", "PowerTrip-v0", {}),
-    (
-        "N = 16 (drawn catalogue)",
-        "PowerTrip-Random-v0",
-        {"sites": SiteSampler(n_sites=(16, 16)), "max_sites": 16},
-    ),
+    *((f"N = {n} (drawn catalogues)", "PowerTrip-Random-v0", _drawn(n)) for n in (12, 14, 16)),
     ("N = 32 (PowerTrip-Large-v0)", "PowerTrip-Large-v0", {}),
 ]
 
