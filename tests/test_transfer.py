@@ -316,6 +316,17 @@ def test_readme_shows_the_table_the_pretrained_agent_achieved() -> None:
         assert f"| {label} |" in block
 
 
+def test_readme_shows_the_beyond_16_table_the_pretrained_agent_achieved() -> None:
+    results = (pretrained_model_path().parent / "RESULTS.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- results:beyond-16 -->\n")[1].split("<!-- /results:beyond-16 -->")[0]
+    assert block.strip() and block.strip() in results
+    for label, *_ in pretrain.BEYOND_16:
+        assert label in block.splitlines()[0]
+    for name in ("pretrained", "PowerTrip", "FedZeroLike", "BestFixedSet", "BeamPlanner"):
+        assert f"| {name} |" in block or f"| **{name}** |" in block, name
+
+
 def test_evaluate_cli_runs_the_pretrained_agent(tmp_path: Path) -> None:
     from baselines.evaluate import main
 
