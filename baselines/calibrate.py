@@ -44,7 +44,13 @@ import gymnasium as gym
 import numpy as np
 
 import powertrip_env
-from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
+from powertrip_env.atomic import (
+    OutputDirError,
+    check_output_dir,
+    result_dir,
+    stop_codes,
+    write_text,
+)
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
@@ -329,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     base = args.scenario if args.scenario else scenario.name
     command = " ".join(["python -m baselines.calibrate", *(argv or sys.argv[1:])])
-    try:
+    with stop_codes(OutputDirError) as stop:
         recorded = record(args.env, args.episodes, args.seed, args.scenario, args.max_rounds)
         fitted = fit(recorded, params, args.iterations)
         summary = {k: v for k, v in fitted.items() if not k.startswith("_")}
@@ -337,12 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        rounds=int(sum(len(r.accuracy) for r in recorded)))  # fmt: skip
         with result_dir(out, force=args.force) as tmp:  # every file, or none
             plotted = _write_results(tmp, recorded, fitted, summary, str(base), command)
-    except OutputDirError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; no results written", file=sys.stderr)
-        return 130
+    if stop.code:
+        return stop.code
     print(calibrated_toml(fitted, str(base), command))
     print(
         f"written to {out}: calibrated.toml, rounds.csv, fit.json"

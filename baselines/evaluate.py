@@ -50,12 +50,18 @@ import powertrip_env
 from baselines.base import Policy
 from baselines.models import ALGOS, EvaluationError, load_agent, model_label
 from baselines.registry import REFERENCES, default_policy_names, make_policy
-from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
+from powertrip_env.atomic import (
+    OutputDirError,
+    check_output_dir,
+    result_dir,
+    stop_codes,
+    write_text,
+)
+from powertrip_env.episodes import SPLITS
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 from powertrip_env.scenario import scenario_names
 from powertrip_env.scenario.power_data import iso_utc
-from powertrip_env.simulation import SPLITS
 
 EPISODE_COLUMNS = (
     "policy",
@@ -723,7 +729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     run = f"{args.env}-{Path(args.scenario).stem}" if args.scenario else args.env
     out = Path(args.out) if args.out else Path("results") / f"{run}-{args.split}"
-    try:
+    with stop_codes(EvaluationError) as stop:
         result = evaluate(
             args.env,
             policies,
@@ -736,12 +742,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=not args.no_progress,
             force=args.force,
         )
-    except EvaluationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; no results written", file=sys.stderr)
-        return 130
+    if stop.code:
+        return stop.code
     print(result.to_markdown())
     print(f"results written to {out}")
     return 0

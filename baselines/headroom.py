@@ -40,7 +40,13 @@ import powertrip_env
 from baselines.base import MAX_EXHAUSTIVE_SITES
 from baselines.evaluate import EvaluationError, evaluate, make_env, powertrip_env_ids
 from baselines.references import lower_bound_h
-from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
+from powertrip_env.atomic import (
+    OutputDirError,
+    check_output_dir,
+    result_dir,
+    stop_codes,
+    write_text,
+)
 
 ONE_SHOT_BELOW = 1.02
 POLICIES = ("BeamPlanner", "BestFixedSet", "MyopicOptimal", "PowerTrip", "AllSites")
@@ -176,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summaries, frames = [], []
-    try:
+    with stop_codes(EvaluationError, OutputDirError) as stop:
         for env_id in env_ids:
             summary, frame = headroom(
                 env_id, episodes=args.episodes, seed=args.seed, scenario=args.scenario,
@@ -184,24 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
             summaries.append(summary)
             frames.append(frame)
-    except EvaluationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; no results written", file=sys.stderr)
-        return 130
-    table = to_markdown(summaries)
-    try:
+        table = to_markdown(summaries)
         with result_dir(out, force=args.force) as tmp:  # both files, or neither
             episodes = pd.concat(frames).to_csv(index=False, lineterminator="\n")
             write_text(tmp / "headroom.csv", episodes)
             write_text(tmp / "headroom.md", table)
-    except OutputDirError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; no results written", file=sys.stderr)
-        return 130
+    if stop.code:
+        return stop.code
     print(table)
     if not all(s["bound_holds"] for s in summaries):
         print(

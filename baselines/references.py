@@ -67,9 +67,10 @@ def play_on_copy(env: Any, policy: Policy) -> PolicyRun:
     """CLAIRVOYANT: ``policy`` played from the episode's current state to its end, on a copy.
 
     The copy is the unwrapped env itself, deep-copied except for what it shares read-only with
-    every env of its scenario (``sim``, ``params``, ``scenario``), so it costs a fraction of a
-    millisecond: same state, same jitter key, same power trace, and its own learner, reward
-    function and history, so the episode is unchanged. The env is deterministic given its
+    every env of its scenario (``sim``, ``params``, ``scenario``) and what is fixed when it is
+    made (``layout``, ``starts``), so it costs a fraction of a millisecond: same state, same
+    jitter key, same power trace, and its own learner, reward function and history, so the
+    episode is unchanged. The env is deterministic given its
     state, so the copy runs exactly the rounds the episode would run if ``policy`` played it,
     and its masks, replayed in the episode, reproduce its time to accuracy.
 
@@ -79,7 +80,7 @@ def play_on_copy(env: Any, policy: Policy) -> PolicyRun:
     ``Policy`` asks). ``policy`` is reset on the copy and left bound to it.
     """
     real = env.unwrapped
-    shared = (real.sim, real.params, real.scenario)
+    shared = (real.sim, real.params, real.scenario, real.layout, real.starts)
     twin = copy.deepcopy(real, {id(x): x for x in shared})
     policy.reset(twin)
     obs: Any = None

@@ -52,7 +52,13 @@ from baselines.evaluate import (
     evaluate,
     start_days,
 )
-from powertrip_env.atomic import OutputDirError, check_output_dir, result_dir, write_text
+from powertrip_env.atomic import (
+    OutputDirError,
+    check_output_dir,
+    result_dir,
+    stop_codes,
+    write_text,
+)
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 
@@ -301,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ImportError, OutputDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:
+    with stop_codes(EvaluationError, OutputDirError) as stop:
         summary, frame = validate(
             args.env, policies, episodes=args.episodes, seed=args.seed, scenario=args.scenario,
             progress=not args.no_progress,
@@ -311,12 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text(tmp / "validation.csv", frame.to_csv(index=False, lineterminator="\n"))
             write_text(tmp / "validation.md", table)
             plot(summary, tmp / "validation.png")
-    except (EvaluationError, OutputDirError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; no results written", file=sys.stderr)
-        return 130
+    if stop.code:
+        return stop.code
     print(table)
     print(json.dumps(summary))
     return 0

@@ -10,8 +10,10 @@ old file or the new one, never half of one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -178,6 +180,33 @@ def result_dir(path: str | os.PathLike[str], *, force: bool = False) -> Iterator
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@dataclasses.dataclass
+class Stop:
+    """How the run under ``stop_codes`` ended: ``code`` is 0 if it finished."""
+
+    code: int = 0
+
+
+@contextlib.contextmanager
+def stop_codes(*errors: type[Exception]) -> Iterator[Stop]:
+    """Run the long part of a result-writing command; a stop becomes its exit code.
+
+    Every such command ends a failed run the same way: one of ``errors`` (a bad input the run
+    only meets on the way) prints ``error: ...`` and sets 2; Ctrl-C says that no result was
+    written (``result_dir`` leaves the earlier set as it was) and sets 130. Both are swallowed,
+    so the command returns ``code`` when it is not 0.
+    """
+    stop = Stop()
+    try:
+        yield stop
+    except errors as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        stop.code = 2
+    except KeyboardInterrupt:
+        print("interrupted; no results written", file=sys.stderr)
+        stop.code = 130
 
 
 def _umask() -> int:

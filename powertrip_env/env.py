@@ -12,11 +12,12 @@ import numpy as np
 from powertrip_env import dynamics
 from powertrip_env.clairvoyant import Clairvoyant
 from powertrip_env.dynamics.features import document_env
+from powertrip_env.episodes import base_from
 from powertrip_env.learners import Learner, is_surrogate, make_learner
+from powertrip_env.options import configure
 from powertrip_env.rewards import RewardFn
 from powertrip_env.scenario import Scenario
 from powertrip_env.scenario.sampling import SiteSampler, as_sampler
-from powertrip_env.simulation import Simulation, base_from, configure, load_simulation, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
 
@@ -81,7 +82,7 @@ class PowerTripEnv(gym.Env):
 
     ## Info
 
-    `reset` and every `step` return the same keys (`simulation.INFO_KEYS`), each a numpy scalar
+    `reset` and every `step` return the same keys (`layout.INFO_KEYS`), each a numpy scalar
     (float64 or int64), a 0-d bool array (`idle`, `cut`, `success`: Gymnasium's vector envs
     stack np.bool_ scalars as objects, 0-d arrays as bool) or a per-site numpy array, so
     libraries that read info as arrays (TorchRL, Tianshou, vector envs) see one layout from the
@@ -189,26 +190,26 @@ class PowerTripEnv(gym.Env):
         sites: str | SiteSampler | None = None,
     ) -> None:
         self.sampler = as_sampler(sites)
-        setup = configure(
+        self._setup = configure(
             scenario, reward_mode=reward_mode, obs_mode=obs_mode, action_mode=action_mode,
             split=split, jitter=jitter, render_mode=render_mode, max_sites=max_sites,
             render_modes=tuple(self.metadata["render_modes"]), sampler=self.sampler,
         )  # fmt: skip
         self.learner = make_learner(learner)
-        if self.sampler is not None and not is_surrogate(self.learner):
+        self._learns = not is_surrogate(self.learner)  # else the kernel's accuracy stands
+        if self.sampler is not None and self._learns:
             raise ValueError(
                 f"learner={learner!r} with sites={sites!r}: real training keeps one model per "
                 "site catalogue; drawn catalogues run the surrogate learner only"
             )
-        self._base_sim = setup.sim
-        self._use(setup.sim)
-        setup.apply(self)
-        self.action_space = setup.action_space
-        self.observation_space = setup.observation_space
+        self._setup.apply(self)  # sim, params, scenario, layout, starts, reward_fn, ...
+        self.action_space = self.layout.action_space
+        self.observation_space = self.layout.observation_space
         self.state: dynamics.SimState | None = None  # the episode, as a batch of one
-        self._base: int | None = None  # drawn from np_random when seeded (simulation.base_from)
+        self._base: int | None = None  # drawn from np_random when seeded (episodes.base_from)
         self._episode = 0  # episodes since then
-        self._history: list[tuple[float, float]] = []
+        self._history: list[tuple[float, float]] = []  # (elapsed s, accuracy) per round
+        self._plots = self.render_mode == "rgb_array"  # the one reader of the history
 
     # ------------------------------------------------------------------ gym API
 
@@ -219,39 +220,35 @@ class PowerTripEnv(gym.Env):
         if seed is not None or self._base is None:  # else the next episode of the same base
             self._base, self._episode = base_from(self.np_random), 0
         if self.sampler is not None:  # a new catalogue, drawn from the generator
-            drawn = self.sampler.draw(self._base_sim.scenario, self.np_random)
-            sigma = self._base_sim.params.jitter_sigma  # the jitter asked for at construction
-            self._use(load_simulation(drawn).with_jitter(sigma))
-        starts, keys, seeds = self.sim.new_episodes(
-            np.array([self._base]), np.array([self._episode]), self.split, options
+            drawn = self.sampler.draw(self._setup.sim.scenario, self.np_random)
+            self._setup.drawn(drawn).apply(self)
+        self.state, seeds = self.starts.begin(
+            np.array([self._base]), np.array([self._episode]), options
         )
         self._episode += 1
-        self.state = dynamics.initial_state(self.params, starts, keys)
-        if not is_surrogate(self.learner):
+        if self._learns:
             accuracy = self.learner.reset(self.sim, int(seeds[0]))
             self.state = self.state.replace(accuracy=accuracy)
         self._history = [(0.0, float(self.state.accuracy[0]))]
-        return self._observe(), self.sim.reset_info(self.state, self.max_sites, row=0)
+        obs = self.layout.first(self.layout.observe(self.state))
+        return obs, self.layout.first_info(self.layout.reset_info(self.state))
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self.state is None:
             raise RuntimeError("call reset() before step()")
-        mask = self.sim.as_masks(action, self.action_space, 1, self.max_sites)
-        result, obs = self.sim.step(self.state, mask, self.obs_mode, self.max_sites)
-        if not is_surrogate(self.learner):
+        mask = self.layout.as_masks(action, self.action_space, 1)
+        result, obs = self.layout.step(self.state, mask)
+        if self._learns:
             result = self._learn(result)
         self.state = result.state
         record = result.record[0].tolist()
-        info = self.sim.round_info(result, self.max_sites, row=0, record=record)
-        column = self.reward_fn.record_column
-        if column is None:
-            reward = float(self.reward_fn(self.params, result)[0])
-        else:
-            reward = record[column]
-        self._history.append((info["elapsed_s"], info["accuracy"]))
+        info = self.layout.episode_info(result, record)
+        reward = float(self.reward_fn(self.params, result)[0])  # as the vector env's rewards
+        if self._plots:
+            self._history.append((info["elapsed_s"], info["accuracy"]))
         terminated = record[dynamics.R_TERMINATED] > 0.0
         truncated = record[dynamics.R_TRUNCATED] > 0.0
-        return self._first(obs), reward, terminated, truncated, info
+        return self.layout.first(obs), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
@@ -268,10 +265,7 @@ class PowerTripEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """(2N,) bool for MaskablePPO: per site [may choose 0, may choose 1]; (2M,) when padded."""
-        available = self._padded(self.available())
-        out = np.ones((available.size, 2), dtype=bool)
-        out[:, 1] = available
-        return out.ravel()
+        return self.layout.action_masks(self.available())
 
     def decision_view(self) -> DecisionView:
         """What a policy may know now: power, powered GPUs, rates, RTTs, the forecast issued
@@ -326,26 +320,6 @@ class PowerTripEnv(gym.Env):
         before = float(self.state.accuracy[0])
         after = self.learner.round(result, 0)
         return result.with_accuracy(self.params, before, after)
-
-    def _use(self, sim: Simulation) -> None:
-        """Run episodes on ``sim`` from now on (at construction, and per drawn catalogue)."""
-        self.sim = sim
-        self.params = sim.params
-        self.scenario = sim.scenario
-        self.site_names = tuple(s.name for s in sim.scenario.sites)
-
-    def _padded(self, values: np.ndarray) -> np.ndarray:
-        """An (N,) per-site array as (M,) with zeros for padded sites, when padding."""
-        return pad_sites(values[None], self.max_sites)[0]
-
-    def _observe(self) -> Any:
-        return self._first(self.sim.observe(self.state, self.obs_mode, self.max_sites))
-
-    def _first(self, obs: Any) -> Any:
-        """The one episode of a batched observation."""
-        if self.obs_mode == "dict":
-            return {key: value[0] for key, value in obs.items()}
-        return obs[0]
 
     def _require_state(self) -> None:
         if self.state is None:

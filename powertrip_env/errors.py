@@ -1,10 +1,12 @@
-"""Error types for bad user input.
+"""Error types for bad user input, and the one wording of a bad choice.
 
-Both subclass ``ValueError`` so callers that already guard against bad values keep working,
-while tools (and tests) can tell a broken scenario from a broken trace.
+Both error types subclass ``ValueError`` so callers that already guard against bad values keep
+working, while tools (and tests) can tell a broken scenario from a broken trace.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class ScenarioError(ValueError):
@@ -13,3 +15,14 @@ class ScenarioError(ValueError):
 
 class TraceError(ValueError):
     """A power-trace file is unreadable, malformed or out of range."""
+
+
+def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    """Validate a keyword argument against its allowed values, naming both.
+
+    The layout, the episode starts and the constructor checks each own some of the choices;
+    written here, below all of them, a bad choice reads the same whichever one refuses it.
+    """
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not supported; allowed: {', '.join(allowed)}")
+    return value

@@ -17,9 +17,10 @@ from powertrip_env import dynamics
 class RewardFn:
     """A reward of a round for every episode of a batch: ``fn(params, result) -> (B,) floats``.
 
-    ``column`` names the simulator's record column a built-in reward is computed into (the
-    kernel writes both documented rewards every round), so an environment reads it instead of
-    calling; a user's reward leaves it None and is called.
+    Both environments call it, the single one with its batch of one, so a reward is computed
+    one way whichever env runs it. ``column`` names the simulator's record column a built-in
+    reward is computed into (the kernel writes both documented rewards every round), so calling
+    one costs a copy of that column; a user's reward leaves it None and overrides ``__call__``.
     """
 
     name = "reward"
@@ -32,12 +33,6 @@ class RewardFn:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-
-    @property
-    def record_column(self) -> int | None:
-        """The record column that holds this reward, or None if it must be called (a user's
-        reward, or a subclass of a built-in one that overrides ``__call__``)."""
-        return self.column if type(self).__call__ is RewardFn.__call__ else None
 
 
 class ExcessGain(RewardFn):

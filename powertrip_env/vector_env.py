@@ -4,7 +4,7 @@ The dynamics are the simulator's batched functions, the very ones the single env
 batch of one, so sub-environment i behaves exactly like ``gym.make(ID)`` reset with the same
 seed: same observations, rewards, flags and infos, bit for bit (``tests/test_vector_env.py``
 checks it against Gymnasium's ``SyncVectorEnv``). Randomness is counter-based: seeding a
-sub-environment draws one number from a generator seeded alike (``simulation.base_from``), and
+sub-environment draws one number from a generator seeded alike (``episodes.base_from``), and
 each episode's start time and jitter key are hashes of it and the episode's index, its jitter a
 hash of the key, the round and the site. So a step, autoresets included, is one call of the
 compiled simulator over the whole batch, with no Python loop over sub-environments.
@@ -25,8 +25,9 @@ from gymnasium.vector.utils import batch_space
 
 from powertrip_env import dynamics
 from powertrip_env.env import PowerTripEnv
+from powertrip_env.episodes import base_from
+from powertrip_env.options import ENV_OPTIONS, configure
 from powertrip_env.scenario import Scenario
-from powertrip_env.simulation import ENV_OPTIONS, base_from, configure, pad_sites
 from powertrip_env.view import DecisionView, decision_view
 
 # The single env's signature is where the options' defaults are written (and documented).
@@ -51,7 +52,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
       env. ``sites`` (a catalogue per episode) is refused: use a ``SyncVectorEnv``.
     * ``step`` returns rewards float64 ``(B,)``, terminations and truncations bool ``(B,)``, and
       the single env's info in Gymnasium's vector format: every key of
-      ``simulation.INFO_KEYS`` as a numeric ``(B,)`` or ``(B, N)`` array, at reset and at every
+      ``layout.INFO_KEYS`` as a numeric ``(B,)`` or ``(B, N)`` array, at reset and at every
       step (a restarting sub-environment reports its reset info), each with a ``_key`` bool
       mask of the sub-environments that reported it: all of them, except after a partial
       ``reset`` (``options["reset_mask"]``), whose other rows are 0 and masked out, as in
@@ -117,17 +118,13 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             )
         options = {**_SINGLE_ENV_DEFAULTS, **options}
         setup = configure(scenario, render_modes=tuple(self.metadata["render_modes"]), **options)
-        self.sim = setup.sim
-        self.params = self.sim.params
-        self.scenario = self.sim.scenario
+        setup.apply(self)  # sim, params, scenario, layout, starts, reward_fn, ...
         self.num_envs = int(num_envs)
-        setup.apply(self)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self.single_action_space = setup.action_space
-        self.single_observation_space = setup.observation_space
+        self.single_action_space = self.layout.action_space
+        self.single_observation_space = self.layout.observation_space
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.site_names = tuple(s.name for s in self.scenario.sites)
         # as Gymnasium's own vector envs expose it (TorchRL and others read the attribute)
         self.autoreset_mode = AutoresetMode.NEXT_STEP
 
@@ -172,40 +169,35 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 self._seeded[i], self._episodes[i] = True, 0
         self._restart(rows, options or None)
         self._autoreset[rows] = False
-        return self._observe(), self._reset_info(rows)
+        return self.layout.observe(self.state), self._reset_info(rows)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self.state is None:
             raise RuntimeError("call reset() before step()")
-        masks = self.sim.as_masks(actions, self.action_space, self.num_envs, self.max_sites)
+        masks = self.layout.as_masks(actions, self.action_space, self.num_envs)
         restart = self._autoreset
         # Every row steps (one kernel call is cheapest whole); rows that restart are then
         # replaced by their reset, and their action is ignored.
-        result, obs = self.sim.step(self.state, masks, self.obs_mode, self.max_sites)
+        result, obs = self.layout.step(self.state, masks)
         stepped = result.state
-        rewards = self.reward_fn(self.params, result)
+        rewards = self.reward_fn(self.params, result)  # as the single env's reward
         terminated, truncated = result.terminated, result.truncated
         limit = self._step_limit()
         if limit is not None:
             truncated = truncated | (stepped.rounds >= limit)  # as TimeLimit does
         # every key for every row: after the round, or (rows that restart) their reset info
-        info = self.sim.round_info(result, self.max_sites)
+        info = self.layout.round_info(result)
 
         self.state = stepped
         if restart.any():
             self._restart(restart, None)
             index = np.flatnonzero(restart)
             fresh_state = self.state.take(index)
-            fresh = self.sim.observe(fresh_state, self.obs_mode, self.max_sites)
-            if self.obs_mode == "dict":
-                for key, value in fresh.items():
-                    obs[key][index] = value
-            else:
-                obs[index] = fresh
+            self.layout.put(obs, index, self.layout.observe(fresh_state))
             rewards[restart] = 0.0
             terminated[restart] = False
             truncated[restart] = False
-            for key, value in self.sim.reset_info(fresh_state, self.max_sites).items():
+            for key, value in self.layout.reset_info(fresh_state).items():
                 info[key][index] = value
         self._autoreset = terminated | truncated
         return obs, rewards, terminated, truncated, self._masked(info, np.ones(self.num_envs, bool))
@@ -225,10 +217,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
 
     def action_masks(self) -> np.ndarray:
         """(B, 2N) bool for MaskablePPO: per site [may choose 0, may choose 1]; (B, 2M) padded."""
-        available = pad_sites(self.available(), self.max_sites)
-        out = np.ones((*available.shape, 2), dtype=bool)
-        out[:, :, 1] = available
-        return out.reshape(self.num_envs, -1)
+        return self.layout.action_masks(self.available())
 
     def decision_view(self, i: int = 0) -> DecisionView:
         """What a policy may know now in sub-environment ``i`` (``PowerTripEnv.decision_view``)."""
@@ -243,9 +232,6 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         return dynamics.available_now(self.params, self.state)
 
     # ------------------------------------------------------------------ helpers
-
-    def _observe(self) -> Any:
-        return self.sim.observe(self.state, self.obs_mode, self.max_sites)
 
     def _step_limit(self) -> int | None:
         """``max_episode_steps``, from the constructor or else the registration."""
@@ -271,11 +257,8 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
     def _restart(self, rows: np.ndarray, options: dict[str, Any] | None) -> None:
         """New episodes in the sub-environments at bool ``rows``: one call for all of them."""
         index = np.flatnonzero(rows)
-        starts, keys, _ = self.sim.new_episodes(
-            self._bases[index], self._episodes[index], self.split, options
-        )
+        fresh, _ = self.starts.begin(self._bases[index], self._episodes[index], options)
         self._episodes[index] += 1
-        fresh = dynamics.initial_state(self.params, starts, keys)
         if self.state is None or index.size == self.num_envs:
             self.state = fresh
         else:
@@ -285,7 +268,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         """The single env's reset info for the sub-environments at bool ``rows``; the other
         rows (a partial reset) are unreported: masked out and zero, as ``SyncVectorEnv``
         leaves them."""
-        info = self.sim.reset_info(self.state, self.max_sites)
+        info = self.layout.reset_info(self.state)
         if not rows.all():
             for value in info.values():
                 value[~rows] = 0

@@ -22,6 +22,7 @@ from scenario_files import GPU_CSV, dump_toml, scenario_doc, site, write_trace
 
 import powertrip_env
 from powertrip_env import ScenarioError, TraceError, load_scenario, scenario_names
+from powertrip_env.episodes import EpisodeStarts
 from powertrip_env.scenario import scenario_path
 from powertrip_env.scenario.extends import TIED_FIELDS
 from powertrip_env.simulation import load_simulation
@@ -379,7 +380,7 @@ def test_time_budget_longer_than_a_split_is_a_scenario_error_naming_the_split(fo
     path = write(folder, doc)
     load_scenario(path)  # well formed on its own: the split's length is known with the data
     with pytest.raises(ScenarioError) as info:
-        load_simulation(path).split_start_rows("train")
+        EpisodeStarts(load_simulation(path), "train")
     assert_mentions(str(info.value), path.name, "train split", "time_budget_h", "30.0")
 
 

@@ -912,3 +912,27 @@ def test_a_reward_of_ones_own_is_a_reward_fn_and_the_vector_env_takes_it_too() -
     assert r_mine == r_plain - 1e-4 * info["round_energy_kwh"] == r_vec[0]
     with pytest.raises(ValueError, match=r"reward_mode=7 .*excess_gain, gain_rate or a"):
         gym.make("PowerTrip-v0", reward_mode=7)
+
+
+def test_the_clock_never_reads_past_the_time_budget() -> None:
+    """A round that reaches the budget stops at start + budget; the reported elapsed time is
+    the budget itself, not one rounding step above it (seen on KWS: 7200.000000000001 s)."""
+    env = gym.make("PowerTrip-KWS-v0")
+    budget_s = env.unwrapped.scenario.episode.time_budget_h * 3600.0
+    cut = 0
+    for seed in range(12):
+        # fractional starts: start + budget − start is then rarely the budget exactly
+        env.reset(seed=seed, options={"start_time": (seed + 0.123456789) * 28_800.0})
+        rng = np.random.default_rng(seed)
+        done = False
+        while not done:
+            action = (rng.random(env.action_space.shape) < 0.15).astype(np.int8)
+            _, _, terminated, truncated, info = env.step(action)
+            assert info["elapsed_s"] <= budget_s, info["elapsed_s"]
+            done = terminated or truncated
+        if not info["success"]:
+            cut += 1
+            # the deadline is start + budget, rounded: elapsed may fall a rounding step short
+            assert info["elapsed_s"] == pytest.approx(budget_s, rel=0, abs=1e-6)
+            assert info["tta_h"] == budget_s / 3600.0
+    assert cut > 0, "no episode ran into the budget"

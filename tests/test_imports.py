@@ -12,8 +12,10 @@ The layers, bottom first (a module may import from its own layer and the ones be
 
 Inside ``powertrip_env`` the layers of ``POWERTRIP_ENV_LAYERS`` hold the same way: a module of
 a listed package imports, of ``powertrip_env``, only modules of its own layer and the layers
-below. A module that is in no listed layer may import any other, but a listed one may not
-import it. Extend the list as the package grows; a prefix that does not exist is skipped.
+below. A module belongs to the deepest listed name that holds it, so ``powertrip_env`` itself,
+last, stands for its ``__init__`` (the registration) and for any module no other name lists:
+such a module may import any other, but a listed one below may not import it. Extend the list
+as the package grows; a prefix that does not exist is skipped.
 
 The graph comes from the source with ``ast``: every ``import`` and ``from ... import``, at
 module level and inside functions, relative ones resolved. ``from a import b`` is an edge to
@@ -40,9 +42,22 @@ LAYERS = ("powertrip_env", "baselines", "agents", "train_agent")
 
 POWERTRIP_ENV_LAYERS: tuple[tuple[str, ...], ...] = (
     ("powertrip_env.dynamics",),  # the kernel: nothing else from powertrip_env
-)
+    ("powertrip_env.errors", "powertrip_env.atomic"),  # bad input and safe writes: nothing either
+    ("powertrip_env.scenario",),  # scenario files and power data
+    # what a scenario and the kernel make: the loaded tables, rewards, progress models, what a
+    # policy may see, what a reference may foresee, pictures
+    ("powertrip_env.simulation", "powertrip_env.rewards", "powertrip_env.learners",
+     "powertrip_env.view", "powertrip_env.clairvoyant", "powertrip_env.render"),
+    # the environment's contract, bound once per env: spaces, observations, actions and info;
+    # where episodes start
+    ("powertrip_env.layout", "powertrip_env.episodes"),
+    ("powertrip_env.options",),  # the constructor arguments, checked into the layers below
+    ("powertrip_env.env", "powertrip_env.vector_env"),  # the Gymnasium adapters
+    # the registration (``__init__``) and other libraries' glue over the adapters
+    ("powertrip_env.integrations", "powertrip_env"),
+)  # fmt: skip
 """``powertrip_env``'s own layers, bottom first: module or package names (a package stands for
-everything under it). Extend it as the package grows."""
+everything under it that no deeper name lists). Extend it as the package grows."""
 
 
 @dataclass(frozen=True)
@@ -196,11 +211,11 @@ def _layer(module: str) -> int:
 
 
 def _inner_layer(module: str, layers: tuple[tuple[str, ...], ...]) -> int | None:
-    """Index of the listed layer ``module`` is in (itself or a package above it), else None."""
-    for i, names in enumerate(layers):
-        if any(module == name or module.startswith(f"{name}.") for name in names):
-            return i
-    return None
+    """Index of the layer of the deepest listed name that holds ``module`` (itself or a package
+    above it), else None."""
+    holders = [(name.count("."), i) for i, names in enumerate(layers) for name in names
+               if module == name or module.startswith(f"{name}.")]  # fmt: skip
+    return max(holders)[1] if holders else None
 
 
 def inner_violations(edges: list[Edge], layers: tuple[tuple[str, ...], ...]) -> list[Edge]:
@@ -270,6 +285,13 @@ def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
              Edge("powertrip_env.k.a", "powertrip_env.errors", here, 4, True),  # unlisted
              Edge("powertrip_env.env", "powertrip_env.s", here, 5, False)]  # fmt: skip
     assert [e.line for e in inner_violations(inner, layers)] == [3, 4]
+    # the deepest listed name decides: the root, listed last, holds what nothing else lists
+    nested = (*layers, ("powertrip_env",))
+    inner = [Edge("powertrip_env", "powertrip_env.s", here, 1, False),  # down from the root
+             Edge("powertrip_env.new", "powertrip_env.k.a", here, 2, False),  # unlisted: the root's
+             Edge("powertrip_env.s", "powertrip_env.new", here, 3, False),  # up into the root's
+             Edge("powertrip_env.k.a", "powertrip_env", here, 4, False)]  # fmt: skip
+    assert [e.line for e in inner_violations(inner, nested)] == [3, 4]
 
 
 def _fresh_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -300,14 +322,22 @@ def test_a_layer_runs_without_the_layers_above(code: str, absent: tuple[str, ...
     assert not loaded & set(absent), loaded & set(absent)
 
 
-def test_a_saved_agent_brings_its_policy_classes_in_through_the_plugins() -> None:
+def test_a_saved_agent_brings_its_policy_classes_in_through_the_plugins(tmp_path: Path) -> None:
     """``baselines.models`` loads an agent saved with ``agents``' SitePolicy in a process that
     never imported ``agents``: it imports its ``PLUGINS`` by name, which register the class."""
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    from agents.site_policy import SitePolicy
+
+    env = gym.make("PowerTrip-v0", obs_mode="dict")
+    path = tmp_path / "sites.zip"
+    PPO(SitePolicy, env, n_steps=32, batch_size=32, device="cpu", seed=0).save(path)
     code = (
         "from baselines import models\n"
         "assert not any(name.startswith('agents.') for names in models._POLICY_CLASSES.values()"
         " for name in names)\n"
-        "agent, _ = models.load_agent('pretrained', 'ppo', 'pretrained', 'PowerTrip-v0')\n"
+        f"agent, _ = models.load_agent({str(path)!r}, 'ppo', 'sites', 'PowerTrip-v0')\n"
         "print(type(agent.model.policy).__module__)"
     )
     check = "\nimport sys\nprint(sorted({m.split('.')[0] for m in sys.modules}))"

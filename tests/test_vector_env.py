@@ -583,12 +583,12 @@ def test_vector_envs_stepped_from_two_threads_at_once_stay_exact():
 
 
 def test_the_vector_env_takes_the_single_envs_options_with_the_same_defaults():
-    """The vector env passes its options through to ``simulation.configure`` with the defaults
+    """The vector env passes its options through to ``options.configure`` with the defaults
     ``PowerTripEnv`` documents in its signature; unknown names are refused."""
     import inspect
 
     from powertrip_env.env import PowerTripEnv
-    from powertrip_env.simulation import ENV_OPTIONS
+    from powertrip_env.options import ENV_OPTIONS
 
     single = inspect.signature(PowerTripEnv.__init__).parameters
     assert set(ENV_OPTIONS) | {"self", "scenario", "learner", "sites"} == set(single)
