@@ -148,24 +148,31 @@ def build(env: Any) -> Candidates:
                 picks.append(keep if eff[best] < (1.0 + STICKY_MARGIN) * eff[keep] else best)
         rows = np.array([keep, *picks])
         masks[:] = pool[rows]
-        slot_features[:] = _describe(now, pool, full, steady, current, keep)[rows]
+        times = (t_full, t_steady, join_s)
+        slot_features[:] = _describe(now, pool, full, steady, times, current, keep)[rows]
     features = np.concatenate([slot_features.ravel(), global_features]).astype(np.float32)
     return Candidates(masks, np.clip(features, -10.0, 10.0))
 
 
 def _describe(
-    now: Any, pool: np.ndarray, full: Any, steady: Any, current: np.ndarray, keep: int
+    now: Any,
+    pool: np.ndarray,
+    full: Any,
+    steady: Any,
+    times: tuple[np.ndarray, np.ndarray, np.ndarray],
+    current: np.ndarray,
+    keep: int,
 ) -> np.ndarray:
-    """(M, len(SLOT_FEATURES)): each pooled set in the terms of ``SLOT_FEATURES``."""
-    t_full = np.asarray(full.round_time_s, dtype=np.float64)
-    t_steady = np.asarray(steady.round_time_s, dtype=np.float64)
+    """(M, len(SLOT_FEATURES)): each pooled set in the terms of ``SLOT_FEATURES``; ``times``
+    are ``build``'s round times with and without joins and their difference."""
+    t_full, t_steady, join_s = times
     size = pool.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         eff_full = np.where(t_full > 0, full.delta_progress / t_full, 0.0)
         eff_steady = np.where(t_steady > 0, steady.delta_progress / t_steady, 0.0)
         t_ref = t_steady[int(np.argmax(eff_steady))]
         log_time = np.log(np.where(t_full > 0, t_full / t_ref, 1.0))
-        join_share = np.where(t_full > 0, np.maximum(t_full - t_steady, 0.0) / t_full, 0.0)
+        join_share = np.where(t_full > 0, join_s / t_full, 0.0)
         joining = (pool & ~now.joined).sum(axis=1) / np.maximum(size, 1)
         union = (pool | current).sum(axis=1)
         overlap = np.where(union > 0, (pool & current).sum(axis=1) / union, 0.0)
@@ -176,7 +183,7 @@ def _describe(
         )  # > 1: the set's power is rising
         low = np.where(power > 0, now.forecast_power_w.min(axis=0) / power, 0.0)
         lowest = np.where(pool, low[None, :], np.inf).min(axis=1)
-        eff_8 = full.delta_progress / (t_steady + np.maximum(t_full - t_steady, 0.0) / 8.0)
+        eff_8 = full.delta_progress / (t_steady + join_s / 8.0)
         vs_keep_8 = _log_ratio(eff_8, eff_8[keep], current.any())
         vs_keep_steady = _log_ratio(eff_steady, eff_steady[keep], current.any())
     return np.column_stack(
@@ -204,6 +211,13 @@ def _log_ratio(values: np.ndarray, reference: float, has_reference: bool) -> np.
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.log(np.maximum(values, 0.0) / reference)
     return np.clip(np.nan_to_num(out, nan=-3.0, neginf=-3.0, posinf=3.0), -3.0, 3.0)
+
+
+def _as_action(env: gym.Env, mask: np.ndarray) -> np.ndarray:
+    """``mask`` of the N real sites as ``env``'s action: int8, zeros over ``max_sites``' padding."""
+    action = np.zeros(env.action_space.shape, dtype=np.int8)
+    action[: mask.shape[0]] = mask
+    return action
 
 
 class CandidateSets(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -234,9 +248,7 @@ class CandidateSets(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if not self.action_space.contains(np.int64(np.asarray(action).reshape(()))):
             raise ValueError(f"action={action!r}: expected an integer in [0, {N_SLOTS})")
         mask = self.candidates.masks[int(np.asarray(action).reshape(()))]
-        padded = np.zeros(self.env.action_space.shape, dtype=np.int8)  # max_sites pads it
-        padded[: mask.shape[0]] = mask
-        _, reward, terminated, truncated, info = self.env.step(padded)
+        _, reward, terminated, truncated, info = self.env.step(_as_action(self.env, mask))
         self.candidates = build(self.env.unwrapped)
         return self.candidates.features, reward, terminated, truncated, info
 
@@ -272,9 +284,7 @@ class CandidatePolicy(Policy):
             action, _ = self.model.predict(candidates.features, deterministic=self.deterministic)
             slot = int(np.asarray(action).reshape(()))
         mask = candidates.masks[slot]
-        padded = np.zeros(self.env.action_space.shape, dtype=np.int8)  # max_sites pads it
-        padded[: mask.shape[0]] = mask
-        return padded
+        return _as_action(self.env, mask)
 
 
 def numpy_actor(policy: Any) -> Callable[[np.ndarray], int] | None:

@@ -460,6 +460,15 @@ def load_model(
     ``env_id`` made with ``env_kwargs`` (plus the model's own observation and action modes),
     and SB3 files that could only be loaded by unpickling them (see ``_load_sb3``).
     """
+    model, kwargs, _ = _load(path, algo, env_id, env_kwargs)
+    return model, kwargs
+
+
+def _load(
+    path: str, algo: str, env_id: str, env_kwargs: Mapping[str, Any] | None
+) -> tuple[Any, dict[str, Any], ActionInterface | None]:
+    """``load_model``, plus the action interface the model acts through (None: the env's own
+    spaces), found once while its spaces are checked."""
     if algo not in ALGOS:
         raise EvaluationError(
             f"unknown algorithm {algo!r} for {path!r}; allowed: {', '.join(ALGOS)}"
@@ -470,7 +479,7 @@ def load_model(
         kwargs = {**base, **_model_env_kwargs(module, path)}
         obs, action = _space_shape(module.observation_space), _space_shape(module.action_space)
         _fitting_env_spaces(path, env_id, kwargs, obs, action)
-        return module, kwargs
+        return module, kwargs, None
     if path != PRETRAINED and (Path(path) / "rllib_checkpoint.json").is_file():
         raise EvaluationError(f"model {path!r} is an RLlib checkpoint; pass --algo rllib")
     return _load_sb3(_resolve_model_path(path), path, algo, env_id, base)
@@ -478,7 +487,7 @@ def load_model(
 
 def _load_sb3(
     file: Path, path: str, algo: str, env_id: str, base: dict[str, Any]
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, dict[str, Any], ActionInterface | None]:
     """Load an SB3 zip without unpickling anything in it (see the note above ``_POLICY_CLASSES``).
 
     The file is read once, and SB3 loads those bytes, so what was checked is what is loaded.
@@ -510,12 +519,13 @@ def _load_sb3(
         if shapes[key] is None:
             raise _unsafe(file, key, "has no readable shape")
     obs, action = shapes["observation_space"], shapes["action_space"]
-    interface = _interface_for(path, env_id, base, obs, action)
-    if interface is None:
+    found = _interface_for(path, env_id, base, obs, action)
+    interface = None if found is None else found[0]
+    if found is None:
         kwargs = {**base, **_mode_kwargs(obs, action, path)}
         obs_space, action_space = _fitting_env_spaces(path, env_id, kwargs, obs, action)
     else:
-        kwargs, (_, obs_space, action_space) = dict(base), interface
+        kwargs, (_, obs_space, action_space) = dict(base), found
     policy_class = _REGISTERED.get(policy)
     if policy_class is None:  # one of SB3's own
         module_name, class_name = policy.rsplit(".", 1)
@@ -540,7 +550,7 @@ def _load_sb3(
         model = algo_cls.load(io.BytesIO(raw), device="cpu", custom_objects=objects)
     except Exception as exc:  # SB3 raises many types for a broken file; report, don't trace
         raise EvaluationError(f"cannot load model {str(file)!r} as {algo}: {exc}") from None
-    return model, kwargs
+    return model, kwargs, interface
 
 
 def _is_pickled(item: Any) -> bool:
@@ -713,10 +723,8 @@ def load_agent(
 ) -> tuple[Policy, dict[str, Any]]:
     """The saved agent at ``path`` as a policy named ``label``, and the ``gym.make`` arguments
     of the env it runs on (``load_model``, whose refusals it raises)."""
-    model, kwargs = load_model(path, algo, env_id, env_kwargs)
+    model, kwargs, interface = _load(path, algo, env_id, env_kwargs)
     if algo == "rllib":
         return RLlibPolicy(model, label), kwargs
-    shapes = (_space_shape(model.observation_space), _space_shape(model.action_space))
-    found = _interface_for(path, env_id, kwargs, *shapes)
-    agent = SB3Policy(model, label) if found is None else found[0].policy(model, label)
+    agent = SB3Policy(model, label) if interface is None else interface.policy(model, label)
     return agent, kwargs
