@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,7 +192,9 @@ class BeamPlanner(Policy):
 
     name = "BeamPlanner"
 
-    def __init__(self, width: int = 8, lookahead: int = 8, top_k: int = 16) -> None:
+    def __init__(
+        self, width: int = 8, lookahead: int = 8, top_k: int = 16, starts: Sequence[Policy] = ()
+    ) -> None:
         super().__init__()
         if min(width, lookahead, top_k) < 1:
             raise ValueError(
@@ -199,6 +202,10 @@ class BeamPlanner(Policy):
                 "be >= 1"
             )
         self.width, self.lookahead, self.top_k = width, lookahead, top_k
+        # more deployable policies whose episodes the search starts from; the same instances
+        # every episode, so a policy with its own generator (RandomK) plays here exactly the
+        # episode it plays when evaluated in the same order
+        self.extra_starts = list(starts)
         self.plan: list[np.ndarray] = []
         self.planned_tta_h = float("nan")
         self.starts: dict[str, float] = {}  # TTA (h) of each starting plan
@@ -218,11 +225,13 @@ class BeamPlanner(Policy):
         """The complete plans the search must beat, from the env's current state.
 
         PowerTrip's and (N ≤ 16) MyopicOptimal's episodes, each played by a fresh policy on a
-        copy of the episode, and the best fixed set's.
+        copy of the episode, those of the ``starts`` given (the registry's ``BeamPlanner``
+        starts from every shipped deployable baseline), and the best fixed set's.
         """
-        starts = [PowerTrip()]
+        starts: list[Policy] = [PowerTrip()]
         if self.env.params.n_sites <= MAX_EXHAUSTIVE_SITES:
             starts.append(MyopicOptimal())
+        starts += [p for p in self.extra_starts if p.name not in {"PowerTrip", "MyopicOptimal"}]
         return [*(play_on_copy(self.env, policy) for policy in starts), best_fixed_set(self.env)]
 
     def search(self) -> tuple[list[np.ndarray], float]:

@@ -6,7 +6,8 @@ Usage::
 
     policy = make_policy("TopPower-3", n_sites=env.unwrapped.params.n_sites, seed=0)
 
-The names are fixed (``POLICIES``: ``PowerTrip``, ``MyopicOptimal``, the clairvoyant
+The names are fixed (``POLICIES``: ``PowerTrip``, ``MyopicOptimal``, the lookahead rules
+``HorizonRule`` and ``ForecastMPC`` with their tuned parameters, the clairvoyant
 ``BestFixedSet`` and ``BeamPlanner``, ...) or sized, ``<family>-<k>`` for 1 ≤ k ≤ N
 (``SIZED``: ``TopPower-3``, ``Nearest-2``, ...). This module sits above the policies
 (``baselines/policies.py``) and the references (``baselines/references.py``), which know
@@ -19,6 +20,7 @@ import re
 from collections.abc import Callable
 
 from baselines.base import MAX_EXHAUSTIVE_SITES, Policy
+from baselines.lookahead import TUNED, ForecastMPC, HorizonRule
 from baselines.policies import (
     AllSites,
     FastestK,
@@ -50,8 +52,12 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "OortLike": lambda n_sites, seed: OortLike(seed),
     "FedZeroLike": lambda n_sites, seed: FedZeroLike(),
     "MyopicOptimal": _myopic,
+    "HorizonRule": lambda n_sites, seed: HorizonRule(**TUNED["HorizonRule"]),
+    "ForecastMPC": lambda n_sites, seed: ForecastMPC(
+        int(TUNED["ForecastMPC"]["lookahead"]), TUNED["ForecastMPC"]["margin"]
+    ),
     "BestFixedSet": lambda n_sites, seed: BestFixedSet(),
-    "BeamPlanner": lambda n_sites, seed: BeamPlanner(),
+    "BeamPlanner": lambda n_sites, seed: _reference(n_sites, seed),
 }
 """Fixed-name policies: ``factory(n_sites, seed) -> Policy``. ``RandomK`` takes N // 2 sites."""
 
@@ -67,6 +73,14 @@ _SIZED_NAME = re.compile(r"^(?P<family>[A-Za-z]+)-(?P<k>\d+)$")
 
 REFERENCES = ("BestFixedSet", "BeamPlanner")
 """The clairvoyant references (``baselines/references.py``): ``--policies references``."""
+
+
+def _reference(n_sites: int, seed: int) -> BeamPlanner:
+    """The planner the benchmark scores against: started from the episode of every shipped
+    deployable baseline (``default_policy_names``, built with the same seed as when they are
+    evaluated), so that none of them beats it in any episode."""
+    starts = [make_policy(name, n_sites, seed) for name in default_policy_names(n_sites)]
+    return BeamPlanner(starts=starts)
 
 
 def _named(policy: Policy, name: str) -> Policy:
@@ -127,4 +141,9 @@ def default_policy_names(n_sites: int) -> list[str]:
     names += ["OortLike", "FedZeroLike"]
     if n_sites <= MAX_EXHAUSTIVE_SITES:
         names.append("MyopicOptimal")
-    return names
+    return [*names, *LOOKAHEAD]
+
+
+LOOKAHEAD = ("HorizonRule", "ForecastMPC")
+"""The strongest deployable baselines (``baselines/lookahead.py``): rules that charge a join
+over the rounds a set is kept, tuned on train days."""

@@ -19,16 +19,6 @@ import numpy as np
 from powertrip_env import dynamics
 
 
-@dataclass(frozen=True)
-class Trajectory:
-    """Where each of M simulated plans ended up."""
-
-    state: dynamics.SimState  # (M episodes) after the last round played, or where each ended
-    success: np.ndarray  # (M,) bool: reached the target accuracy
-    ended: np.ndarray  # (M,) bool: the episode ended (success or out of budget or rounds)
-    tta_h: np.ndarray  # (M,) elapsed hours at success, the time budget otherwise
-
-
 @dataclass(frozen=True, eq=False)
 class Clairvoyant:
     """The true dynamics from an episode's current state (``state``, a batch of one)."""
@@ -48,7 +38,7 @@ class Clairvoyant:
 
     def simulate(
         self, plan: np.ndarray, state: dynamics.SimState | None = None, rounds: int | None = None
-    ) -> Trajectory:
+    ) -> dynamics.Trajectory:
         """Play M plans on the true trace with the episode's jitter.
 
         ``plan`` is (M, N) bool, one set requested every round, or (M, R, N), a set per round.
@@ -56,28 +46,8 @@ class Clairvoyant:
         times. At most ``rounds`` rounds are played (default: R, or until every plan's episode
         ends); an episode that ends stops there.
         """
-        p = self.params
-        plan = np.asarray(plan, dtype=bool)
-        per_round = plan.ndim == 3
-        m = plan.shape[0]
         state = self.state if state is None else state
-        if state.batch != m:
-            state = state.take(np.zeros(m, dtype=np.intp))
-        limit = plan.shape[1] if per_round else p.max_rounds
-        limit = limit if rounds is None else min(limit, rounds)
-        ended = np.zeros(m, dtype=bool)
-        success = np.zeros(m, dtype=bool)
-        for r in range(limit):
-            live = np.flatnonzero(~ended)
-            if live.size == 0:
-                break
-            masks = plan[live, r] if per_round else plan[live]
-            result = dynamics.step_round(p, state.take(live), masks)
-            state = state.put(live, result.state)
-            ended[live] = result.terminated | result.truncated
-            success[live] = result.terminated
-        elapsed = np.where(success, state.time_s - state.start_s, p.time_budget_s)
-        return Trajectory(state, success, ended, elapsed / 3600.0)
+        return dynamics.play_plans(self.params, state, plan, rounds)
 
     def available(self, state: dynamics.SimState) -> np.ndarray:
         """(B, N) bool: the sites of each episode of ``state`` with a powered GPU now."""

@@ -299,6 +299,26 @@ class PowerTripEnv(gym.Env):
             return dynamics.RoundPrediction(*(float(a[0, 0]) for a in pred))
         return dynamics.RoundPrediction(*(a[0] for a in pred))
 
+    def predict_plan(self, plan: Any, rounds: int | None = None) -> dynamics.Trajectory:
+        """What-if of M plans over several rounds, judged from the forecast issued now.
+
+        ``plan`` is (M, N) bool, a set requested every round, or (M, R, N), a set per round; at
+        most ``rounds`` rounds are played. The plans run through the true dynamics
+        (``step_round``) on the world the forecast issued now describes
+        (``dynamics.forecast_world``), without jitter: no future actual is read, and the
+        state does not change. Its first round is ``predict_round``'s. The trajectory's
+        state is on the episode's clock. This is what a receding-horizon planner
+        (``baselines.lookahead.ForecastMPC``) plans with.
+        """
+        self._require_state()
+        m = np.asarray(plan, dtype=bool)
+        if m.ndim not in (2, 3) or m.shape[-1] != self.params.n_sites:
+            raise ValueError(
+                f"plan of shape {m.shape}: expected (M, {self.params.n_sites}) or "
+                f"(M, R, {self.params.n_sites})"
+            )
+        return dynamics.predict_plan(self.params, self.state, m, rounds)
+
     def clairvoyant(self) -> Clairvoyant:
         """CLAIRVOYANT: the episode's future (true power and its own jitter) from now.
 

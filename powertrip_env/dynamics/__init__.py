@@ -16,6 +16,7 @@ parameter, is in docs/model.md. The modules follow it:
 * ``round``: a round on the true trace (``step_round``), and the barrier the what-if shares;
 * ``observation`` and ``features``: the observation and its declared columns;
 * ``predict``: the what-if of candidate sets (``predict_round``);
+* ``plans``: plans played rounds ahead (``play_plans``), on the true trace or on a forecast;
 * ``state``: ``SimState`` and ``RoundResult``, the packed arrays by name;
 * ``formulas``: the model's formulas for tools that reason about it;
 * ``jit``: how the kernel is compiled and cached.
@@ -72,7 +73,14 @@ from powertrip_env.dynamics.layout import (
     TIME,
 )
 from powertrip_env.dynamics.observation import observe, step_observe
-from powertrip_env.dynamics.params import SimParams, build_params, great_circle_km, rtt_ms
+from powertrip_env.dynamics.params import (
+    SimParams,
+    build_params,
+    forecast_world,
+    great_circle_km,
+    rtt_ms,
+)
+from powertrip_env.dynamics.plans import Trajectory, play_plans, predict_plan
 from powertrip_env.dynamics.predict import RoundPrediction, predict_round
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.state import RoundResult, SimState, initial_state
@@ -118,6 +126,7 @@ __all__ = [
     "RoundResult",
     "SimParams",
     "SimState",
+    "Trajectory",
     "accuracy",
     "available_now",
     "build_params",
@@ -126,11 +135,14 @@ __all__ = [
     "delta_progress",
     "episode_draws",
     "finish_times",
+    "forecast_world",
     "great_circle_km",
     "initial_state",
     "jitter_factors",
     "noise_scale",
     "observe",
+    "play_plans",
+    "predict_plan",
     "predict_round",
     "progress_needed",
     "rounds_to_target",

@@ -304,3 +304,34 @@ def _power_table(rate: np.ndarray, powered: np.ndarray, gpu_wall_w: np.ndarray, 
     table[:rows, OUTAGE_S] = np.where(next_out < rows, next_out * iv, np.inf)
     table[rows, OUTAGE_S] = np.inf
     return table
+
+
+def forecast_world(params: SimParams, row: int, rows: int) -> SimParams:
+    """The world as the forecast issued at ``row`` sees it, for ``rows`` rows from there.
+
+    Row 0 of the copy is calendar row ``row``; row h holds the forecast issued then for row
+    ``row + h`` (h = 0: the row's actual), and the last forecast row holds beyond the forecast's
+    horizon, as ``predict_round`` reads it. Everything else is the scenario's, and the jitter is
+    off: a deterministic what-if of several rounds that reads no future actual. A state moves
+    onto the copy's clock by subtracting ``row · interval_s`` from its time and start.
+    """
+    fc = params.forecast_rate[row]  # (H, N) samples/s
+    ahead = np.minimum(np.arange(max(int(rows), 1)), fc.shape[0] - 1)
+    rate = np.ascontiguousarray(fc[ahead])
+    powered = np.rint(rate / params.gpu_rate)  # whole GPUs, as the forecast counted them
+    consts = params.consts.copy()
+    for name, value in (
+        ("rows", rate.shape[0]),
+        ("trace_t0_s", params.trace_t0_s + row * params.interval_s),
+        ("jitter_sigma", 0.0),
+    ):
+        consts[CONSTS.index(name)] = float(value)
+    return SimParams(
+        trace_rows=rate.shape[0],
+        site=params.site,
+        table=_power_table(rate, powered, params.gpu_wall_w, params.interval_s),
+        available=powered > 0,
+        forecast_rate=rate[:, None, :],
+        site_obs=np.zeros((rate.shape[0], params.n_sites, params.site_obs.shape[2]), np.float32),
+        consts=consts,
+    )

@@ -1,0 +1,92 @@
+"""Plans played to the end: one loop over ``step_round`` for every what-if that looks rounds ahead.
+
+A plan is a site set per round (or one set for every round). ``play_plans`` plays M of them as a
+batch of episodes on whatever world ``params`` describes: the true trace with the episode's
+jitter for the clairvoyant references (``powertrip_env.clairvoyant``), or the forecast issued
+now without jitter for the deployable planners (``powertrip_env.forecast``). Both go through
+``step_round``, so a plan means the same thing in either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from powertrip_env.dynamics.round import step_round
+
+if TYPE_CHECKING:
+    from powertrip_env.dynamics.params import SimParams
+    from powertrip_env.dynamics.state import SimState
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Where each of M simulated plans ended up."""
+
+    state: SimState  # (M episodes) after the last round played, or where each ended
+    success: np.ndarray  # (M,) bool: reached the target accuracy
+    ended: np.ndarray  # (M,) bool: the episode ended (success or out of budget or rounds)
+    tta_h: np.ndarray  # (M,) elapsed hours at success, the time budget otherwise
+
+
+def play_plans(
+    params: SimParams,
+    state: SimState,
+    plan: np.ndarray,
+    rounds: int | None = None,
+    jitter: np.ndarray | None = None,
+) -> Trajectory:
+    """Play M plans from ``state`` (M episodes, or one copied M times).
+
+    ``plan`` is (M, N) bool, one set requested every round, or (M, R, N), a set per round. At
+    most ``rounds`` rounds are played (default: R, or until every plan's episode ends); an
+    episode that ends stops there. ``jitter`` (N + 1,) factors replace every round's (default:
+    each episode's own, from its key).
+    """
+    plan = np.asarray(plan, dtype=bool)
+    per_round = plan.ndim == 3
+    m = plan.shape[0]
+    if state.batch != m:
+        state = state.take(np.zeros(m, dtype=np.intp))
+    limit = plan.shape[1] if per_round else params.max_rounds
+    limit = limit if rounds is None else min(limit, rounds)
+    ended = np.zeros(m, dtype=bool)
+    success = np.zeros(m, dtype=bool)
+    for r in range(limit):
+        live = np.flatnonzero(~ended)
+        if live.size == 0:
+            break
+        masks = plan[live, r] if per_round else plan[live]
+        given = None if jitter is None else np.broadcast_to(jitter, (live.size, jitter.size))
+        result = step_round(params, state.take(live), masks, given)
+        state = state.put(live, result.state)
+        ended[live] = result.terminated | result.truncated
+        success[live] = result.terminated
+    elapsed = np.where(success, state.time_s - state.start_s, params.time_budget_s)
+    return Trajectory(state, success, ended, elapsed / 3600.0)
+
+
+def predict_plan(
+    params: SimParams, state: SimState, plan: np.ndarray, rounds: int | None = None
+) -> Trajectory:
+    """``play_plans`` from episode 0 of ``state`` on the forecast issued now, without jitter.
+
+    The plans run on ``forecast_world`` from the current row to the end of the time budget (so
+    no round outruns its tables); the returned state is moved back onto the calendar's clock.
+    """
+    from powertrip_env.dynamics.params import forecast_world
+    from powertrip_env.dynamics.tables import current_row
+
+    iv = params.interval_s
+    row = int(current_row(params, state.time_s[:1])[0])
+    offset = row * iv
+    end = float(state.start_s[0]) + params.time_budget_s
+    rows = int(np.ceil((end - offset) / iv)) + 2
+    world = forecast_world(params, row, rows)
+    here = state.take(np.zeros(1, dtype=np.intp))
+    here = here.replace(time_s=here.time_s - offset, start_s=here.start_s - offset)
+    out = play_plans(world, here, plan, rounds)
+    moved = out.state.replace(time_s=out.state.time_s + offset, start_s=out.state.start_s + offset)
+    return Trajectory(moved, out.success, out.ended, out.tta_h)
