@@ -116,16 +116,24 @@ class Pool:
     t_full: np.ndarray  # (M,) round time with joins
     t_steady: np.ndarray  # (M,) round time without
     gain: np.ndarray  # (M,) predicted progress of the round
+    gain_steady: np.ndarray  # (M,) the same once its sites have joined
     join_s: np.ndarray  # (M,) the part of the round spent joining
     current: np.ndarray  # (N,) bool: the joined sites that are available now
 
     def efficiency(self, horizon: float) -> np.ndarray:
         """Predicted progress per second with each set's joins spread over ``horizon`` rounds
         (1: charged to this round, as MyopicOptimal does; ∞: ignored, PowerTrip's steady
-        state)."""
+        state).
+
+        A join costs time (blocking joins: everyone waits for the joiner's fetch) or progress
+        (non-blocking joins: the joiner adds nothing to its first round); both one-off costs
+        are spread: the mean round of a set kept ``horizon`` rounds gains ``steady + (first −
+        steady) / h`` and lasts ``steady + join / h``.
+        """
         with np.errstate(divide="ignore", invalid="ignore"):
             t = self.t_steady + self.join_s / horizon
-            return np.where(t > 0, self.gain / t, 0.0)
+            gain = self.gain_steady + (self.gain - self.gain_steady) / horizon
+            return np.where(t > 0, gain / t, 0.0)
 
     def keep(self) -> int:
         """Index of the current set; with none joined, the best set at horizon 1."""
@@ -159,6 +167,7 @@ def predict_pool(env: Any, now: Any) -> Pool:
         t_full=t_full,
         t_steady=t_steady,
         gain=np.asarray(full.delta_progress, dtype=np.float64),
+        gain_steady=np.asarray(steady.delta_progress, dtype=np.float64),
         join_s=np.maximum(t_full - t_steady, 0.0),
         current=now.joined & now.available,
     )
