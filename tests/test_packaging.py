@@ -38,10 +38,12 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_wheel_carries_scenarios_catalogues_and_trace(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for scenario in ("default", "lora", "kws", "emnist", "llm-full", "large"):
+    for scenario in ("default", "lora", "kws", "emnist", "llm-full", "large", "digits",
+                     "nonblocking", "solar", "wide"):  # fmt: skip
         assert f"powertrip_env/scenarios/{scenario}.toml" in names
     for data in ("gpus.csv", "sites_default.csv", "sites_large.csv", "sites_solar.csv",
-                 "power_synthetic_2019.csv"):  # fmt: skip
+                 "sites_solar_lowgrid.csv", "sites_wide.csv", "power_synthetic_2019.csv",
+                 "digits.csv.gz"):  # fmt: skip
         assert f"powertrip_env/_data/{data}" in names
     for shipped in ("model.zip", "config.yaml", "RESULTS.md"):  # the pretrained agent
         assert f"agents/pretrained/{shipped}" in names
@@ -108,6 +110,7 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
         "print(powertrip_env.__file__); print(powertrip_env.load_scenario('default')); "
         "env = gym.make('PowerTrip-v0'); print(env.reset(seed=0)[0].shape); "
         "env = gym.make('PowerTrip-LoRA-v0'); print(env.reset(seed=0)[0].shape); "
+        "env = gym.make('PowerTrip-Wide-v0'); print(env.reset(seed=0)[0].shape); "
         "env = gym.make('PowerTrip-Random-v0'); print(env.reset(seed=0)[0].shape); "
         "import sys; print([m.__file__ for m in list(sys.modules.values()) "
         f"if m.__name__.split('.')[0] in {_OURS!r} "
@@ -118,8 +121,8 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
     first = done.stdout.splitlines()[0]
     assert first.startswith(str(target)), first  # not the checkout
     assert "Scenario 'default': 10 sites" in done.stdout
-    # 10 and 8 sites of 15 + 6 features; drawn sites padded to 32, with 32 valid flags
-    assert done.stdout.splitlines()[-4:-1] == ["(156,)", "(126,)", "(518,)"]
+    # 10, 8 and 24 sites of 15 + 6 features; drawn sites padded to 32, with 32 valid flags
+    assert done.stdout.splitlines()[-5:-1] == ["(156,)", "(126,)", "(366,)", "(518,)"]
     # every module of ours came from the unpacked wheel, none from the checkout
     assert done.stdout.splitlines()[-1] == "[]"
 
