@@ -5,7 +5,10 @@ The tables in README.md are harness output, never typed by hand: each sits betwe
 fresh ``summary.md`` table; the block ``<!-- results:headroom -->`` gets
 ``baselines.headroom``'s table over every ID, and ``fidelity`` and ``sensitivity`` get the
 flagship's calibration table (``baselines.fidelity``) and its sweep (``baselines.sensitivity``,
-10 episodes a setting). ``python -m baselines.readme_tables`` re-runs
+10 episodes a setting), and ``leaderboard`` the benchmark's tables over the suite
+(``baselines.benchmark``; its performance profile is copied to ``docs/leaderboard-profile.png``,
+and ``--leaderboard-from DIR`` takes both from a finished ``python -m baselines.benchmark --out
+DIR`` instead of running it). ``python -m baselines.readme_tables`` re-runs
 every registered ID and updates ``README.md`` in the current folder (run it from the
 repository root, or pass ``--readme``): an installed package has no README of its own to find.
 """
@@ -19,13 +22,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import powertrip_env
-from baselines import fidelity, headroom, sensitivity
+from baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
 from baselines.evaluate import evaluate
-from powertrip_env.atomic import write_text
+from powertrip_env.atomic import write_bytes, write_text
 
 HEADROOM = "headroom"  # the block of the headroom table
+LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite
+PROFILE = Path("docs") / "leaderboard-profile.png"  # beside the README, as README links it
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
+
+# The IDs with a per-ID table of their own: the flagship and the settings; the other suite
+# tasks' tables are in the leaderboard.
+RESULT_IDS = [
+    env_id
+    for env_id in powertrip_env.ENV_IDS
+    if env_id == "PowerTrip-v0" or env_id not in powertrip_env.SUITE_IDS
+]
 
 DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in
 
@@ -63,10 +76,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--tables",
-        choices=("all", "results", "headroom", "calibration"),
+        choices=("all", "results", "headroom", "calibration", "leaderboard"),
         default="all",
         help="the per-ID baseline tables, the headroom table, the flagship's calibration and "
-        "sensitivity tables, or all of them",
+        "sensitivity tables, the benchmark's leaderboard, or all of them",
+    )
+    parser.add_argument(
+        "--leaderboard-from",
+        type=Path,
+        default=None,
+        help="a finished `python -m baselines.benchmark --out DIR` run to take the leaderboard "
+        "and its profile from (default: run the benchmark)",
     )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -80,11 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "from the repository root or pass --readme PATH"
         )
     text = args.readme.read_text(encoding="utf-8")
+    tabled = [env_id for env_id in env_ids if env_id in RESULT_IDS]
     blocks = {
-        "all": [*env_ids, HEADROOM, FIDELITY, SENSITIVITY],
-        "results": list(env_ids),
+        "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD],
+        "results": tabled,
         "headroom": [HEADROOM],
         "calibration": [FIDELITY, SENSITIVITY],
+        "leaderboard": [LEADERBOARD],
     }[args.tables]
     for block in blocks:
         try:
@@ -92,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             parser.error(f"--readme {str(args.readme)!r}: {exc}")
     progress = not args.no_progress
-    for env_id in (b for b in blocks if b not in (HEADROOM, FIDELITY, SENSITIVITY)):
+    for env_id in (b for b in blocks if b not in (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD)):
         print(f"evaluating {env_id} ...", file=sys.stderr)
         text = splice(text, env_id, table_for(env_id, args.episodes, args.seed, progress))
     if HEADROOM in blocks:
@@ -116,6 +138,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             "PowerTrip-v0", episodes=SENSITIVITY_EPISODES, seed=args.seed, progress=progress
         )
         text = splice(text, SENSITIVITY, sensitivity.to_markdown(swept))
+    if LEADERBOARD in blocks:
+        profile = args.readme.parent / PROFILE
+        profile.parent.mkdir(parents=True, exist_ok=True)
+        if args.leaderboard_from is not None:
+            board = (args.leaderboard_from / "leaderboard.md").read_text(encoding="utf-8")
+            png = (args.leaderboard_from / "profile.png").read_bytes()
+        else:
+            print("the benchmark over the suite ...", file=sys.stderr)
+            frame, facts = benchmark.benchmark(episodes=args.episodes, seed=args.seed)
+            board, _ = benchmark.report(frame, facts)
+            scored = frame[frame["policy"] != benchmark.BOUND]
+            png_path = leaderboard.performance_profile(
+                leaderboard.on_every_task(scored),
+                benchmark.REFERENCE,
+                benchmark.TOP,
+                profile.with_suffix(".tmp.png"),
+            )
+            png = png_path.read_bytes()
+            png_path.unlink()
+        text = splice(text, LEADERBOARD, board)
+        write_bytes(profile, png)
     write_text(args.readme, text)
     return 0
 

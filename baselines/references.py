@@ -23,6 +23,7 @@ jitter, so an episode's references cost a few hundred batched rounds, and throug
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ import numpy as np
 
 from baselines.base import MAX_EXHAUSTIVE_SITES, Policy, subset_matrix
 from baselines.policies import MyopicOptimal, PowerTrip  # the plans BeamPlanner starts from
-from powertrip_env.dynamics import comm_time_s, delta_progress
+from powertrip_env.dynamics import comm_time_s, delta_progress, join_bound_dp, round_bound_dp
 
 
 @dataclass
@@ -105,9 +106,36 @@ def best_fixed_set(env: Any) -> PolicyRun:
     masks = fixed_set_candidates(env)
     out = rollout_fixed(env, masks)
     best = int(np.lexsort((np.arange(masks.shape[0]), masks.sum(axis=1), out.tta_h))[0])
-    rounds = max(int(out.rounds[best]) - int(env.state.rounds[0]), 1)
-    plan = np.repeat(masks[best][None, :], rounds, axis=0)
-    return PolicyRun("BestFixedSet", plan, float(out.tta_h[best]), bool(out.success[best]))
+    mask, tta, success, rounds = masks[best], out.tta_h[best], out.success[best], out.rounds[best]
+    if env.params.n_sites > MAX_EXHAUSTIVE_SITES:  # not every set was tried: climb from the best
+        mask, tta, success, rounds = _climb_fixed_set(env, mask, tta, success, rounds)
+    rounds = max(int(rounds) - int(env.state.rounds[0]), 1)
+    plan = np.repeat(mask[None, :], rounds, axis=0)
+    return PolicyRun("BestFixedSet", plan, float(tta), bool(success))
+
+
+def _climb_fixed_set(
+    env: Any, mask: np.ndarray, tta: float, success: bool, rounds: int, steps: int = 50
+) -> tuple[np.ndarray, float, bool, int]:
+    """The fixed set improved by adding, removing or swapping one site while that is strictly
+    faster (above 16 sites, where the candidates are rankings' prefixes, not every set)."""
+    n = mask.shape[0]
+    for _ in range(steps):
+        inside, outside = np.flatnonzero(mask), np.flatnonzero(~mask)
+        flips = np.repeat(mask[None, :], n, axis=0)
+        flips[np.arange(n), np.arange(n)] ^= True
+        swaps = np.repeat(mask[None, :], inside.size * outside.size, axis=0)
+        rows = np.arange(swaps.shape[0])
+        swaps[rows, np.repeat(inside, outside.size)] = False
+        swaps[rows, np.tile(outside, inside.size)] = True
+        near = np.concatenate([flips, swaps])
+        near = near[near.any(axis=1)]
+        out = rollout_fixed(env, near)
+        i = int(np.lexsort((np.arange(near.shape[0]), near.sum(axis=1), out.tta_h))[0])
+        if not out.tta_h[i] < tta:
+            break
+        mask, tta, success, rounds = near[i], out.tta_h[i], out.success[i], out.rounds[i]
+    return mask, float(tta), bool(success), int(rounds)
 
 
 def fixed_set_candidates(env: Any) -> np.ndarray:
@@ -131,7 +159,8 @@ class BestFixedSet(Policy):
     """CLAIRVOYANT REFERENCE: the one set that is best for the whole episode, in hindsight.
 
     At reset it plays every candidate set (all 2^N − 1 for N ≤ 16, else prefixes of several
-    rankings) through the rest of the episode on the true trace with the episode's own jitter,
+    rankings, then a climb by adding, removing or swapping one site) through the rest of the
+    episode on the true trace with the episode's own jitter,
     and then requests the set that reached the target first (ties: fewer sites, then the lower
     set index). Unavailable sites of the set sit out as the env drops them, and rejoin when
     powered again. Its TTA is the best any policy could get without ever changing its request.
@@ -312,6 +341,95 @@ class BeamPlanner(Policy):
         return np.where(ahead.success, end.time_s, projected) - end.start_s
 
 
+class Optimiser(BeamPlanner):
+    """CLAIRVOYANT REFERENCE: the best plan found, improved by local search until no move helps.
+
+    It starts where ``BeamPlanner`` ends (the beam over per-round sets, started from the
+    complete episodes of the deployable policies it is given and the best fixed set), then
+    repeats, at most ``iterations`` times: every *move* of the plan is played to the end on the
+    true trace with the episode's jitter, as one batch, and the fastest replaces the plan if it
+    is strictly faster. The moves, on the plan's runs of one set (segments):
+
+    * each change of set happens 1, 2 or 4 rounds earlier or later;
+    * each site is added to, or removed from, one segment.
+
+    The search joins the two things a beam is bad at: when to pay a join (the beam scores a
+    child over a short lookahead) and whether a site is worth keeping through a whole segment.
+    Every plan it keeps is one the env replays exactly, so its time to accuracy is feasible and
+    at most the beam's, and so at most every starting policy's in the same episode.
+    ``improved_h`` holds what the local search took off.
+    """
+
+    name = "Optimiser"
+
+    def __init__(self, *args: Any, iterations: int = 40, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if iterations < 0:
+            raise ValueError(f"Optimiser: iterations={iterations} must be >= 0")
+        self.iterations = iterations
+        self.improved_h = 0.0
+
+    def search(self) -> tuple[list[np.ndarray], float]:
+        plan, tta = super().search()
+        beam_tta = tta
+        if plan:
+            best, tta = improve_plan(self.env, np.asarray(plan, dtype=bool), tta, self.iterations)
+            if tta < beam_tta:
+                plan, self.source = list(best), "local search"
+        self.improved_h = beam_tta - tta
+        return plan, tta
+
+
+def improve_plan(
+    env: Any, plan: np.ndarray, tta_h: float, iterations: int = 40
+) -> tuple[np.ndarray, float]:
+    """CLAIRVOYANT: ``plan`` (R, N), whose TTA from the env's current state is ``tta_h``,
+    improved by the moves of ``Optimiser`` while one is strictly faster; (plan, its TTA)."""
+    future = env.clairvoyant()
+    rounds_left = env.params.max_rounds - int(env.state.rounds[0])
+    for _ in range(iterations):
+        moves = plan_moves(plan)
+        if moves.shape[0] == 0:
+            break
+        # room for a move that makes the episode longer: the last set goes on
+        extra = min(max(plan.shape[0] // 4, 16), max(rounds_left - plan.shape[0], 0))
+        tail = np.repeat(moves[:, -1:], extra, axis=1)
+        out = future.simulate(np.concatenate([moves, tail], axis=1))
+        tta = np.where(out.success, out.tta_h, np.inf)
+        i = int(np.argmin(tta))
+        if not tta[i] < tta_h - 1e-12:
+            break
+        played = int(out.state.rounds[i]) - int(env.state.rounds[0])
+        plan, tta_h = np.concatenate([moves[i], tail[i]])[:played], float(tta[i])
+    return plan, tta_h
+
+
+def plan_moves(plan: np.ndarray) -> np.ndarray:
+    """(M, R, N) bool: every move of ``Optimiser`` applied to ``plan`` (R, N), deduplicated."""
+    r = plan.shape[0]
+    change = np.flatnonzero((plan[1:] != plan[:-1]).any(axis=1)) + 1  # rounds a new set starts
+    bounds = np.concatenate([[0], change, [r]])
+    moves = []
+    for b in change:
+        for d in (1, 2, 4):
+            earlier = plan.copy()
+            earlier[max(b - d, 0) : b] = plan[b]
+            later = plan.copy()
+            later[b : min(b + d, r)] = plan[b - 1]
+            moves += [earlier, later]
+    for a, e in itertools.pairwise(bounds):
+        for i in range(plan.shape[1]):
+            toggled = plan.copy()
+            toggled[a:e, i] = ~plan[a, i]
+            if toggled[a].any():
+                moves.append(toggled)
+    if not moves:
+        return np.zeros((0, *plan.shape), dtype=bool)
+    stack = np.stack(moves)
+    keep = ~(stack == plan[None]).all(axis=(1, 2))
+    return np.unique(stack[keep], axis=0)
+
+
 def _subsets_of(idx: np.ndarray, n: int) -> np.ndarray:
     """(2^m − 1, n) bool: every non-empty subset of the sites ``idx`` (m ≤ 16), else prefixes."""
     if idx.size <= MAX_EXHAUSTIVE_SITES:
@@ -336,6 +454,134 @@ def _best_distinct(score: np.ndarray, joined: np.ndarray, width: int) -> np.ndar
 
 
 def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
+    """A time to accuracy (hours) that no policy can beat in this episode, from its start.
+
+    The largest of three relaxations, each valid on its own: ``rate_bound_h`` (any round
+    mode); for rounds of equal steps (``fixed_quota``), ``round_bound_h``, which keeps each
+    round's progress at its end and ties its length to its start; and, with blocking joins and
+    at most ``JOIN_BOUND_MAX_SITES`` sites, ``join_bound_h``, which also charges every join.
+    """
+    p = env.params
+    bound = rate_bound_h(env, max_steps)
+    if not p.fixed_time:
+        bound = max(bound, round_bound_h(env))
+        if not p.nonblocking and p.n_sites <= JOIN_BOUND_MAX_SITES:
+            bound = max(bound, join_bound_h(env))
+    return bound
+
+
+ROUND_BOUND_CELLS = 100.0  # start cells per fastest round: the bound's resolution
+JOIN_BOUND_CELLS = 100.0
+JOIN_BOUND_MAX_SITES = 12  # the DP keeps a table over the 2^N joined sets
+_ROUND_BOUND_STEPS = 400_000
+
+
+def round_bound_h(env: Any, max_steps: int = _ROUND_BOUND_STEPS) -> float:
+    """A lower bound on the TTA (hours) for rounds of equal steps: a DP over round starts.
+
+    Every policy plays rounds back to back. A round that starts at t with k sites completing
+    it ends no earlier than ``e_k(t)``: the k-th earliest time at which any single site could
+    finish the quota started at t (a site that was not joined when the bound starts can finish
+    no earlier than if it started one join later: blocking, it computes after its join;
+    non-blocking, after its fetch), plus the least communication of k sites and aggregation,
+    with the episode's least jitter. It adds at most ``ΔP(P, B_k)``, B_k the k largest site
+    batches, at full coverage. Finish times only grow with the start, and ``P + ΔP(P)`` with
+    ``P``, so on a grid of start cells (each cell's rounds credited the end of a round started
+    at the cell's beginning), the most progress any policy can have when a round starts in cell
+    j, G_j, obeys ``G_c ≥ G_j + ΔP(G_j, B_k)`` for the cell c in which ``e_k`` falls, and
+    ``G_{j+1} ≥ G_j`` (waiting, for free); the earliest ``e_k`` that reaches the target is the
+    bound. Unlike ``rate_bound_h`` no round's progress is spread, and no round is credited a
+    start it could not have had. Joins after the first are free: that is what remains loose.
+    """
+    g = _RoundGrid.of(env, ROUND_BOUND_CELLS, max_steps)
+    joined = env.state.prev_selected[0]
+    begin = np.maximum(g.starts[:, None], np.where(joined, g.t_begin, g.t_begin + g.p.join_s))
+    finish = np.sort(g.finish(begin), axis=1)
+    end = finish + g.comm[None, :] + g.p.aggregation_s  # (J, K) earliest end of a k-site round
+    cell = np.minimum(((end - g.t_begin) // g.step_s).astype(np.int64), g.starts.size)
+    best = round_bound_dp(g.p, g.progress, g.need, end, cell, g.batch)
+    return g.hours(best)
+
+
+def join_bound_h(env: Any, max_steps: int = _ROUND_BOUND_STEPS) -> float:
+    """``round_bound_h`` that also charges every join (blocking joins, rounds of equal steps).
+
+    The DP's states are (start cell, joined set J, progress), J the sites that completed the
+    last round. From a round starting in cell j, a joined site can finish its quota no earlier
+    than ``f_i`` from the cell's start, a site outside J no earlier than from one join later.
+    A round whose k completing sites have their last compute end at b leaves J' = the sites it
+    completed; every site with ``f_i ≤ b`` could have been among them, so the DP moves, for
+    each m ≥ k, to J' = the m sites of smallest f (a superset of any such round's J'), at
+    ``b = f_(m)`` plus the least communication of k sites and aggregation, with ``ΔP(P, B_k)``.
+    An idle round moves to J = ∅ one ``idle_s`` later. More progress, an earlier start and a
+    larger joined set are never worse in this relaxation, so a state is dropped when one
+    already expanded has at least its progress, started no later and holds its joined set;
+    states are expanded in order of their start, and the first end that reaches the target is
+    the bound. What it still gives away: the k sites with the smallest RTTs and links set the
+    communication, every round starts at the beginning of its cell, and no site drops out.
+    """
+    g = _RoundGrid.of(env, JOIN_BOUND_CELLS, max_steps)
+    p = g.p
+    fin_in = g.finish(np.repeat(g.starts[:, None], p.n_sites, axis=1))
+    fin_out = g.finish(g.starts[:, None] + p.join_s[None, :])
+    joined = int(np.sum(np.left_shift(1, np.flatnonzero(env.state.prev_selected[0]))))
+    idle_cells = max(int(p.idle_s // g.step_s), 1)
+    best = join_bound_dp(
+        p, g.progress, g.need, (fin_in, fin_out), g.comm + p.aggregation_s, g.batch,
+        (g.t_begin, g.step_s), joined, idle_cells,
+    )  # fmt: skip
+    return g.hours(best)
+
+
+@dataclass(frozen=True)
+class _RoundGrid:
+    """What ``round_bound_h`` and ``join_bound_h`` share: the episode's start cells, the least
+    jitter, the least communication and the largest batch of k sites."""
+
+    p: Any
+    future: Any
+    start: float  # the episode's start
+    t_begin: float  # now
+    budget_end: float
+    need: float
+    progress: float
+    compute_min: float
+    comm: np.ndarray  # (K,) the least communication of k sites, before aggregation
+    batch: np.ndarray  # (K,) the k largest site batches
+    step_s: float
+    starts: np.ndarray  # (J,) the cells' beginnings
+
+    @classmethod
+    def of(cls, env: Any, cells_per_round: float, max_steps: int) -> _RoundGrid:
+        p, state = env.params, env.state
+        n = p.n_sites
+        future = env.clairvoyant()
+        start, t_begin = float(state.start_s[0]), float(state.time_s[0])
+        budget_end = start + p.time_budget_s
+        jitter = future.jitter(p.max_rounds - int(state.rounds[0]))
+        compute_min = float(jitter[:, :n].min()) if jitter.size else 1.0
+        comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
+        k = np.arange(1, n + 1)
+        comm = comm_time_s(p, k, np.sort(p.rtt_s), np.sort(p.site_tx_s)) * comm_min
+        fastest_s = float((p.quota / (p.gpu_count * p.gpu_rate)).min() * compute_min)
+        step_s = max(fastest_s / cells_per_round, (budget_end - t_begin) / max_steps)
+        starts = t_begin + step_s * np.arange(math.ceil((budget_end - t_begin) / step_s) + 1)
+        return cls(
+            p=p, future=future, start=start, t_begin=t_begin, budget_end=budget_end,
+            need=future.progress_needed, progress=float(state.progress[0]),
+            compute_min=compute_min, comm=comm,
+            batch=np.cumsum(np.sort(p.site_batch)[::-1]), step_s=step_s, starts=starts,
+        )  # fmt: skip
+
+    def finish(self, begin: np.ndarray) -> np.ndarray:
+        """When each site, starting at ``begin`` (J, N), finishes the quota (least jitter)."""
+        return self.future.finish_s(begin, self.p.quota * self.compute_min)
+
+    def hours(self, end_s: float) -> float:
+        return (min(end_s, self.budget_end) - self.start) / 3600.0
+
+
+def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
     """A time to accuracy (hours) that no policy can beat in this episode, from its start.
 
     A relaxation, with every simplification in the policy's favour:

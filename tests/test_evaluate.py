@@ -221,11 +221,13 @@ def test_episodes_are_identical_whichever_policies_run_beside(small_scenario):
 def test_references_expand_to_the_clairvoyant_references_and_all_leaves_them_out(small_scenario):
     kw = {"episodes": 1, "env_kwargs": {"scenario": str(small_scenario)}, "progress": False}
     named = evaluate("PowerTrip-v0", ["references"], **kw).episodes
-    assert list(named["policy"]) == ["BestFixedSet", "BeamPlanner"]
-    assert named.loc[1, "tta_h"] <= named.loc[0, "tta_h"]
+    assert list(named["policy"]) == ["BestFixedSet", "BeamPlanner", "Optimiser"]
+    assert named.loc[2, "tta_h"] <= named.loc[1, "tta_h"] <= named.loc[0, "tta_h"]
     everything = evaluate("PowerTrip-v0", ["all"], **kw).episodes
-    assert not {"BestFixedSet", "BeamPlanner"} & set(everything["policy"])
-    assert {"PowerTrip", "FedZeroLike", "MyopicOptimal"} <= set(everything["policy"])
+    assert not {"BestFixedSet", "BeamPlanner", "Optimiser"} & set(everything["policy"])
+    assert {"PowerTrip", "FedZeroLike", "MyopicOptimal", "HorizonRule", "ForecastMPC"} <= set(
+        everything["policy"]
+    )
 
 
 def test_evaluate_accepts_policy_instances(small_scenario):
@@ -434,18 +436,31 @@ def test_readme_has_a_results_block_for_every_registered_id() -> None:
     from baselines.readme_tables import splice
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    for env_id in (*powertrip_env.ENV_IDS, "headroom", "fidelity", "sensitivity"):
+    from baselines.readme_tables import RESULT_IDS
+
+    for env_id in (*RESULT_IDS, "headroom", "fidelity", "sensitivity", "leaderboard"):
         splice(text, env_id, "")  # raises if the block is missing
+    assert set(powertrip_env.ENV_IDS) - set(RESULT_IDS) <= set(powertrip_env.SUITE_IDS)
 
 
-@pytest.mark.parametrize("tables", ["all", "results", "headroom", "calibration"])
+@pytest.mark.parametrize("tables", ["all", "results", "headroom", "calibration", "leaderboard"])
 def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch, tables):
     import baselines.readme_tables as readme_tables
-    from baselines import fidelity, headroom, sensitivity
+    from baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
 
     monkeypatch.chdir(tmp_path)
+    names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard")
     blocks = {name: f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n"
-              for name in ("PowerTrip-v0", "headroom", "fidelity", "sensitivity")}  # fmt: skip
+              for name in names}  # fmt: skip
+    frame = pd.DataFrame({"policy": ["PowerTrip"]})
+    monkeypatch.setattr(benchmark, "benchmark", lambda **kw: (frame, {"task": 1}))
+    monkeypatch.setattr(benchmark, "report", lambda f, facts: (f"| board {len(facts)} |\n", {}))
+
+    def profile(scored, zero, top, path):
+        path.write_bytes(b"png")
+        return path
+
+    monkeypatch.setattr(leaderboard, "performance_profile", profile)
     (tmp_path / "README.md").write_text("# mine\n" + "".join(blocks.values()), encoding="utf-8")
     monkeypatch.setattr(readme_tables, "table_for", lambda env_id, *a: f"| {env_id} |\n")
     monkeypatch.setattr(headroom, "headroom", lambda env_id, **kw: ({"env": env_id}, None))
@@ -461,17 +476,21 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
         "headroom": "| room PowerTrip-v0 |",
         "fidelity": "| fidelity PowerTrip-v0 |",
         "sensitivity": "| swept PowerTrip-v0 |",
+        "leaderboard": "| board 1 |",
     }
     chosen = {
         "all": set(new),
         "results": {"PowerTrip-v0"},
         "headroom": {"headroom"},
         "calibration": {"fidelity", "sensitivity"},
+        "leaderboard": {"leaderboard"},
     }[tables]
     expected = "# mine\n" + "".join(
         text.replace("old", new[name]) if name in chosen else text for name, text in blocks.items()
     )
     assert (tmp_path / "README.md").read_text(encoding="utf-8") == expected
+    profile = tmp_path / "docs" / "leaderboard-profile.png"
+    assert profile.is_file() == ("leaderboard" in chosen)
 
 
 def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeypatch, capsys):

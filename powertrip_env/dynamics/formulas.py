@@ -6,15 +6,20 @@ report that checks the model against published figures (``baselines.fidelity``) 
 that relaxes it (``baselines.references.lower_bound_h``) need the formulas themselves: learning
 progress and a round's communication time. This module hands over exactly those, computed by
 the same compiled functions the environment steps with (docs/model.md, "Learning progress" and
-"A round").
+"A round"), and the two compiled searches the lower bounds run over those formulas
+(``round_bound_dp``, ``join_bound_dp``; their relaxations are argued where they are used,
+``baselines.references.round_bound_h`` and ``join_bound_h``).
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from powertrip_env.dynamics.jit import jit
 from powertrip_env.dynamics.learning import (
     _accuracy,
     _delta_progress,
@@ -30,8 +35,10 @@ __all__ = [
     "accuracy",
     "comm_time_s",
     "delta_progress",
+    "join_bound_dp",
     "noise_scale",
     "progress_needed",
+    "round_bound_dp",
     "rounds_to_target",
 ]
 
@@ -95,3 +102,117 @@ def rounds_to_target(params: SimParams, sites: float, site_batch: float | None =
             return rounds + (need - progress) / dp
         progress += dp
         rounds += 1
+
+
+def round_bound_dp(
+    params: SimParams,
+    progress: float,
+    need: float,
+    end: np.ndarray,
+    cell: np.ndarray,
+    batch: np.ndarray,
+) -> float:
+    """The earliest round end (s) that reaches progress ``need`` from ``progress``, over start
+    cells: ``end`` (J, K) the earliest end of a k-site round starting in cell j, ``cell`` (J, K)
+    the cell that end falls in, ``batch`` (K,) the largest batch of k sites."""
+    return float(_round_dp(params.consts, float(progress), float(need), end, cell, batch))
+
+
+def join_bound_dp(
+    params: SimParams,
+    progress: float,
+    need: float,
+    finish: tuple[np.ndarray, np.ndarray],
+    round_extra_s: np.ndarray,
+    batch: np.ndarray,
+    grid: tuple[float, float],
+    joined: int,
+    idle_cells: int,
+) -> float:
+    """The earliest round end (s) reaching ``need`` over states (cell, joined set, progress):
+    ``finish`` the (J, N) earliest quota ends of a joined site and of a joining one from each
+    cell, ``round_extra_s`` (K,) what a k-site round adds after its last compute, ``grid``
+    (first cell's start, cell length), ``joined`` the joined set now as bits."""
+    fin_in, fin_out = finish
+    t_begin, step_s = grid
+    return float(
+        _join_dp(
+            params.consts, float(progress), float(need), fin_in, fin_out, round_extra_s, batch,
+            float(t_begin), float(step_s), int(joined), int(idle_cells),
+        )
+    )  # fmt: skip
+
+
+@jit
+def _round_dp(consts, progress, need, end, cell, batch):
+    """``round_bound_h``'s DP over start cells: the earliest round end reaching ``need``."""
+    cells, kmax = end.shape
+    most = np.full(cells + 1, -1.0)  # the most progress a round starting in the cell can have
+    most[0] = progress
+    best = math.inf
+    for j in range(cells):
+        here = most[j]
+        if here < 0.0:
+            continue
+        if end[j, 0] >= best:  # every later round ends later still
+            break
+        if most[j + 1] < here:
+            most[j + 1] = here
+        for k in range(kmax):
+            after = here + _delta_progress(consts, here, batch[k], 1.0)
+            if after >= need:
+                if end[j, k] < best:
+                    best = end[j, k]
+            else:
+                c = cell[j, k]
+                if most[c] < after:
+                    most[c] = after
+    return best
+
+
+@jit
+def _join_dp(consts, progress, need, fin_in, fin_out, comm, batch, t_begin, step_s, joined,
+             idle_cells):  # fmt: skip
+    """``join_bound_h``'s DP: states (cell, joined set as bits, progress) expanded by cell."""
+    cells, n = fin_in.shape
+    full = 1 << n
+    covered = np.full(full, -1.0)  # the most progress of an expanded state holding each set
+    heap = [(0, -progress, joined)]
+    best = math.inf
+    f = np.empty(n)
+    gains = np.empty(n)
+    while len(heap) > 0:
+        j, neg, mask = heapq.heappop(heap)
+        here = -neg
+        if t_begin + j * step_s >= best:
+            break
+        if covered[mask] >= here:
+            continue
+        sub = mask  # every subset of the set is now covered up to this progress
+        while True:
+            if covered[sub] < here:
+                covered[sub] = here
+            if sub == 0:
+                break
+            sub = (sub - 1) & mask
+        for i in range(n):
+            f[i] = fin_in[j, i] if (mask >> i) & 1 else fin_out[j, i]
+            gains[i] = _delta_progress(consts, here, batch[i], 1.0)
+        order = np.argsort(f)
+        prefix = 0
+        for m in range(n):
+            prefix |= 1 << order[m]
+            barrier = f[order[m]]
+            for k in range(m + 1):
+                end = barrier + comm[k]
+                after = here + gains[k]
+                if after >= need:
+                    if end < best:
+                        best = end
+                    continue
+                c = int((end - t_begin) // step_s)
+                if c < cells and covered[prefix] < after:
+                    heapq.heappush(heap, (c, -after, prefix))
+        if j + idle_cells < cells:
+            heapq.heappush(heap, (j + idle_cells, -here, 0))
+    return best

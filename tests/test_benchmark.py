@@ -1,0 +1,98 @@
+"""The leaderboard command (baselines/benchmark.py): its JSON, its files, and the reference
+that no shipped deployable policy beats on any suite task, with jitter on and off."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import powertrip_env
+from baselines import benchmark
+from baselines.references import play_on_copy
+from baselines.registry import default_policy_names, make_policy
+
+
+def test_quick_leaderboard_writes_its_set_and_json(tmp_path, capsys) -> None:
+    out = tmp_path / "bench"
+    argv = ["--env", "PowerTrip-v0", "--env", "PowerTrip-Wide-v0", "--quick", "--out", str(out)]
+    assert benchmark.main([*argv, "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads(printed.strip().splitlines()[-1])
+    # MyopicOptimal cannot run on 24 sites: in the flagship's table, not in the aggregate
+    assert "MyopicOptimal" in summary["tasks"]["PowerTrip-v0"]["policies"]
+    assert "MyopicOptimal" not in summary["tasks"]["PowerTrip-Wide-v0"]["policies"]
+    assert "MyopicOptimal" not in summary["aggregate"]
+    assert "Not in the aggregate, as they did not run every task: MyopicOptimal." in printed
+    assert summary["tasks"]["PowerTrip-Wide-v0"]["reference_never_beaten"] is True
+    task = summary["tasks"]["PowerTrip-v0"]
+    for key in ("headroom", "optimum_upper_h", "optimum_lower_h", "gap"):
+        assert isinstance(task[key], float) and np.isfinite(task[key])
+    assert task["reference_never_beaten"] is True
+    assert task["optimum_lower_h"] <= task["optimum_upper_h"]
+    assert task["gap"] == pytest.approx(task["optimum_upper_h"] / task["optimum_lower_h"])
+    policies = task["policies"]
+    assert policies["PowerTrip"]["score"] == 0.0 and policies["Optimiser"]["score"] == 1.0
+    assert policies["Optimiser"]["tta_h"] == pytest.approx(task["optimum_upper_h"])
+    assert {"HorizonRule", "ForecastMPC", "MyopicOptimal"} <= set(policies)
+    for name, agg in summary["aggregate"].items():
+        assert agg["ci95"][0] <= agg["mean"] + 1e-9 <= agg["ci95"][1] + 2e-9, name
+    assert {p.name for p in out.iterdir()} == {"episodes.csv", "leaderboard.md", "profile.png"}
+    assert (out / "profile.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a used folder is refused before anything runs
+    assert benchmark.main(["--env", "PowerTrip-v0", "--quick", "--out", str(out)]) == 2
+
+
+def test_unknown_task_is_named(capsys) -> None:
+    assert benchmark.main(["--env", "PowerTrip-LoRA-v0", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "'PowerTrip-LoRA-v0' is not a suite task" in err
+    assert all(task in err for task in powertrip_env.SUITE_IDS)
+
+
+def _never_beaten(env_id: str, jitter: bool, episodes: int) -> list[str]:
+    """Episodes in which a shipped deployable policy beats the registry's reference."""
+    env = gym.make(env_id, split="test", jitter=jitter)
+    n = env.unwrapped.params.n_sites
+    reference = make_policy("Optimiser", n)
+    deployable = [make_policy(name, n) for name in default_policy_names(n)]
+    beaten = []
+    for e in range(episodes):
+        env.reset(seed=e)
+        ref = play_on_copy(env, reference)
+        for policy in deployable:  # each reset once per episode, as evaluate does
+            env.reset(seed=e)
+            run = play_on_copy(env, policy)
+            if run.tta_h < ref.tta_h - 1e-9:
+                beaten.append(f"{env_id} jitter={jitter} seed={e}: {run.name} {run.tta_h:.3f}")
+    return beaten
+
+
+@pytest.mark.parametrize("jitter", [False, True])
+@pytest.mark.parametrize("env_id", powertrip_env.SUITE_IDS)
+def test_no_deployable_policy_beats_the_reference(env_id: str, jitter: bool) -> None:
+    assert _never_beaten(env_id, jitter, episodes=1) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jitter", [False, True])
+@pytest.mark.parametrize("env_id", powertrip_env.SUITE_IDS)
+def test_no_deployable_policy_beats_the_reference_in_30_episodes(env_id: str, jitter: bool) -> None:
+    assert _never_beaten(env_id, jitter, episodes=30) == []
+
+
+def test_every_suite_task_is_sequential_on_real_power() -> None:
+    """Each task runs on the flagship's real data (Google PDUs and Solcast PV) and is not one
+    of the one-shot settings."""
+    for env_id in powertrip_env.SUITE_IDS:
+        scenario = gym.make(env_id).unwrapped.scenario
+        assert scenario.trace.file.name == "google_cella_2019.csv", env_id
+        assert scenario.trace.pv_file.name == "solcast_pv_2022.csv", env_id
+    assert len(powertrip_env.SUITE_IDS) >= 4
+    assert "PowerTrip-LoRA-v0" not in powertrip_env.SUITE_IDS
+    n_sites = {gym.make(i).unwrapped.params.n_sites for i in powertrip_env.SUITE_IDS}
+    assert max(n_sites) > 16  # one task beyond exhaustive enumeration
+    modes = {gym.make(i).unwrapped.params.nonblocking for i in powertrip_env.SUITE_IDS}
+    assert modes == {False, True}
