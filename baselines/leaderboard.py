@@ -525,11 +525,18 @@ def performance_profile(
     """
     fractions = profile_fractions(episodes, zero, top, taus)
     n_tasks = int(pd.Series(episodes["task"]).nunique())
-    fig = agg_figure(7.5, 4.8, layout="constrained")
+    fig = agg_figure(9.0, 4.8, layout="constrained")
     ax = fig.add_subplot()
     grid = fractions.index.to_numpy()
-    for policy in fractions.columns:
-        ax.plot(grid, fractions[policy].to_numpy(), label=policy, lw=1.6)
+    # best first in the legend; 20 distinct colours and a second line style past them, so no
+    # two policies share a look
+    order = sorted(fractions.columns, key=lambda p: -float(fractions[p].mean()))
+    from matplotlib import colormaps  # matplotlib is loaded by agg_figure already
+
+    tab20 = colormaps["tab20"]
+    for i, policy in enumerate(order):
+        colour, style = tab20((2 * i) % 20 + (i // 10) % 2), ("-", "--", ":")[(i // 20) % 3]
+        ax.plot(grid, fractions[policy].to_numpy(), label=policy, lw=1.6, color=colour, ls=style)
     for at, name in ((0.0, zero), (1.0, top)):
         if grid.min() <= at <= grid.max():
             ax.axvline(at, color="0.6", ls=":", lw=1.0)
@@ -540,7 +547,7 @@ def performance_profile(
     ax.set_ylabel("fraction of episodes with score > τ")
     ax.set_title(title or f"Performance profile over {n_tasks} task{'s' * (n_tasks != 1)}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="lower left")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     save_png(fig, path)
     return Path(path)
 

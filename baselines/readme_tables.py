@@ -56,6 +56,17 @@ def splice(text: str, env_id: str, table: str) -> str:
     return pattern.sub(lambda m: m.group(1) + table.rstrip("\n") + "\n" + m.group(2), text)
 
 
+def readme_board(board: str) -> str:
+    """The benchmark's Markdown inside README's own section: its title dropped and its headings
+    bold lines, so they neither outrank the section nor repeat the per-ID headings' anchors."""
+    lines = []
+    for line in board.splitlines():
+        if line.startswith("# "):
+            continue
+        lines.append(f"**{line[3:]}**" if line.startswith("## ") else line)
+    return "\n".join(lines).strip("\n") + "\n"
+
+
 def table_for(env_id: str, episodes: int, seed: int, progress: bool) -> str:
     """The harness's summary for ``env_id``, with the heading dropped (README has its own)."""
     result = evaluate(env_id, ["all"], episodes=episodes, seed=seed, progress=progress)
@@ -157,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             png = png_path.read_bytes()
             png_path.unlink()
-        text = splice(text, LEADERBOARD, board)
+        text = splice(text, LEADERBOARD, readme_board(board))
         write_bytes(profile, png)
     write_text(args.readme, text)
     return 0
