@@ -452,7 +452,7 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
     names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard")
     blocks = {name: f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n"
               for name in names}  # fmt: skip
-    frame = pd.DataFrame({"policy": ["PowerTrip"]})
+    frame = pd.DataFrame({"task": ["PowerTrip-v0"], "policy": ["PowerTrip"]})
     monkeypatch.setattr(benchmark, "benchmark", lambda **kw: (frame, {"task": 1}))
     monkeypatch.setattr(benchmark, "report", lambda f, facts: (f"| board {len(facts)} |\n", {}))
 
