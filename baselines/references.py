@@ -33,7 +33,13 @@ import numpy as np
 
 from baselines.base import MAX_EXHAUSTIVE_SITES, Policy, subset_matrix
 from baselines.policies import MyopicOptimal, PowerTrip  # the plans BeamPlanner starts from
-from powertrip_env.dynamics import comm_time_s, delta_progress, join_bound_dp, round_bound_dp
+from powertrip_env.dynamics import (
+    comm_time_s,
+    delta_progress,
+    join_bound_dp,
+    least_round_ends,
+    round_bound_dp,
+)
 
 
 @dataclass
@@ -480,24 +486,25 @@ def round_bound_h(env: Any, max_steps: int = _ROUND_BOUND_STEPS) -> float:
     """A lower bound on the TTA (hours) for rounds of equal steps: a DP over round starts.
 
     Every policy plays rounds back to back. A round that starts at t with k sites completing
-    it ends no earlier than ``e_k(t)``: the k-th earliest time at which any single site could
-    finish the quota started at t (a site that was not joined when the bound starts can finish
-    no earlier than if it started one join later: blocking, it computes after its join;
-    non-blocking, after its fetch), plus the least communication of k sites and aggregation,
-    with the episode's least jitter. It adds at most ``ΔP(P, B_k)``, B_k the k largest site
-    batches, at full coverage. Finish times only grow with the start, and ``P + ΔP(P)`` with
-    ``P``, so on a grid of start cells (each cell's rounds credited the end of a round started
-    at the cell's beginning), the most progress any policy can have when a round starts in cell
-    j, G_j, obeys ``G_c ≥ G_j + ΔP(G_j, B_k)`` for the cell c in which ``e_k`` falls, and
-    ``G_{j+1} ≥ G_j`` (waiting, for free); the earliest ``e_k`` that reaches the target is the
-    bound. Unlike ``rate_bound_h`` no round's progress is spread, and no round is credited a
-    start it could not have had. Joins after the first are free: that is what remains loose.
+    it ends no earlier than ``e_k(t)`` (``dynamics.least_round_ends``): over every pair of
+    thresholds on the completing sites' largest RTT and update transfer, the k-th earliest time
+    at which a site within both could finish the quota started at t (a site that was not joined
+    when the bound starts can finish no earlier than if it started one join later: blocking, it
+    computes after its join; non-blocking, after its fetch), plus that pair's communication and
+    aggregation, with the episode's least jitter. It adds at most ``ΔP(P, B_k)``, B_k the k
+    largest site batches, at full coverage. Finish times only grow with the start, and
+    ``P + ΔP(P)`` with ``P``, so on a grid of start cells (each cell's rounds credited the end
+    of a round started at the cell's beginning), the most progress any policy can have when a
+    round starts in cell j, G_j, obeys ``G_c ≥ G_j + ΔP(G_j, B_k)`` for the cell c in which
+    ``e_k`` falls, and ``G_{j+1} ≥ G_j`` (waiting, for free); the earliest ``e_k`` that
+    reaches the target is the bound. Unlike ``rate_bound_h`` no round's progress is spread, no
+    round is credited a start it could not have had, and no round the links of sites other
+    than its own. Joins after the first are free: that is what remains loose.
     """
     g = _RoundGrid.of(env, ROUND_BOUND_CELLS, max_steps)
     joined = env.state.prev_selected[0]
     begin = np.maximum(g.starts[:, None], np.where(joined, g.t_begin, g.t_begin + g.p.join_s))
-    finish = np.sort(g.finish(begin), axis=1)
-    end = finish + g.comm[None, :] + g.p.aggregation_s  # (J, K) earliest end of a k-site round
+    end = least_round_ends(g.p, g.finish(begin), g.comm_min)  # (J, K) of a k-site round
     cell = np.minimum(((end - g.t_begin) // g.step_s).astype(np.int64), g.starts.size)
     best = round_bound_dp(g.p, g.progress, g.need, end, cell, g.batch)
     return g.hours(best)
@@ -547,6 +554,7 @@ class _RoundGrid:
     progress: float
     compute_min: float
     comm: np.ndarray  # (K,) the least communication of k sites, before aggregation
+    comm_min: float  # the episode's least network jitter
     batch: np.ndarray  # (K,) the k largest site batches
     step_s: float
     starts: np.ndarray  # (J,) the cells' beginnings
@@ -569,7 +577,7 @@ class _RoundGrid:
         return cls(
             p=p, future=future, start=start, t_begin=t_begin, budget_end=budget_end,
             need=future.progress_needed, progress=float(state.progress[0]),
-            compute_min=compute_min, comm=comm,
+            compute_min=compute_min, comm=comm, comm_min=comm_min,
             batch=np.cumsum(np.sort(p.site_batch)[::-1]), step_s=step_s, starts=starts,
         )  # fmt: skip
 

@@ -26,7 +26,7 @@ from powertrip_env.dynamics.learning import (
     _delta_progress_many,
     _noise_scale,
 )
-from powertrip_env.dynamics.round import _comm_time_many
+from powertrip_env.dynamics.round import _comm_time, _comm_time_many
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -36,6 +36,7 @@ __all__ = [
     "comm_time_s",
     "delta_progress",
     "join_bound_dp",
+    "least_round_ends",
     "noise_scale",
     "progress_needed",
     "round_bound_dp",
@@ -102,6 +103,53 @@ def rounds_to_target(params: SimParams, sites: float, site_batch: float | None =
             return rounds + (need - progress) / dp
         progress += dp
         rounds += 1
+
+
+def least_round_ends(params: SimParams, finish: np.ndarray, comm_factor: float = 1.0) -> np.ndarray:
+    """(J, N): the earliest end of a round of k = 1..N completing sites, for each row of
+    ``finish`` (J, N), each site's compute end.
+
+    A round's communication depends on its completing sites' largest RTT and largest update
+    transfer (``_comm_time``), so the least end of a k-site round is the least, over every pair
+    of thresholds (r, x) taken from the sites' own RTTs and transfers, of the k-th earliest
+    compute end among the sites within both, plus the communication at (r, x) (times
+    ``comm_factor``, the least network jitter) and aggregation. The pair of any real round's
+    own maxima is one of them, so no k sites end a round earlier.
+    """
+    rtt = np.ascontiguousarray(params.rtt_s, dtype=np.float64)
+    tx = np.ascontiguousarray(params.site_tx_s, dtype=np.float64)
+    out = np.empty(finish.shape)
+    _least_round_ends(
+        params.consts, np.ascontiguousarray(finish, np.float64), rtt, tx, float(comm_factor),
+        params.aggregation_s, out,
+    )  # fmt: skip
+    return out
+
+
+@jit
+def _least_round_ends(c, finish, rtt, tx, comm_factor, aggregation, out):
+    cells, n = finish.shape
+    xs = np.unique(tx)
+    pairs = []  # (r, x, the sites within both), each pair once
+    for a in range(n):
+        for x in xs:
+            within = np.flatnonzero((rtt <= rtt[a]) & (tx <= x))
+            if within.size > 0:
+                pairs.append((rtt[a], x, within))
+    comm = np.empty((len(pairs), n))
+    for q in range(len(pairs)):
+        r, x, within = pairs[q]
+        for k in range(n):
+            comm[q, k] = _comm_time(c, k + 1, r, x) * comm_factor + aggregation
+    for j in range(cells):
+        out[j, :] = np.inf
+        for q in range(len(pairs)):
+            within = pairs[q][2]
+            ends = np.sort(finish[j, within])
+            for k in range(within.size):
+                value = ends[k] + comm[q, k]
+                if value < out[j, k]:
+                    out[j, k] = value
 
 
 def round_bound_dp(
