@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from powertrip_env.dynamics.params import forecast_world
 from powertrip_env.dynamics.round import step_round
+from powertrip_env.dynamics.tables import current_row
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -76,9 +78,6 @@ def predict_plan(
     The plans run on ``forecast_world`` from the current row to the end of the time budget (so
     no round outruns its tables); the returned state is moved back onto the calendar's clock.
     """
-    from powertrip_env.dynamics.params import forecast_world
-    from powertrip_env.dynamics.tables import current_row
-
     iv = params.interval_s
     row = int(current_row(params, state.time_s[:1])[0])
     offset = row * iv
