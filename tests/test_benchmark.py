@@ -96,3 +96,16 @@ def test_every_suite_task_is_sequential_on_real_power() -> None:
     assert max(n_sites) > 16  # one task beyond exhaustive enumeration
     modes = {gym.make(i).unwrapped.params.nonblocking for i in powertrip_env.SUITE_IDS}
     assert modes == {False, True}
+
+
+def test_a_saved_agent_joins_the_leaderboard(tmp_path, capsys) -> None:
+    """``--model`` puts a saved agent on every task it is given, scored like the baselines."""
+    out = tmp_path / "bench"
+    argv = ["--env", "PowerTrip-v0", "--quick", "--model", "pretrained", "--out", str(out)]
+    assert benchmark.main([*argv, "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    agent = summary["tasks"]["PowerTrip-v0"]["policies"]["pretrained"]
+    assert np.isfinite(agent["score"]) and 0.0 < agent["tta_h"] <= 48.0
+    assert "pretrained" in summary["aggregate"]
+    # the reference is never beaten by a shipped deployable baseline; an agent may beat it
+    assert summary["tasks"]["PowerTrip-v0"]["reference_never_beaten"] is True
