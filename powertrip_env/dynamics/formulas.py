@@ -105,49 +105,68 @@ def rounds_to_target(params: SimParams, sites: float, site_batch: float | None =
         rounds += 1
 
 
+# At most this many groups of the sites' RTTs, and of their transfers, make the thresholds of
+# ``least_round_ends`` (its cost grows with their product): the flagship's 10 RTTs and 3
+# transfers are exact; 32 sites of many links share groups.
+ROUND_END_RTT_GROUPS = 12
+ROUND_END_TX_GROUPS = 6
+
+
 def least_round_ends(params: SimParams, finish: np.ndarray, comm_factor: float = 1.0) -> np.ndarray:
     """(J, N): the earliest end of a round of k = 1..N completing sites, for each row of
     ``finish`` (J, N), each site's compute end.
 
     A round's communication depends on its completing sites' largest RTT and largest update
-    transfer (``_comm_time``), so the least end of a k-site round is the least, over every pair
-    of thresholds (r, x) taken from the sites' own RTTs and transfers, of the k-th earliest
-    compute end among the sites within both, plus the communication at (r, x) (times
-    ``comm_factor``, the least network jitter) and aggregation. The pair of any real round's
-    own maxima is one of them, so no k sites end a round earlier.
+    transfer (``_comm_time``). The sites' RTTs are cut into at most ``ROUND_END_RTT_GROUPS``
+    groups of neighbouring values, their transfers into at most ``ROUND_END_TX_GROUPS``. For each
+    pair of groups, the sites within both groups' largest values may complete, and the
+    communication is taken at both groups' smallest: the k-th earliest compute end among those
+    sites plus that communication (times ``comm_factor``, the least network jitter) and
+    aggregation. A real round's own maxima fall in one pair of groups, whose sites include its
+    own and whose communication is no longer than its own, so no k sites end a round earlier;
+    with a group per value (the flagship) it is exact.
     """
     rtt = np.ascontiguousarray(params.rtt_s, dtype=np.float64)
     tx = np.ascontiguousarray(params.site_tx_s, dtype=np.float64)
     out = np.empty(finish.shape)
     _least_round_ends(
-        params.consts, np.ascontiguousarray(finish, np.float64), rtt, tx, float(comm_factor),
-        params.aggregation_s, out,
+        params.consts, np.ascontiguousarray(finish, np.float64), rtt, tx,
+        _groups(rtt, ROUND_END_RTT_GROUPS), _groups(tx, ROUND_END_TX_GROUPS),
+        float(comm_factor), params.aggregation_s, out,
     )  # fmt: skip
     return out
 
 
+def _groups(values: np.ndarray, most: int) -> np.ndarray:
+    """(G, 2) the smallest and largest value of each group of neighbouring distinct values."""
+    distinct = np.unique(values)
+    parts = np.array_split(distinct, min(most, distinct.size))
+    return np.array([[part[0], part[-1]] for part in parts], dtype=np.float64)
+
+
 @jit
-def _least_round_ends(c, finish, rtt, tx, comm_factor, aggregation, out):
+def _least_round_ends(c, finish, rtt, tx, rtt_groups, tx_groups, comm_factor, aggregation, out):
     cells, n = finish.shape
-    xs = np.unique(tx)
-    pairs = []  # (r, x, the sites within both), each pair once
-    for a in range(n):
-        for x in xs:
-            within = np.flatnonzero((rtt <= rtt[a]) & (tx <= x))
-            if within.size > 0:
-                pairs.append((rtt[a], x, within))
-    comm = np.empty((len(pairs), n))
-    for q in range(len(pairs)):
-        r, x, within = pairs[q]
-        for k in range(n):
-            comm[q, k] = _comm_time(c, k + 1, r, x) * comm_factor + aggregation
+    pairs = []  # the sites within each pair of groups' largest values, and the pair's comm
+    for a in range(rtt_groups.shape[0]):
+        for b in range(tx_groups.shape[0]):
+            within = np.flatnonzero((rtt <= rtt_groups[a, 1]) & (tx <= tx_groups[b, 1]))
+            if within.size == 0:
+                continue
+            comm = np.empty(n)
+            for k in range(n):
+                comm[k] = (
+                    _comm_time(c, k + 1, rtt_groups[a, 0], tx_groups[b, 0]) * comm_factor
+                    + aggregation
+                )
+            pairs.append((within, comm))
     for j in range(cells):
         out[j, :] = np.inf
         for q in range(len(pairs)):
-            within = pairs[q][2]
+            within, comm = pairs[q]
             ends = np.sort(finish[j, within])
             for k in range(within.size):
-                value = ends[k] + comm[q, k]
+                value = ends[k] + comm[k]
                 if value < out[j, k]:
                     out[j, k] = value
 
