@@ -138,7 +138,7 @@ class Pool:
     def keep(self) -> int:
         """Index of the current set; with none joined, the best set at horizon 1."""
         if self.current.any():
-            return int(np.flatnonzero((self.sets == self.current).all(axis=1))[0])
+            return index_of(self.sets, self.current)
         return int(np.argmax(self.efficiency(1.0)))
 
     def pick(self, horizon: float, margin: float = 0.0) -> int:
@@ -150,6 +150,11 @@ class Pool:
             return best
         keep = self.keep()
         return keep if eff[best] < (1.0 + margin) * eff[keep] else best
+
+
+def index_of(sets: np.ndarray, mask: np.ndarray) -> int:
+    """Row of ``sets`` (M, N) equal to ``mask`` (N,): where the pool holds the current set."""
+    return int(np.flatnonzero((sets == mask).all(axis=1))[0])
 
 
 def predict_pool(env: Any, now: Any) -> Pool:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from baselines.base import Policy
-from baselines.candidates import _pool, predict_pool
+from baselines.candidates import _pool, index_of, predict_pool
 from powertrip_env.dynamics import progress_needed
 
 # Tuned on PowerTrip-v0's train days (``python -m baselines.tune``, docs/agents.md gives the
@@ -89,7 +89,7 @@ class ForecastMPC(Policy):
         best = int(np.argmax(score))
         current = now.joined & now.available
         if self.margin > 0.0 and current.any():
-            keep = int(np.flatnonzero((sets == current).all(axis=1))[0])
+            keep = index_of(sets, current)
             if -score[best] * (1.0 + self.margin) > -score[keep]:  # not `margin` faster
                 best = keep
         return sets[best].astype(np.int8)
