@@ -26,7 +26,6 @@ from baselines.candidates import (
     STICKY_HORIZONS,
     STICKY_MARGIN,
     Candidates,
-    _pool,
     build,
 )
 from baselines.models import ActionInterface, register_action_interface
@@ -42,7 +41,6 @@ __all__ = [
     "CandidatePolicy",
     "CandidateSets",
     "Candidates",
-    "_pool",
     "build",
     "numpy_actor",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from baselines.base import Policy
-from baselines.candidates import _pool, index_of, predict_pool
+from baselines.candidates import build, index_of, pool_of
 from powertrip_env.dynamics import progress_needed
 
 # Tuned on PowerTrip-v0's train days (``python -m baselines.tune``, docs/agents.md gives the
@@ -59,11 +59,8 @@ class HorizonRule(Policy):
         self.horizon, self.margin = float(horizon), float(margin)
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        now = self.env.decision_view()
-        if not now.available.any():
-            return np.zeros(now.n_sites, dtype=np.int8)
-        pool = predict_pool(self.env, now)
-        return pool.sets[pool.pick(self.horizon, self.margin)].astype(np.int8)
+        # slot 1 of a single rule: all-zero when no site is available
+        return build(self.env, ((self.horizon, self.margin),)).masks[1].astype(np.int8)
 
 
 class ForecastMPC(Policy):
@@ -84,7 +81,7 @@ class ForecastMPC(Policy):
         now = self.env.decision_view()
         if not now.available.any():
             return np.zeros(now.n_sites, dtype=np.int8)
-        sets = _pool(now)
+        sets = pool_of(self.env)
         score = self.scores(sets)
         best = int(np.argmax(score))
         current = now.joined & now.available

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -298,6 +298,20 @@ class PowerTripEnv(gym.Env):
         if m.ndim == 1:
             return dynamics.RoundPrediction(*(float(a[0, 0]) for a in pred))
         return dynamics.RoundPrediction(*(a[0] for a in pred))
+
+    def candidates(
+        self, rules: Sequence[tuple[float, float]] | None = None
+    ) -> dynamics.CandidateBatch:
+        """A few candidate sets for the coming round and their features, as a batch of one.
+
+        Slot 0 is the current set; each further slot is the best set of a pool that
+        ``predict_round`` ranks, with its joins spread over a horizon and kept unless it beats
+        the current set by a margin: ``rules`` as (horizon, margin) pairs, by default the
+        candidate-set agent's (``dynamics.candidates``). Deployable: the forecast issued now
+        and who is joined, no future actual; the state does not change.
+        """
+        self._require_state()
+        return dynamics.build_candidates(self.params, self.state, rules)
 
     def predict_plan(self, plan: Any, rounds: int | None = None) -> dynamics.Trajectory:
         """What-if of M plans over several rounds, judged from the forecast issued now.

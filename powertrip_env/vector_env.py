@@ -225,6 +225,15 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             raise RuntimeError("call reset() first")
         return decision_view(self.params, self.state, self.scenario, int(i))
 
+    def candidates(
+        self, rules: Sequence[tuple[float, float]] | None = None
+    ) -> dynamics.CandidateBatch:
+        """Every sub-environment's candidate sets for the coming round, in one compiled call
+        (``PowerTripEnv.candidates``)."""
+        if self.state is None:
+            raise RuntimeError("call reset() first")
+        return dynamics.build_candidates(self.params, self.state, rules)
+
     def available(self) -> np.ndarray:
         """(B, N) bool: sites that have at least one powered GPU now."""
         if self.state is None:

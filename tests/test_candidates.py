@@ -3,12 +3,13 @@ reads only what is known now."""
 
 from __future__ import annotations
 
+import candidates_reference as reference
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import powertrip_env  # noqa: F401  (registers the IDs)
+import powertrip_env
 from agents.candidates import (
     GLOBAL_FEATURES,
     HORIZONS,
@@ -18,10 +19,10 @@ from agents.candidates import (
     STICKY_HORIZONS,
     CandidatePolicy,
     CandidateSets,
-    _pool,
     build,
 )
 from baselines.base import subset_matrix
+from baselines.candidates import pool_of
 
 
 def _episode(env: gym.Env, choose, seed: int = 0, rounds: int = 40) -> list:
@@ -97,7 +98,7 @@ def test_pool_grows_linearly_and_holds_the_extremes() -> None:
     env = gym.make("PowerTrip-Large-v0")
     env.reset(seed=0)
     now = env.unwrapped.decision_view()
-    pool = _pool(now)
+    pool = pool_of(env.unwrapped)
     m = int(now.available.sum())
     assert pool.shape[0] <= 4 * m + 1
     assert pool.any(axis=1).all()
@@ -120,7 +121,7 @@ def test_pool_contains_the_myopic_best_often() -> None:
             every = np.zeros((2**idx.size - 1, now.n_sites), dtype=bool)
             every[:, idx] = subset_matrix(idx.size)
             best = every[int(np.argmax(u.predict_round(every).efficiency))]
-            hits += bool((_pool(now) == best).all(axis=1).any())
+            hits += bool((pool_of(u) == best).all(axis=1).any())
             total += 1
         _, _, terminated, truncated, _ = env.step(rng.integers(0, 2, now.n_sites))
         if terminated or truncated:
@@ -147,6 +148,59 @@ def test_building_candidates_changes_nothing_in_the_episode() -> None:
         return out
 
     assert run(True) == run(False)
+
+
+@pytest.mark.parametrize(
+    "env_id", [*powertrip_env.SUITE_IDS, "PowerTrip-LoRA-v0", "PowerTrip-Large-v0"]
+)
+def test_the_kernel_builds_the_numpy_construction_bit_for_bit(env_id: str) -> None:
+    """The compiled candidates (``dynamics.candidates``) are the numpy construction they
+    replaced (``tests/candidates_reference.py``): the same slots and the same float32
+    features, bit for bit, on whole episodes with every slot played in turn; and the horizon
+    rule's single slot is the numpy pool's pick."""
+    env = gym.make(env_id)
+    u = env.unwrapped
+    rng = np.random.default_rng(2)
+    env.reset(seed=4)
+    for step in range(2_000):
+        expected = reference.build(u)
+        got = build(u)
+        np.testing.assert_array_equal(got.masks, expected.masks)
+        np.testing.assert_array_equal(got.features.view(np.int32), expected.features.view(np.int32))
+        now = u.decision_view()
+        if now.available.any() and step % 7 == 0:
+            pool = reference.predict_pool(u, now)
+            np.testing.assert_array_equal(pool_of(u), pool.sets)
+            for h, margin in ((6.0, 0.02), (3.0, 0.0), (12.0, 0.1)):
+                rule = build(u, ((h, margin),)).masks[1]
+                np.testing.assert_array_equal(rule, pool.sets[pool.pick(h, margin)])
+        action = np.zeros(env.action_space.shape, np.int8)
+        action[: got.masks.shape[1]] = got.masks[rng.integers(N_SLOTS)]
+        *_, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            break
+    assert step > 50
+
+
+def test_the_vector_env_builds_each_sub_environments_candidates() -> None:
+    """One call for the batch gives what each sub-environment's own call gives."""
+    venv = gym.make_vec("PowerTrip-v0", num_envs=4)
+    single = [gym.make("PowerTrip-v0") for _ in range(4)]
+    venv.reset(seed=9)
+    for i, env in enumerate(single):
+        env.reset(seed=9 + i)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        batch = venv.unwrapped.candidates()
+        for i, env in enumerate(single):
+            one = env.unwrapped.candidates()
+            np.testing.assert_array_equal(batch.masks[i], one.masks[0])
+            np.testing.assert_array_equal(batch.features[i], one.features[0])
+        slots = rng.integers(N_SLOTS, size=4)
+        actions = batch.masks[np.arange(4), slots].astype(np.int8)
+        venv.step(actions)
+        for env, a in zip(single, actions, strict=True):
+            env.step(a)
 
 
 def test_same_seed_same_candidates() -> None:

@@ -4,8 +4,8 @@ The kernel's functions (``powertrip_env.dynamics``) are compiled by numba, and
 ``NUMBA_DISABLE_JIT=1`` runs the very same source as ordinary Python, for stepping through a
 round in a debugger. This module keeps that path honest: a subprocess with the variable set
 plays episodes of the single env, the vector env (autoresets included), a padded dict env,
-``predict_round`` over every subset, the forecast what-if of several rounds, the clairvoyant
-references' simulation and the lower bounds' compiled searches, and everything
+``predict_round`` over every subset, the forecast what-if of several rounds, the candidate sets,
+the clairvoyant references' simulation and the lower bounds' compiled searches, and everything
 it prints must equal, bit for bit, what the compiled code gives here.
 """
 
@@ -49,6 +49,12 @@ out["predict_plan"] = [ahead.state.data.tolist(), ahead.tta_h.tolist()]
 from baselines.references import join_bound_h, round_bound_h
 out["bounds"] = [round_bound_h(env.unwrapped, max_steps=1500),
                  join_bound_h(env.unwrapped, max_steps=1500)]
+cand = []
+for _ in range(6):
+    c = env.unwrapped.candidates()
+    cand.append([c.masks.tolist(), c.features.tolist(), c.pool_times.tolist()])
+    env.step(c.masks[0, 4].astype(np.int8))
+out["candidates"] = cand
 
 venv = gym.make_vec("PowerTrip-LoRA-v0", num_envs=3, jitter=0.2)
 obs, _ = venv.reset(seed=3)

@@ -16,6 +16,8 @@ parameter, is in docs/model.md. The modules follow it:
 * ``round``: a round on the true trace (``step_round``), and the barrier the what-if shares;
 * ``observation`` and ``features``: the observation and its declared columns;
 * ``predict``: the what-if of candidate sets (``predict_round``);
+* ``candidates``: a few candidate sets per episode and their features, picked from a pool
+  the what-if ranks (``build_candidates``), for the candidate-set agent and the horizon rule;
 * ``plans``: plans played rounds ahead (``play_plans``), on the true trace or on a forecast;
 * ``state``: ``SimState`` and ``RoundResult``, the packed arrays by name;
 * ``formulas``: the model's formulas for tools that reason about it;
@@ -24,6 +26,7 @@ parameter, is in docs/model.md. The modules follow it:
 
 from __future__ import annotations
 
+from powertrip_env.dynamics.candidates import CandidateBatch, build_candidates
 from powertrip_env.dynamics.features import (
     GLOBAL_FEATURES,
     GLOBAL_HIGH,
@@ -125,6 +128,7 @@ __all__ = [
     "START",
     "STATE_FIELDS",
     "TIME",
+    "CandidateBatch",
     "RoundPrediction",
     "RoundResult",
     "SimParams",
@@ -132,6 +136,7 @@ __all__ = [
     "Trajectory",
     "accuracy",
     "available_now",
+    "build_candidates",
     "build_params",
     "comm_time_s",
     "current_row",
