@@ -36,10 +36,11 @@ import gymnasium as gym
 import torch
 import yaml
 from stable_baselines3.common.monitor import Monitor
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 import powertrip_env  # registers the environment IDs
 from agents import callbacks, checks, hyperparams
+from agents.candidate_vec_env import CandidateVecEnv
 from agents.candidates import CandidatePolicy, CandidateSets
 from agents.checks import UsageError
 from agents.hyperparams import ConfigError
@@ -245,6 +246,12 @@ def make_env(
     return thunk
 
 
+def native_vector(env_id: str) -> bool:
+    """The ID steps one site catalogue for every episode (``PowerTripVectorEnv`` refuses
+    catalogues drawn per episode)."""
+    return gym.spec(env_id).kwargs.get("sites") is None
+
+
 def make_vec_env(
     env_id: str,
     env_kwargs: dict[str, Any],
@@ -255,8 +262,13 @@ def make_vec_env(
 ) -> VecEnv:
     """``n_envs`` envs in this process (``dummy``, always for 1) or in forkserver workers.
 
-    With ``scenarios``, env i runs scenario ``i mod len(scenarios)``.
+    With ``scenarios``, env i runs scenario ``i mod len(scenarios)``. The candidate-set agent on
+    one catalogue runs on the native vector env (``CandidateVecEnv``): one compiled call per
+    step for every env, the same episodes as a ``DummyVecEnv`` of ``CandidateSets``.
     """
+    if candidates and kind == "dummy" and len(scenarios) <= 1 and native_vector(env_id):
+        kwargs = {**env_kwargs, **({"scenario": scenarios[0]} if scenarios else {})}
+        return VecMonitor(CandidateVecEnv(gym.make_vec(env_id, num_envs=n_envs, **kwargs)))
     per_env = [
         {**env_kwargs, "scenario": scenarios[i % len(scenarios)]} if scenarios else env_kwargs
         for i in range(n_envs)

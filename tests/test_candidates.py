@@ -322,3 +322,36 @@ def test_numpy_actor_decides_as_sb3_predict() -> None:
             assert actor(obs) == expected
             slots.add(expected)
         assert len(slots) > 1, "the check saw one slot only"
+
+
+def test_the_candidate_vector_env_is_a_dummy_vec_env_of_candidate_sets() -> None:
+    """``CandidateVecEnv`` over the native vector env steps what SB3's ``DummyVecEnv`` of
+    ``CandidateSets`` steps, bit for bit: observations, rewards, dones, terminal observations
+    and infos, through autoresets (a short step limit makes episodes end often)."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from agents.candidate_vec_env import CandidateVecEnv
+
+    b, limit = 3, 25
+    dummy = DummyVecEnv(
+        [lambda: CandidateSets(gym.make("PowerTrip-v0", max_episode_steps=limit))] * b
+    )
+    native = CandidateVecEnv(gym.make_vec("PowerTrip-v0", num_envs=b, max_episode_steps=limit))
+    dummy.seed(21)
+    native.seed(21)
+    np.testing.assert_array_equal(dummy.reset(), native.reset())
+    rng = np.random.default_rng(3)
+    ends = 0
+    for _ in range(80):
+        actions = rng.integers(N_SLOTS, size=b)
+        a, b_ = dummy.step(actions), native.step(actions)
+        for x, y in zip(a[:3], b_[:3], strict=True):
+            np.testing.assert_array_equal(x, y)
+        for da, na in zip(a[3], b_[3], strict=True):
+            assert da.keys() == na.keys()
+            for key in da:
+                np.testing.assert_array_equal(da[key], na[key], err_msg=key)
+        ends += int(a[2].sum())
+    assert ends >= 6
+    with pytest.raises(ValueError, match=r"expected integers in \[0, 11\)"):
+        native.step(np.array([0, 1, N_SLOTS]))
