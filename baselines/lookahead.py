@@ -35,6 +35,7 @@ from powertrip_env.dynamics import progress_needed
 
 # Tuned on PowerTrip-v0's train days (``python -m baselines.tune``, docs/agents.md gives the
 # grid and every cell's mean TTA): the parameters the registry builds the rules with.
+# HorizonRule's is also the candidate-set agent's last slot (dynamics.candidates.TUNED_RULE).
 TUNED: dict[str, dict[str, float]] = {
     "HorizonRule": {"horizon": 6.0, "margin": 0.02},
     "ForecastMPC": {"lookahead": 12.0, "margin": 0.1},

@@ -20,6 +20,7 @@ from powertrip_env.dynamics.candidates import (
     SLOT_FEATURES,
     STICKY_HORIZONS,
     STICKY_MARGIN,
+    TUNED_RULE,
 )
 
 
@@ -156,6 +157,7 @@ def build(env: Any) -> Candidates:
         keep = pool.keep()
         picks = [pool.pick(h) for h in (*HORIZONS, np.inf)]
         picks += [pool.pick(h, STICKY_MARGIN) for h in STICKY_HORIZONS]
+        picks += [pool.pick(*TUNED_RULE)]
         rows = np.array([keep, *picks])
         masks[:] = pool.sets[rows]
         times = (pool.t_full, pool.t_steady, pool.join_s)

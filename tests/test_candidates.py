@@ -44,7 +44,7 @@ def test_passes_gymnasium_check_env() -> None:
 def test_spaces_and_feature_names_agree() -> None:
     env = CandidateSets(gym.make("PowerTrip-v0"))
     assert env.action_space == gym.spaces.Discrete(N_SLOTS)
-    assert N_SLOTS == 2 + len(HORIZONS) + len(STICKY_HORIZONS)
+    assert N_SLOTS == 3 + len(HORIZONS) + len(STICKY_HORIZONS)
     assert env.observation_space.shape == (N_FEATURES,)
     assert N_FEATURES == N_SLOTS * len(SLOT_FEATURES) + len(GLOBAL_FEATURES)
 
@@ -67,7 +67,7 @@ def test_slots_hold_available_sets_and_slot_zero_keeps(env_id: str) -> None:
         if now.available.any():
             assert c.masks.any(axis=1).all(), "an empty slot while sites are available"
             # a sticky slot keeps the current set or takes the best set at its horizon
-            first_sticky = N_SLOTS - len(STICKY_HORIZONS)
+            first_sticky = 2 + len(HORIZONS)
             for k, h in enumerate(STICKY_HORIZONS, start=first_sticky):
                 best = c.masks[1 + HORIZONS.index(h)] if h in HORIZONS else None
                 assert (
@@ -353,5 +353,5 @@ def test_the_candidate_vector_env_is_a_dummy_vec_env_of_candidate_sets() -> None
                 np.testing.assert_array_equal(da[key], na[key], err_msg=key)
         ends += int(a[2].sum())
     assert ends >= 6
-    with pytest.raises(ValueError, match=r"expected integers in \[0, 11\)"):
+    with pytest.raises(ValueError, match=rf"expected integers in \[0, {N_SLOTS}\)"):
         native.step(np.array([0, 1, N_SLOTS]))

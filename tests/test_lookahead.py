@@ -11,11 +11,12 @@ import pytest
 
 import powertrip_env  # noqa: F401  (registers the IDs)
 from baselines.base import subset_matrix
-from baselines.candidates import HORIZONS, STICKY_HORIZONS, STICKY_MARGIN, build
+from baselines.candidates import HORIZONS, N_SLOTS, STICKY_HORIZONS, STICKY_MARGIN, build
 from baselines.evaluate import evaluate
 from baselines.lookahead import TUNED, ForecastMPC, HorizonRule
 from baselines.registry import default_policy_names, make_policy
 from powertrip_env import dynamics
+from powertrip_env.dynamics.candidates import TUNED_RULE
 from powertrip_env.dynamics.layout import CUM_SAMPLES, RATE
 
 
@@ -97,6 +98,13 @@ def _decisions(env: gym.Env, policy, rounds: int, seed: int = 1):
         if terminated or truncated:
             break
     return chosen, slots
+
+
+def test_the_agents_last_slot_is_the_tuned_horizon_rule(flagship: gym.Env) -> None:
+    """The candidates' last slot is the rule the registry builds: its tuned parameters."""
+    assert TUNED_RULE == (TUNED["HorizonRule"]["horizon"], TUNED["HorizonRule"]["margin"])
+    chosen, slots = _decisions(flagship, make_policy("HorizonRule", n_sites=10), 60)
+    assert all((c == s[N_SLOTS - 1]).all() for c, s in zip(chosen, slots, strict=True))
 
 
 def test_horizon_rule_is_the_agents_sticky_slot(flagship: gym.Env) -> None:

@@ -13,8 +13,9 @@ rankings, the current set with each site added or removed, and the current set) 
 twice, with and without joins. Slot 0 is the current set ("keep"); the next slots are the
 pool's best set with the joins spread over ``HORIZONS[j]`` rounds; then the best at steady
 state (joins ignored); then the best at ``STICKY_HORIZONS[j]`` unless it beats the current set
-by less than ``STICKY_MARGIN``. Each slot is described by ``SLOT_FEATURES``, which do not depend
-on N or on the job's scale, so one model acts on any catalogue.
+by less than ``STICKY_MARGIN``; last, the tuned horizon rule's choice (``TUNED_RULE``). Each
+slot is described by ``SLOT_FEATURES``, which do not depend on N or on the job's scale, so one
+model acts on any catalogue.
 
 This is one compiled pass per batch of episodes (``build_candidates``): one call per vector
 step, not per env. It reads only what ``decision_view`` shows (power now, the forecast issued
@@ -50,7 +51,11 @@ HORIZONS: tuple[int, ...] = (1, 2, 4, 8, 16)
 # 26.72 h, h = 10 with 5% 26.33 h, against MyopicOptimal's 28.30 h).
 STICKY_HORIZONS: tuple[int, ...] = (4, 8, 16, 32)
 STICKY_MARGIN = 0.05
-N_SLOTS = 2 + len(HORIZONS) + len(STICKY_HORIZONS)  # keep, horizons, steady state, sticky
+# The last slot is the horizon rule as tuned on the flagship's train days (6 rounds, 2%:
+# baselines.lookahead.TUNED["HorizonRule"], which a test keeps equal): the strongest cheap
+# deployable rule, so a model that learns when to leave it starts from it.
+TUNED_RULE: tuple[float, float] = (6.0, 0.02)
+N_SLOTS = 3 + len(HORIZONS) + len(STICKY_HORIZONS)  # keep, horizons, steady, sticky, tuned
 SLOT_FEATURES: tuple[str, ...] = (
     "efficiency over the pool's best (joins charged to this round)",
     "steady-state efficiency over the pool's best",
@@ -80,6 +85,7 @@ FEATURE_LIMIT = 10.0  # every feature is clipped to [-FEATURE_LIMIT, FEATURE_LIM
 SLOT_RULES: tuple[tuple[float, float], ...] = (
     *((float(h), 0.0) for h in (*HORIZONS, math.inf)),
     *((float(h), STICKY_MARGIN) for h in STICKY_HORIZONS),
+    TUNED_RULE,
 )
 _SLOT_HORIZONS = np.array([h for h, _ in SLOT_RULES], dtype=np.float64)
 _SLOT_MARGINS = np.array([m for _, m in SLOT_RULES], dtype=np.float64)
