@@ -40,7 +40,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 
 import powertrip_env  # registers the environment IDs
 from agents import callbacks, checks, hyperparams
-from agents.candidate_vec_env import CandidateVecEnv
+from agents.candidate_vec_env import CandidateVecEnv, native_vector
 from agents.candidates import CandidatePolicy, CandidateSets
 from agents.checks import UsageError
 from agents.hyperparams import ConfigError
@@ -244,12 +244,6 @@ def make_env(
         return Monitor(CandidateSets(env) if candidates else env)
 
     return thunk
-
-
-def native_vector(env_id: str) -> bool:
-    """The ID steps one site catalogue for every episode (``PowerTripVectorEnv`` refuses
-    catalogues drawn per episode)."""
-    return gym.spec(env_id).kwargs.get("sites") is None
 
 
 def make_vec_env(

@@ -24,6 +24,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from powertrip_env import dynamics
+from powertrip_env.clairvoyant import Clairvoyant
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.episodes import base_from
 from powertrip_env.options import ENV_OPTIONS, configure
@@ -233,6 +234,14 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         if self.state is None:
             raise RuntimeError("call reset() first")
         return dynamics.build_candidates(self.params, self.state, rules)
+
+    def clairvoyant(self) -> Clairvoyant:
+        """CLAIRVOYANT: every sub-environment's future from now (``PowerTripEnv.clairvoyant``),
+        for the references and teachers whose names say they read it; its ``state`` is the
+        batch, and it works on copies."""
+        if self.state is None:
+            raise RuntimeError("call reset() first")
+        return Clairvoyant(self.params, self.state)
 
     def available(self) -> np.ndarray:
         """(B, N) bool: sites that have at least one powered GPU now."""
