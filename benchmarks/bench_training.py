@@ -1,0 +1,99 @@
+"""Training steps per second of the main job's agent, and where the time goes.
+
+    python benchmarks/bench_training.py              # 30k steps on each path (about a minute)
+    python benchmarks/bench_training.py --steps 100000
+
+Three figures, each measured in this process one after the other:
+
+* collection: PPO's environment steps alone, the model's forward pass included, on the native
+  candidate vector env (``agents.candidate_vec_env.CandidateVecEnv``, what ``train_agent.py``
+  trains on) and on SB3's ``DummyVecEnv`` of ``CandidateSets`` (one env at a time, as before);
+* training: ``model.learn`` with the main job's hyperparameters (collection and PPO updates) on
+  the native path, the number that sets the main job's training time.
+
+Each path runs a warm-up first (numba's compiled code and torch's first calls), and reports the
+best of ``--repeats``. A measurement, not a test: CI does not assert timings. It prints a table
+and, last, one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import gymnasium as gym
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
+
+import powertrip_env  # noqa: F401  (registers the IDs)
+from agents import hyperparams
+from agents.candidate_vec_env import CandidateVecEnv
+from agents.candidates import CandidateSets
+from agents.training import DEFAULT_N_ENVS, DEFAULT_TIMESTEPS
+
+
+def native(n_envs: int) -> VecEnv:
+    return VecMonitor(CandidateVecEnv(gym.make_vec("PowerTrip-v0", num_envs=n_envs)))
+
+
+def dummy(n_envs: int) -> VecEnv:
+    return VecMonitor(DummyVecEnv([lambda: CandidateSets(gym.make("PowerTrip-v0"))] * n_envs))
+
+
+def model_on(env: VecEnv) -> PPO:
+    config = hyperparams.load_config(hyperparams.default_config_path("ppo"), "ppo")
+    policy, kwargs = hyperparams.model_kwargs(config, "ppo", "candidates")
+    return PPO(policy, env, seed=0, device="cpu", **kwargs)
+
+
+def collection_rate(env: VecEnv, steps: int) -> float:
+    """Environment steps per second with the model choosing the actions (no updates)."""
+    model = model_on(env)
+    obs = env.reset()
+    vector_steps = max(steps // env.num_envs, 1)
+    started = time.perf_counter()
+    for _ in range(vector_steps):
+        with torch.no_grad():
+            actions, _, _ = model.policy(torch.as_tensor(obs))
+        obs, _, _, _ = env.step(actions.numpy())
+    return vector_steps * env.num_envs / (time.perf_counter() - started)
+
+
+def training_rate(env: VecEnv, steps: int) -> float:
+    """Steps per second of ``model.learn`` (collection and PPO updates)."""
+    model = model_on(env)
+    started = time.perf_counter()
+    model.learn(steps)
+    return model.num_timesteps / (time.perf_counter() - started)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=30_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--n-envs", type=int, default=DEFAULT_N_ENVS)
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # what train_agent.py uses (--torch-threads 1)
+    figures: dict[str, float] = {}
+    for name, make, measure in (
+        ("collection, native vector env", native, collection_rate),
+        ("collection, DummyVecEnv", dummy, collection_rate),
+        ("training (learn), native vector env", native, training_rate),
+    ):
+        measure(make(args.n_envs), 2_048)  # warm-up
+        figures[name] = max(measure(make(args.n_envs), args.steps) for _ in range(args.repeats))
+    print(f"{'path':40} {'steps/s':>10}")
+    for name, rate in figures.items():
+        print(f"{name:40} {rate:10,.0f}")
+    ratio = figures["collection, native vector env"] / figures["collection, DummyVecEnv"]
+    print(f"native over DummyVecEnv (collection): {ratio:.2f}x")
+    main_job = DEFAULT_TIMESTEPS / figures["training (learn), native vector env"]
+    print(f"the main job's {DEFAULT_TIMESTEPS:,} steps at this rate: {main_job:.0f} s")
+    print(json.dumps({**{k: round(v, 1) for k, v in figures.items()}, "main_job_s": main_job}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
