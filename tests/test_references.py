@@ -28,7 +28,7 @@ from baselines.references import (
     play_on_copy,
     rollout_fixed,
 )
-from powertrip_env.dynamics import formulas
+from powertrip_env.dynamics import candidates, formulas
 
 SEEDS = (0, 1, 2, 3)
 
@@ -305,12 +305,15 @@ def test_baselines_import_nothing_from_the_simulator_core():
     """Policies read ``decision_view``/``predict_round``, references ``env.clairvoyant()``:
     no module under baselines/ reaches into ``powertrip_env.dynamics`` (or ``powertrip_env``'s
     other internals that hold its tables) beyond the model's formulas
-    (``powertrip_env.dynamics.formulas``)."""
+    (``powertrip_env.dynamics.formulas``) and the candidates' layout."""
     import ast
     from pathlib import Path
 
     allowed = {f"{formulas.__name__}.{name}" for name in formulas.__all__}
     allowed |= {formulas.__name__, *(f"powertrip_env.dynamics.{name}" for name in formulas.__all__)}
+    # the candidates' layout (slots and features), not the builder: policies call
+    # env.candidates()
+    allowed |= {f"{candidates.__name__}.{name}" for name in candidates.LAYOUT}
     root = Path(__file__).resolve().parents[1] / "baselines"
     offenders = []
     for path in sorted(root.glob("*.py")):

@@ -298,13 +298,16 @@ def test_more_scenario_files_than_training_envs_is_a_usage_error(
 
 
 def test_the_pretrain_command_is_a_valid_training_run(tmp_path: Path) -> None:
+    """It trains on every suite task (their scenarios, padded to the largest) with the
+    candidate agent, whose features fit any catalogue the targets hold."""
     args = training.parse_args([*pretrain.TRAIN_ARGS, "--out", str(tmp_path)])
     run = training.setup(args)
-    assert args.env == "PowerTrip-Random-v0" and args.timesteps <= 1_500_000
-    assert run["env_kwargs"]["max_sites"] == 32
-    for _, env_id, scenario in pretrain.TARGETS:  # every target fits the padding
-        env = gym.make(env_id, max_sites=32, **({"scenario": scenario} if scenario else {}))
-        assert env.unwrapped.params.n_sites <= 32
+    assert args.extractor == "candidates" and args.timesteps <= 1_500_000
+    suite = [gym.spec(env_id).kwargs["scenario"] for env_id in powertrip_env.SUITE_IDS]
+    assert run["scenarios"] == suite
+    assert run["env_kwargs"]["max_sites"] == max(
+        gym.make(env_id).unwrapped.params.n_sites for env_id in powertrip_env.SUITE_IDS
+    )
 
 
 def test_readme_shows_the_table_the_pretrained_agent_achieved() -> None:

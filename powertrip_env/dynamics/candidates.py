@@ -81,6 +81,13 @@ N_FEATURES = N_SLOTS * len(SLOT_FEATURES) + len(GLOBAL_FEATURES)
 _N_SLOT_FEATURES = len(SLOT_FEATURES)  # a compile-time constant in the kernel
 FEATURE_LIMIT = 10.0  # every feature is clipped to [-FEATURE_LIMIT, FEATURE_LIMIT]
 
+# The layout of the candidates (their slots and features), which policies and agents may read;
+# nothing else of this module is for code outside the engine.
+LAYOUT = (
+    "GLOBAL_FEATURES", "HORIZONS", "N_FEATURES", "N_SLOTS", "SLOT_FEATURES", "SLOT_RULES",
+    "STICKY_HORIZONS", "STICKY_MARGIN", "TUNED_RULE",
+)  # fmt: skip
+
 # Slots 1.. as (horizon, margin) rules; slot 0 is the current set.
 SLOT_RULES: tuple[tuple[float, float], ...] = (
     *((float(h), 0.0) for h in (*HORIZONS, math.inf)),
