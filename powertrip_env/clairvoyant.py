@@ -63,29 +63,8 @@ class Clairvoyant:
         rule's), which each simulated episode plays from the forecast issued at its own time,
         as the rule would there. At most ``rounds`` rounds (default: until each episode ends).
         """
-        first = np.asarray(first, dtype=bool)
-        m = first.shape[0]
         state = self.state if state is None else state
-        if state.batch != m:
-            state = state.take(np.zeros(m, dtype=np.intp))
-        limit = self.params.max_rounds if rounds is None else rounds
-        ended = np.zeros(m, dtype=bool)
-        success = np.zeros(m, dtype=bool)
-        for r in range(limit):
-            live = np.flatnonzero(~ended)
-            if live.size == 0:
-                break
-            now = state.take(live)
-            if r == 0:
-                masks = first[live]
-            else:
-                masks = dynamics.build_candidates(self.params, now, (rule,)).masks[:, 1]
-            result = dynamics.step_round(self.params, now, masks)
-            state = state.put(live, result.state)
-            ended[live] = result.terminated | result.truncated
-            success[live] = result.terminated
-        elapsed = np.where(success, state.time_s - state.start_s, self.params.time_budget_s)
-        return dynamics.Trajectory(state, success, ended, elapsed / 3600.0)
+        return dynamics.play_rule(self.params, state, first, rule, rounds)
 
     def available(self, state: dynamics.SimState) -> np.ndarray:
         """(B, N) bool: the sites of each episode of ``state`` with a powered GPU now."""

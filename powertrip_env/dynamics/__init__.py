@@ -86,7 +86,7 @@ from powertrip_env.dynamics.params import (
     great_circle_km,
     rtt_ms,
 )
-from powertrip_env.dynamics.plans import Trajectory, play_plans, predict_plan
+from powertrip_env.dynamics.plans import Trajectory, play_plans, play_rule, predict_plan
 from powertrip_env.dynamics.predict import RoundPrediction, predict_round
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.state import RoundResult, SimState, initial_state
@@ -152,6 +152,7 @@ __all__ = [
     "noise_scale",
     "observe",
     "play_plans",
+    "play_rule",
     "predict_plan",
     "predict_round",
     "progress_needed",

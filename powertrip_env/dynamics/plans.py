@@ -4,16 +4,19 @@ A plan is a site set per round (or one set for every round). ``play_plans`` play
 batch of episodes on whatever world ``params`` describes: the true trace with the episode's
 jitter for the clairvoyant references (``powertrip_env.clairvoyant``), or the forecast issued
 now without jitter for the deployable planners (``powertrip_env.forecast``). Both go through
-``step_round``, so a plan means the same thing in either.
+``step_round``, so a plan means the same thing in either. ``play_rule`` plays a candidate rule
+after a first set through the same loop: the rollouts of a clairvoyant teacher.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from powertrip_env.dynamics.candidates import build_candidates
 from powertrip_env.dynamics.params import forecast_world
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.tables import current_row
@@ -49,20 +52,57 @@ def play_plans(
     """
     plan = np.asarray(plan, dtype=bool)
     per_round = plan.ndim == 3
-    m = plan.shape[0]
-    if state.batch != m:
-        state = state.take(np.zeros(m, dtype=np.intp))
     limit = plan.shape[1] if per_round else params.max_rounds
     limit = limit if rounds is None else min(limit, rounds)
+
+    def choose(r: int, live: np.ndarray, now: SimState) -> np.ndarray:
+        return plan[live, r] if per_round else plan[live]
+
+    return _play(params, state, plan.shape[0], choose, limit, jitter)
+
+
+def play_rule(
+    params: SimParams,
+    state: SimState,
+    first: np.ndarray,
+    rule: tuple[float, float],
+    rounds: int | None = None,
+) -> Trajectory:
+    """Play M first sets (M, N) from ``state`` (M episodes, or one copied M times), then a
+    candidate rule every round after: the ``(horizon, margin)`` slot of ``build_candidates``,
+    which each episode judges from the forecast issued at its own time. At most ``rounds``
+    rounds (default: until each episode ends)."""
+    first = np.asarray(first, dtype=bool)
+    limit = params.max_rounds if rounds is None else rounds
+
+    def choose(r: int, live: np.ndarray, now: SimState) -> np.ndarray:
+        if r == 0:
+            return first[live]
+        return build_candidates(params, now, (rule,)).masks[:, 1]
+
+    return _play(params, state, first.shape[0], choose, limit, None)
+
+
+def _play(
+    params: SimParams,
+    state: SimState,
+    m: int,
+    choose: Callable[[int, np.ndarray, SimState], np.ndarray],
+    limit: int,
+    jitter: np.ndarray | None,
+) -> Trajectory:
+    """The loop both share: round r of the live episodes requests ``choose(r, live, now)``."""
+    if state.batch != m:
+        state = state.take(np.zeros(m, dtype=np.intp))
     ended = np.zeros(m, dtype=bool)
     success = np.zeros(m, dtype=bool)
     for r in range(limit):
         live = np.flatnonzero(~ended)
         if live.size == 0:
             break
-        masks = plan[live, r] if per_round else plan[live]
+        now = state.take(live)
         given = None if jitter is None else np.broadcast_to(jitter, (live.size, jitter.size))
-        result = step_round(params, state.take(live), masks, given)
+        result = step_round(params, now, choose(r, live, now), given)
         state = state.put(live, result.state)
         ended[live] = result.terminated | result.truncated
         success[live] = result.terminated
