@@ -129,15 +129,20 @@ def _argmax(values, n):
 
 
 @jit
+def _join(t_full, t_steady):
+    """The part of a round spent joining, ``np.maximum(t_full − t_steady, 0)`` (NaN stays)."""
+    d = t_full - t_steady
+    return d if (d > 0.0 or d != d) else 0.0
+
+
+@jit
 def _efficiency(times, m, horizon, out):
     """Progress per second of the pool's first ``m`` sets with their joins spread over
     ``horizon`` rounds: a set kept h rounds gains ``steady + (first − steady) / h`` a round and
     lasts ``steady + join / h`` (``baselines.candidates.Pool.efficiency`` explains it)."""
     for j in range(m):
-        t_full, t_steady = times[PL_T_FULL, j], times[PL_T_STEADY, j]
-        d = t_full - t_steady
-        join = d if (d > 0.0 or d != d) else 0.0
-        t = t_steady + join / horizon
+        t_steady = times[PL_T_STEADY, j]
+        t = t_steady + _join(times[PL_T_FULL, j], t_steady) / horizon
         gain = times[PL_GAIN_STEADY, j] + (times[PL_GAIN, j] - times[PL_GAIN_STEADY, j]) / horizon
         out[j] = gain / t if t > 0.0 else 0.0
 
@@ -350,27 +355,24 @@ def _describe(sets, m, tb, available, joined, current, power_w, fc_rate, gpu_rat
     low = np.empty(n)
     for i in range(n):
         power[i] = power_w[i] if available[i] else 0.0
-    for h in range(horizons):
-        for i in range(n):
-            coming[i] += (fc_rate[h, i] / gpu_rate[i]) * wall_w[i]
-    for i in range(n):
-        coming[i] = coming[i] / horizons
+    for i in range(n):  # each forecast power once: its mean and its lowest
         lowest = math.inf
         for h in range(horizons):
-            lowest = min(lowest, (fc_rate[h, i] / gpu_rate[i]) * wall_w[i])
+            watts = (fc_rate[h, i] / gpu_rate[i]) * wall_w[i]
+            coming[i] += watts
+            lowest = min(lowest, watts)
+        coming[i] = coming[i] / horizons
         low[i] = lowest / power[i] if power[i] > 0.0 else 0.0
     slot = np.empty((n_slots, n_feat))
     _ratio_into(eff_full, m, slot, 0, chosen)
     _ratio_into(eff_steady, m, slot, 1, chosen)
     _ratio_into(gain, m, slot, 2, chosen)
-    t_k, ts_k = tb[PL_T_FULL, keep], tb[PL_T_STEADY, keep]
-    dk = t_k - ts_k
-    eff8_keep = tb[PL_GAIN, keep] / (ts_k + (dk if (dk > 0.0 or dk != dk) else 0.0) / 8.0)
+    ts_k = tb[PL_T_STEADY, keep]
+    eff8_keep = tb[PL_GAIN, keep] / (ts_k + _join(tb[PL_T_FULL, keep], ts_k) / 8.0)
     for s in range(n_slots):
         j = chosen[s]
         t_full, t_steady = tb[PL_T_FULL, j], tb[PL_T_STEADY, j]
-        d = t_full - t_steady
-        join = d if (d > 0.0 or d != d) else 0.0
+        join = _join(t_full, t_steady)
         size = 0
         joining = 0
         inter = 0
