@@ -62,7 +62,7 @@ from baselines.base import Policy
 from baselines.evaluate import make_env
 from baselines.models import EvaluationError
 from baselines.registry import LOOKAHEAD, REFERENCES, make_policy
-from powertrip_env.atomic import OutputDirError, result_dir
+from powertrip_env.atomic import OutputDirError, probe_writable, result_dir
 from powertrip_env.episodes import SPLITS
 
 NAMESPACE = "powertrip"
@@ -389,9 +389,7 @@ def _plan(env_ids: list[str], policies: list[str], run: _Settings, root: Path) -
                 )
             plans.append(_Plan(env_id, name, ident, path))
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".write-test-"):
-            pass
+        probe_writable(root)
     except OSError as exc:
         raise DatasetError(
             f"argument --out: {os.fspath(root)!r} cannot be written: {exc.strerror or exc}"

@@ -64,6 +64,14 @@ class OutputDirError(ValueError):
     """A results folder that holds an earlier run's files, and ``force`` was not given."""
 
 
+def probe_writable(folder: str | os.PathLike[str]) -> None:
+    """Make ``folder`` if need be and prove a file can be written in it (``OSError`` if not),
+    so that a long run fails at its start, not when it saves."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+        pass
+
+
 def check_output_dir(path: str | os.PathLike[str], *, force: bool = False) -> Path:
     """Refuse a non-empty results folder unless ``force``; prove its parent can be written.
 
@@ -79,11 +87,8 @@ def check_output_dir(path: str | os.PathLike[str], *, force: bool = False) -> Pa
             f"output folder {os.fspath(out)!r} already holds results; choose another with "
             "--out, or pass --force to replace them"
         )
-    parent = out.absolute().parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".write-test-"):
-            pass
+        probe_writable(out.absolute().parent)
     except OSError as exc:
         raise OutputDirError(
             f"output folder {os.fspath(out)!r} cannot be written: {exc.strerror or exc}; "
