@@ -17,25 +17,26 @@ The run directory (``--out``, default ``runs/<env>-<algo>-<seed>``) receives:
     final_model.zip, or interrupted.zip after Ctrl-C
     config.yaml    the command line and the hyperparameters that were used, then one entry per
                    --resume (never rewritten: a resume appends to it)
-    summary.md, episodes.csv, ...   the final comparison, written by baselines.evaluate and
+    summary.md, episodes.csv, ...   the final comparison, written by powertrip evaluate and
                    moved in as a set
 
 A used ``--out`` is refused unless ``--force`` (which empties it once every argument is
 checked) or ``--resume`` continues the run in it. ``--resume`` takes the run's settings from its
 ``config.yaml`` and trains up to the run's ``--timesteps``; given options that would change the
-run are refused (``agents.checks.FIXED_ON_RESUME``), the others (``--timesteps`` to extend it,
-``--final-episodes``, ...) apply from then on.
+run are refused (``powertrip_env.agents.checks.FIXED_ON_RESUME``), the others (``--timesteps`` to
+extend it, ``--final-episodes``, ...) apply from then on.
 
-The run itself is ``agents.training`` (which ``agents.pretrain`` trains with too): read it top
-to bottom for the arguments, the environment thunk, the training and the final table. Every
-file is written atomically; every bad argument is a one-line error and exit code 2.
+The run itself is ``powertrip_env.agents.training`` (which ``powertrip_env.agents.pretrain`` trains
+with too): read it top to bottom for the arguments, the environment thunk, the training and the
+final table. Every file is written atomically; every bad argument is a one-line error and exit code
+2.
 """
 
 from __future__ import annotations
 
 import sys
 
-from agents.training import main
+from powertrip_env.agents.training import main
 
 if __name__ == "__main__":
     sys.exit(main())

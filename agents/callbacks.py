@@ -7,7 +7,8 @@
 * ``Checkpoint``: periodic model snapshots, written atomically.
 
 SB3's own ``EvalCallback`` and ``CheckpointCallback`` write their zips in place; a run stopped
-mid-write would leave a corrupt best model. Ours route every save through ``agents.saving``.
+mid-write would leave a corrupt best model. Ours route every save through
+``powertrip_env.agents.saving``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import numpy as np
 from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
-from agents.reference import PowerTripReference
-from agents.saving import save_model, write_text
+from powertrip_env.agents.reference import PowerTripReference
+from powertrip_env.agents.saving import save_model, write_text
 
 METRIC_KEYS = (
     "powertrip/tta_h",
@@ -47,9 +48,9 @@ class PowerTripMetrics(BaseCallback):
       rounds (idle rounds select nobody and would only dilute it).
     * ``powertrip/energy_kwh``: energy of the whole episode.
     * ``powertrip/return_vs_powertrip``: the episode's return minus PowerTrip's return from the
-      same start (``agents.reference``). Running PowerTrip costs about as much as the agent's
-      own episode, so only every ``reference_every``-th finished episode is compared; the mean
-      is over those. Omitted when ``reference`` is None or no episode was compared.
+      same start (``powertrip_env.agents.reference``). Running PowerTrip costs about as much as the
+      agent's own episode, so only every ``reference_every``-th finished episode is compared; the
+      mean is over those. Omitted when ``reference`` is None or no episode was compared.
     * ``powertrip/episodes``: how many episodes the means are over.
 
     Values are recorded at the end of every rollout and accumulate until the logger dumps (SB3

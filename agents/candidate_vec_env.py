@@ -4,7 +4,7 @@ call per step for the whole batch.
 A ``DummyVecEnv`` of ``CandidateSets`` steps each env in Python and builds each env's
 candidates in its own call; here the native ``PowerTripVectorEnv`` steps every episode in one
 call of the compiled round and builds every episode's candidates in one call of the compiled
-builder. It needs SB3 (the ``train`` extra), which ``agents.candidates`` does not.
+builder. It needs SB3 (the ``train`` extra), which ``powertrip_env.agents.candidates`` does not.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 
-from agents.candidates import N_FEATURES, N_SLOTS
+from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS
 
 
 def native_vector(env_id: str) -> bool:

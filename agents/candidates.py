@@ -1,10 +1,11 @@
 """The candidate-set action space for agents: ``CandidateSets`` wraps a ``PowerTripEnv`` so its
-action is one of the ``N_SLOTS`` sets ``baselines.candidates.build`` proposes this round, and
-``CandidatePolicy`` plays a model trained on it behind the baselines' policy interface.
+action is one of the ``N_SLOTS`` sets ``powertrip_env.baselines.candidates.build`` proposes this
+round, and ``CandidatePolicy`` plays a model trained on it behind the baselines' policy interface.
 
 The pool, the slots and the features live in ``baselines/candidates.py``, below both this
-module and the deployable rules built on the same slots (``baselines.policies.HorizonRule``),
-so one implementation serves the rule and the agent.
+module and the deployable rules built on the same slots
+(``powertrip_env.baselines.policies.HorizonRule``), so one implementation serves the rule and the
+agent.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from baselines.base import Policy
-from baselines.candidates import (
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.candidates import (
     GLOBAL_FEATURES,
     HORIZONS,
     N_FEATURES,
@@ -28,7 +29,7 @@ from baselines.candidates import (
     Candidates,
     build,
 )
-from baselines.models import ActionInterface, register_action_interface
+from powertrip_env.baselines.models import ActionInterface, register_action_interface
 
 __all__ = [
     "GLOBAL_FEATURES",
@@ -154,5 +155,5 @@ def numpy_actor(policy: Any) -> Callable[[np.ndarray], int] | None:
     return actor
 
 
-# ``python -m baselines.evaluate --model`` (and ``pretrained``) plays a saved candidate agent.
+# ``powertrip evaluate --model`` (and ``pretrained``) plays a saved candidate agent.
 register_action_interface(ActionInterface("candidates", CandidateSets, CandidatePolicy))

@@ -94,7 +94,7 @@ def _argument_for(message: str, env_kwargs: Mapping[str, Any]) -> str:
 def check_final_policies(spec: str, n_sites: int) -> list[str]:
     """Baseline names for the final table, each checked: a comma-separated list in which
     ``all`` stands for every deployable baseline and ``references`` for the clairvoyant ones."""
-    from baselines.registry import REFERENCES, default_policy_names, make_policy
+    from powertrip_env.baselines.registry import REFERENCES, default_policy_names, make_policy
 
     names: list[str] = []
     for name in (part.strip() for part in spec.split(",")):
@@ -307,7 +307,7 @@ def restore_run(
 def _normalised(dest: str, value: Any, run: argparse.Namespace) -> Any:
     """A setting in a form where equal meanings compare equal (paths resolved, None = [])."""
     if dest == "config":
-        from agents.hyperparams import default_config_path
+        from powertrip_env.agents.hyperparams import default_config_path
 
         return Path(value or default_config_path(run.algo)).resolve()
     if dest == "scenario":

@@ -29,8 +29,8 @@ Why the per-site block: after the extractor, SB3's default policies put a dense 
 with one output per site. Given only the pooled context (``site_out=0``), that layer would see
 nothing that tells site 3 from site 5 at this moment and could only learn fixed per-position
 preferences. With each site's own embedding appended, a policy can read the features of the
-site it decides for: ``agents.site_policy.SitePolicy`` does so with one head shared by all
-sites. The context part is permutation-invariant either way; the per-site block is
+site it decides for: ``powertrip_env.agents.site_policy.SitePolicy`` does so with one head shared by
+all sites. The context part is permutation-invariant either way; the per-site block is
 permutation-equivariant (permuting the sites permutes its blocks). ``site_out=0`` gives the
 purely invariant encoder.
 
@@ -48,7 +48,7 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from baselines.models import register_network_classes
+from powertrip_env.baselines.models import register_network_classes
 from powertrip_env.integrations.torch_sites import pool_sites
 
 
@@ -152,5 +152,6 @@ def activation_class(name: str) -> type[nn.Module]:
 
 
 # A saved agent's policy_kwargs may name the encoder and these activations, by class or by name
-# (``activation_fn="tanh"``, as SitePolicy takes it): baselines.models rebuilds them from there.
+# (``activation_fn="tanh"``, as SitePolicy takes it): powertrip_env.baselines.models rebuilds them
+# from there.
 register_network_classes(SiteEncoder, *ACTIVATIONS.values(), activation_names=ACTIVATIONS)

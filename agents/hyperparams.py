@@ -4,9 +4,10 @@ A file holds the keyword arguments of the algorithm's constructor (``n_steps``, 
 ``policy_kwargs``, ...). The network has two tables:
 
 * ``policy_kwargs``: SB3's ``MlpPolicy``, for ``--extractor candidates`` (the candidate sets'
-  features, :mod:`agents.candidates`) and ``mlp`` (the flat observation);
-* ``site_policy``: for ``sites``, the dict observation and :class:`agents.site_policy.SitePolicy`
-  (its keyword arguments: the site encoder's widths, the shared action head's, the value MLP's).
+  features, :mod:`powertrip_env.agents.candidates`) and ``mlp`` (the flat observation);
+* ``site_policy``: for ``sites``, the dict observation and
+  :class:`powertrip_env.agents.site_policy.SitePolicy` (its keyword arguments: the site encoder's
+  widths, the shared action head's, the value MLP's).
 
 Everything is checked before any training starts, because a typo in a hyperparameter name
 would otherwise be either a crash several minutes in or, worse, silently ignored. Errors are
@@ -34,8 +35,8 @@ from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.utils import LinearSchedule
 
-from agents.extractors import activation_class
-from agents.site_policy import MaskableSitePolicy, SiteHeadMixin, SitePolicy
+from powertrip_env.agents.extractors import activation_class
+from powertrip_env.agents.site_policy import MaskableSitePolicy, SiteHeadMixin, SitePolicy
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -43,9 +44,10 @@ ALGOS: dict[str, type[OnPolicyAlgorithm]] = {"ppo": PPO, "a2c": A2C, "maskable_p
 """``--algo`` name → algorithm class."""
 
 EXTRACTORS = ("candidates", "sites", "mlp")
-"""``candidates``: a choice among candidate site sets (``agents.candidates.CandidateSets``),
-SB3's ``MlpPolicy`` on their features. ``sites``: per-site actions on the dict observation,
-``SitePolicy``. ``mlp``: per-site actions on the flat observation, SB3's ``MlpPolicy``."""
+"""``candidates``: a choice among candidate site sets
+(``powertrip_env.agents.candidates.CandidateSets``), SB3's ``MlpPolicy`` on their features.
+``sites``: per-site actions on the dict observation, ``SitePolicy``. ``mlp``: per-site actions on
+the flat observation, SB3's ``MlpPolicy``."""
 
 SCHEDULABLE = ("learning_rate", "clip_range", "clip_range_vf")
 # Set by the training script itself (or meaningless in a file), so a file may not set them.

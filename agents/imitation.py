@@ -4,9 +4,9 @@ PPO over the candidate slots learns to pick the best fixed rule among them and s
 (docs/agents.md): its reward says only, hundreds of rounds later, whether the episode was
 fast, and one slot played every round is a strong local optimum. A teacher can say which slot
 is best *in this state*. ``TEACHER`` scores every slot by a rollout: the slot played now, then
-the tuned horizon rule (``baselines.lookahead.HorizonRule``) every round after, to the end of
-the episode, on the true trace with the episode's own jitter (``Clairvoyant.follow``). The slot
-whose rollout reaches the target first is one step of policy improvement over the rule, and on
+the tuned horizon rule (``powertrip_env.baselines.lookahead.HorizonRule``) every round after, to the
+end of the episode, on the true trace with the episode's own jitter (``Clairvoyant.follow``). The
+slot whose rollout reaches the target first is one step of policy improvement over the rule, and on
 PowerTrip-v0 it takes about half the way from the rule to the clairvoyant optimiser.
 
 The teacher reads future actuals, so it only labels training states; the student is the same
@@ -36,11 +36,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from agents import checks
-from agents.candidate_vec_env import CandidateVecEnv, native_vector
-from agents.candidates import N_SLOTS
-from agents.saving import clear_folder, save_model, write_text
-from baselines.lookahead import TUNED
+from powertrip_env.agents import checks
+from powertrip_env.agents.candidate_vec_env import CandidateVecEnv, native_vector
+from powertrip_env.agents.candidates import N_SLOTS
+from powertrip_env.agents.saving import clear_folder, save_model, write_text
+from powertrip_env.baselines.lookahead import TUNED
 
 # The rule the teacher's rollouts play after the slot they score: the tuned horizon rule.
 TEACHER = (TUNED["HorizonRule"]["horizon"], TUNED["HorizonRule"]["margin"])
@@ -196,8 +196,8 @@ def make_venv(env_id: str, env_kwargs: dict[str, Any], n_envs: int, seed: int) -
 
 def from_slots(features: np.ndarray, slots: np.ndarray) -> Dataset:
     """Recorded decisions (a Minari dataset's ``candidate_features`` and ``candidate_slot``,
-    ``baselines.datasets.load_imitation``) as labelled states: regret 0 for the slot taken, 1
-    for every other, so ``fit`` clones them."""
+    ``powertrip_env.baselines.datasets.load_imitation``) as labelled states: regret 0 for the slot
+    taken, 1 for every other, so ``fit`` clones them."""
     slots = np.asarray(slots, dtype=np.int64)
     regret = np.ones((slots.shape[0], N_SLOTS))
     regret[np.arange(slots.shape[0]), slots] = 0.0
@@ -224,7 +224,7 @@ def train(
     a summary. ``jitter=False`` labels on jitter-free episodes, as the benchmark plays them."""
     from stable_baselines3 import PPO
 
-    from agents import hyperparams
+    from powertrip_env.agents import hyperparams
 
     started = time.monotonic()
     venv = make_venv(env_id, {"jitter": jitter}, n_envs, seed)
@@ -255,10 +255,11 @@ def train(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m agents.imitation``: train a student of the clairvoyant teacher and save it
-    where ``--model`` reads it (``baselines.evaluate``, ``baselines.benchmark``)."""
+    """``powertrip imitation``: train a student of the clairvoyant teacher and save it
+    where ``--model`` reads it (``powertrip_env.baselines.evaluate``,
+    ``powertrip_env.baselines.benchmark``)."""
     p = argparse.ArgumentParser(
-        prog="python -m agents.imitation",
+        prog="powertrip imitation",
         description="Behaviour cloning and DAgger of the clairvoyant rollout teacher over the "
         "candidate slots; saves an SB3 PPO model for --model.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -276,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="ID",
-        help="a Minari dataset of baselines.datasets to clone as well (repeatable)",
+        help="a Minari dataset of powertrip_env.baselines.datasets to clone as well (repeatable)",
     )
     p.add_argument("--out", required=True, help="run folder, new or empty")
     p.add_argument("--force", action="store_true", help="replace what --out holds")
@@ -293,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = checks.check_out_dir(Path(args.out), force=args.force)
         start = None
         if args.dataset:
-            from baselines.datasets import load_imitation
+            from powertrip_env.baselines.datasets import load_imitation
 
             start = from_slots(*load_imitation(args.dataset))
     except (checks.UsageError, ValueError) as exc:

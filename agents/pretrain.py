@@ -1,9 +1,9 @@
 """Produce the shipped general agent (agents/pretrained) and its zero-shot table.
 
-    python -m agents.pretrain            # train on the suite's four tasks, ship the best model
-    python -m agents.pretrain --table    # the zero-shot table: RESULTS.md and README.md
+    powertrip pretrain            # train on the suite's four tasks, ship the best model
+    powertrip pretrain --table    # the zero-shot table: RESULTS.md and README.md
 
-Training is ``train_agent.py``'s run (``agents.training``) with the arguments in
+Training is ``train_agent.py``'s run (``powertrip_env.agents.training``) with the arguments in
 ``TRAIN_ARGS``: PPO over candidate site sets (``agents/candidates.py``, whose features do not
 depend on the number of sites) on the four tasks of ``powertrip_env.SUITE_IDS`` at once (the
 training envs take their scenarios in turn), a few minutes on two cores. The best model on the
@@ -30,12 +30,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from agents import training
-from baselines.evaluate import evaluate
-from baselines.models import PRETRAINED, pretrained_model_path
-from baselines.readme_tables import splice
-from baselines.registry import default_policy_names
+from powertrip_env.agents import training
 from powertrip_env.atomic import atomic_path, write_text
+from powertrip_env.baselines.evaluate import evaluate
+from powertrip_env.baselines.models import PRETRAINED, pretrained_model_path
+from powertrip_env.baselines.readme_tables import splice
+from powertrip_env.baselines.registry import default_policy_names
 from powertrip_env.scenario.sampling import SiteSampler
 
 # The main job's agent (PPO over candidate sets) on the four suite tasks at once: the training
@@ -82,8 +82,8 @@ REFERENCES = ["BestFixedSet", "BeamPlanner"]
 def train(run_dir: Path, dest: Path, force: bool = False) -> int:
     """Train with ``TRAIN_ARGS`` into ``run_dir``; copy the best model and config to ``dest``.
 
-    The run (``agents.training``, as ``train_agent.py`` runs it) refuses a ``run_dir`` that
-    holds an earlier run (its files would mix with this one's); ``force`` lets it replace them.
+    The run (``powertrip_env.agents.training``, as ``train_agent.py`` runs it) refuses a ``run_dir``
+    that holds an earlier run (its files would mix with this one's); ``force`` lets it replace them.
     """
     started = time.monotonic()
     code = training.main([*TRAIN_ARGS, "--out", str(run_dir), *(["--force"] if force else [])])
@@ -99,7 +99,7 @@ def train(run_dir: Path, dest: Path, force: bool = False) -> int:
         which = f"{chosen.name} at {steps:,} steps"
     except (OSError, ValueError, KeyError):
         which = chosen.name
-    header = f"# produced by `python -m agents.pretrain`: the run below; model.zip is its {which}\n"
+    header = f"# produced by `powertrip pretrain`: the run below; model.zip is its {which}\n"
     write_text(dest / "config.yaml", header + config)
     minutes = (time.monotonic() - started) / 60
     print(f"shipped {chosen} as {dest / 'model.zip'} after {minutes:.1f} min")
@@ -133,7 +133,7 @@ def zero_shot_table(episodes: int, seed: int, progress: bool) -> str:
         f"of the episodes) over {episodes} paired test episodes with jitter "
         "(episode e uses seed e). The agent never saw any of these catalogues; MyopicOptimal "
         "enumerates subsets and stops at 16 sites. Regenerate with "
-        "`python -m agents.pretrain --table`.\n"
+        "`powertrip pretrain --table`.\n"
     )
     return header + "\n".join(rows) + "\n" + note
 
@@ -176,7 +176,7 @@ def beyond_16_table(episodes: int, seed: int, progress: bool) -> str:
         "with jitter (episode e uses seed e; a drawn catalogue is drawn from the episode's seed, "
         "so every policy meets the same 32 sites). MyopicOptimal cannot run beyond 16 sites. "
         "BestFixedSet and BeamPlanner are clairvoyant. Regenerate with "
-        "`python -m agents.pretrain --table`.\n"
+        "`powertrip pretrain --table`.\n"
     )
     return "\n".join(lines) + "\n" + note
 
@@ -204,7 +204,7 @@ def _cells(summary: pd.DataFrame) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents.pretrain", description=__doc__)
+    parser = argparse.ArgumentParser(prog="powertrip pretrain", description=__doc__)
     parser.add_argument("--table", action="store_true", help="only regenerate the table")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/pretrained"))
     parser.add_argument(

@@ -6,8 +6,8 @@ Subtracting what the PowerTrip heuristic gets *from the same start time* removes
 second, so the curve crosses zero where the agent starts to beat PowerTrip.
 
 Definition. For an agent episode that started at trace time ``s`` (seconds since trace row 0),
-the reference is the return of ``baselines.policies.PowerTrip`` on a separate copy of the
-environment (same ID and kwargs, ``jitter=False``, flat observations) reset with
+the reference is the return of ``powertrip_env.baselines.policies.PowerTrip`` on a separate copy of
+the environment (same ID and kwargs, ``jitter=False``, flat observations) reset with
 ``options={"start_time": s}``. ``s`` is recovered from the episode's last info as
 ``info["trace_time"] − info["elapsed_s"] − trace_t0_s`` (the trace time at the start; no
 extra bookkeeping in the vector env), rounded to the millisecond. The agent's episode has the
@@ -22,7 +22,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from baselines.registry import make_policy
+from powertrip_env.baselines.registry import make_policy
 
 
 class PowerTripReference:
@@ -31,7 +31,7 @@ class PowerTripReference:
     :param env_id: registered environment ID of the agent's environment.
     :param env_kwargs: the agent environment's kwargs (scenario, reward_mode, ...); the
         reference overrides ``jitter``, ``obs_mode`` and ``split``.
-    :param policy: the reference policy's name (``baselines.registry.make_policy``).
+    :param policy: the reference policy's name (``powertrip_env.baselines.registry.make_policy``).
     :param max_cache: start times remembered; the cache is cleared when it is full.
     """
 

@@ -29,7 +29,8 @@ __all__ = [
 ]
 
 RESULT_FILES = ("summary.md", "episodes.csv", "tta.png", "accuracy_vs_time.png")
-"""What ``baselines.evaluate`` writes for one comparison; ``summary.md`` is the set's marker."""
+"""What ``powertrip_env.baselines.evaluate`` writes for one comparison; ``summary.md`` is the set's
+marker."""
 
 
 def save_model(model: Any, path: str | os.PathLike[str]) -> Path:

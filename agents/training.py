@@ -1,16 +1,16 @@
-"""A training run: what ``python train_agent.py`` does, and ``agents.pretrain`` runs.
+"""A training run: what ``python train_agent.py`` does, and ``powertrip_env.agents.pretrain`` runs.
 
 ``main(argv)`` takes ``train_agent.py``'s command line (``build_parser``; the usage and the run
 directory it fills are in that script's docstring), trains a Stable-Baselines3 agent on a
 PowerTrip environment and compares it with the baselines on the test split; it returns the
-exit code. It lives here, not in the root script, because ``agents.pretrain`` trains with it
-too, and nothing imports the root script (``tests/test_imports.py``).
+exit code. It lives here, not in the root script, because ``powertrip_env.agents.pretrain`` trains
+with it too, and nothing imports the root script (``tests/test_imports.py``).
 
 A used ``--out`` is refused unless ``--force`` (which empties it once every argument is
 checked) or ``--resume`` continues the run in it. ``--resume`` takes the run's settings from its
 ``config.yaml`` and trains up to the run's ``--timesteps``; given options that would change the
-run are refused (``agents.checks.FIXED_ON_RESUME``), the others (``--timesteps`` to extend it,
-``--final-episodes``, ...) apply from then on.
+run are refused (``powertrip_env.agents.checks.FIXED_ON_RESUME``), the others (``--timesteps`` to
+extend it, ``--final-episodes``, ...) apply from then on.
 
 Reads top to bottom: the arguments, the environment thunk, then the training and the final
 table. The pieces with logic in them live in the other modules of ``agents/`` (site encoder and
@@ -39,13 +39,19 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 import powertrip_env  # registers the environment IDs
-from agents import callbacks, checks, hyperparams
-from agents.candidate_vec_env import CandidateVecEnv, native_vector
-from agents.candidates import CandidatePolicy, CandidateSets
-from agents.checks import UsageError
-from agents.hyperparams import ConfigError
-from agents.reference import PowerTripReference
-from agents.saving import append_to_list, clear_folder, install_results, save_model, write_text
+from powertrip_env.agents import callbacks, checks, hyperparams
+from powertrip_env.agents.candidate_vec_env import CandidateVecEnv, native_vector
+from powertrip_env.agents.candidates import CandidatePolicy, CandidateSets
+from powertrip_env.agents.checks import UsageError
+from powertrip_env.agents.hyperparams import ConfigError
+from powertrip_env.agents.reference import PowerTripReference
+from powertrip_env.agents.saving import (
+    append_to_list,
+    clear_folder,
+    install_results,
+    save_model,
+    write_text,
+)
 
 # The candidate-set agent on PowerTrip-v0, whose last slot is the tuned horizon rule: over a
 # 300k-step run its best model on the periodic test-split evaluation came at the first one, 50k
@@ -228,7 +234,8 @@ def make_env(
 ) -> Callable[[], gym.Env]:
     """A thunk that builds one monitored environment, for SB3's vector envs.
 
-    ``candidates``: the agent chooses among candidate site sets (``agents.candidates``).
+    ``candidates``: the agent chooses among candidate site sets
+    (``powertrip_env.agents.candidates``).
 
     ``import powertrip_env`` registers the IDs in worker processes too (forkserver and spawn
     start fresh interpreters). Workers ignore Ctrl-C: the main process catches it, saves the
@@ -439,8 +446,8 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     # The comparison: best model if one was kept, else the final one, on the test split.
     if not args.final_episodes:
         return 0
-    from baselines.evaluate import EvaluationError, evaluate
-    from baselines.models import SB3Policy
+    from powertrip_env.baselines.evaluate import EvaluationError, evaluate
+    from powertrip_env.baselines.models import SB3Policy
 
     best = out / "best_model.zip"
     chosen = best if best.exists() else final

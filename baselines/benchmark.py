@@ -5,8 +5,9 @@ For each task of ``powertrip_env.SUITE_IDS`` (or ``--env``), on its first ``--ep
 episodes without time jitter (deterministic given the trace, so a clairvoyant plan replays
 exactly):
 
-* every deployable baseline (``baselines.registry.default_policy_names``: PowerTrip, the simple
-  rules, MyopicOptimal where it runs, and the lookahead rules HorizonRule and ForecastMPC);
+* every deployable baseline (``powertrip_env.baselines.registry.default_policy_names``: PowerTrip,
+  the simple rules, MyopicOptimal where it runs, and the lookahead rules HorizonRule and
+  ForecastMPC);
 * the clairvoyant references: ``BestFixedSet`` and ``Optimiser`` (``BeamPlanner``'s plan
   improved by local search), which starts from the complete episode of every one of those
   baselines, so no shipped policy beats it in any episode (the JSON says whether that held:
@@ -14,11 +15,11 @@ exactly):
 * the bracket on the optimum: ``optimum_upper_h``, the optimiser's mean TTA (a feasible plan,
   replayed in the env), and ``optimum_lower_h``, the mean of ``lower_bound_h`` (a relaxation no
   policy beats, which charges joins where it can); ``gap`` is their ratio;
-* each ``--model`` (a saved agent, as ``baselines.evaluate`` loads it).
+* each ``--model`` (a saved agent, as ``powertrip_env.baselines.evaluate`` loads it).
 
 Scores are normalised per task, 0 = PowerTrip and 1 = the optimiser's feasible plan
-(``baselines.leaderboard``), and aggregated over tasks as a mean and an interquartile mean with
-bootstrap intervals that resample start days within each task. It writes ``episodes.csv``,
+(``powertrip_env.baselines.leaderboard``), and aggregated over tasks as a mean and an interquartile
+mean with bootstrap intervals that resample start days within each task. It writes ``episodes.csv``,
 ``leaderboard.md`` and ``profile.png`` (a performance profile) to ``--out`` as one set, prints
 the Markdown, and prints as its last line one JSON object::
 
@@ -28,9 +29,9 @@ the Markdown, and prints as its last line one JSON object::
 
 Command line::
 
-    python -m baselines.benchmark --out results/benchmark            # the full leaderboard
-    python -m baselines.benchmark --quick --out /tmp/bench           # 2 episodes per task
-    python -m baselines.benchmark --model agents/pretrained/model.zip --out results/with-agent
+    powertrip benchmark --out results/benchmark            # the full leaderboard
+    powertrip benchmark --quick --out /tmp/bench           # 2 episodes per task
+    powertrip benchmark --model agents/pretrained/model.zip --out results/with-agent
 """
 
 from __future__ import annotations
@@ -45,11 +46,6 @@ from typing import Any
 import pandas as pd
 
 import powertrip_env
-from baselines import leaderboard
-from baselines.evaluate import REFERENCE, EvaluationError, evaluate, make_env
-from baselines.models import ALGOS
-from baselines.references import lower_bound_h
-from baselines.registry import default_policy_names
 from powertrip_env.atomic import (
     OutputDirError,
     check_output_dir,
@@ -57,6 +53,11 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
+from powertrip_env.baselines import leaderboard
+from powertrip_env.baselines.evaluate import REFERENCE, EvaluationError, evaluate, make_env
+from powertrip_env.baselines.models import ALGOS
+from powertrip_env.baselines.references import lower_bound_h
+from powertrip_env.baselines.registry import default_policy_names
 
 TOP = "Optimiser"  # the reference: score 1
 BOUND = "LowerBound"
@@ -158,7 +159,7 @@ def report(episodes: pd.DataFrame, facts: dict[str, dict[str, Any]]) -> tuple[st
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m baselines.benchmark",
+        prog="powertrip benchmark",
         description="The leaderboard over the suite of sequential tasks (see the module docs).",
     )
     parser.add_argument(

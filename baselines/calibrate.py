@@ -1,6 +1,6 @@
 """Fit the surrogate's learning curve to real federated training on the same clock.
 
-    python -m baselines.calibrate --env PowerTrip-Digits-v0 --episodes 10 --out results/calib
+    powertrip calibrate --env PowerTrip-Digits-v0 --episodes 10 --out results/calib
 
 Runs episodes of the environment with the real learner (``learner="torch"``) under several
 selection rules, records what every round did (which sites completed, the global batch, the
@@ -293,9 +293,7 @@ def plot(recorded: Sequence[Recorded], predicted: np.ndarray, path: Path) -> boo
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; 0 on success, 2 for bad arguments."""
-    p = argparse.ArgumentParser(
-        prog="python -m baselines.calibrate", description=__doc__.split("\n")[0]
-    )
+    p = argparse.ArgumentParser(prog="powertrip calibrate", description=__doc__.split("\n")[0])
     p.add_argument("--env", default="PowerTrip-Digits-v0", help="registered PowerTrip ID")
     p.add_argument("--scenario", default=None, help="a scenario to run --env on")
     p.add_argument("--episodes", type=int, default=6, help="episodes per selection rule")
@@ -334,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     base = args.scenario if args.scenario else scenario.name
-    command = " ".join(["python -m baselines.calibrate", *(argv or sys.argv[1:])])
+    command = " ".join(["powertrip calibrate", *(argv or sys.argv[1:])])
     with stop_codes(OutputDirError) as stop:
         recorded = record(args.env, args.episodes, args.seed, args.scenario, args.max_rounds)
         fitted = fit(recorded, params, args.iterations)

@@ -13,8 +13,8 @@ is the agent's job.
 The pool, the slots and the features are built inside the compiled kernel for a whole batch of
 episodes (``powertrip_env.dynamics.candidates``; the env's ``candidates()`` method, the vector
 env's for all its sub-environments in one call). This module gives one episode's slots the
-shape the policies use, ``Candidates``; ``baselines.lookahead`` plays one slot's rule for any
-horizon and margin.
+shape the policies use, ``Candidates``; ``powertrip_env.baselines.lookahead`` plays one slot's rule
+for any horizon and margin.
 """
 
 from __future__ import annotations

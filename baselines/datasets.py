@@ -2,15 +2,16 @@
 
 Command line::
 
-    python -m baselines.datasets                       # Optimiser, HorizonRule, ForecastMPC
-    python -m baselines.datasets --env PowerTrip-v0 --policies Optimiser --episodes 30
-    python -m baselines.datasets --out data/minari --force
+    powertrip datasets                       # Optimiser, HorizonRule, ForecastMPC
+    powertrip datasets --env PowerTrip-v0 --policies Optimiser --episodes 30
+    powertrip datasets --out data/minari --force
 
 For each task (``--env``, default every ID of ``powertrip_env.SUITE_IDS``) and each policy
 (``--policies``, default ``DEFAULT_POLICIES``: the reference the benchmark scores against and the
 two lookahead rules, its strongest deployable baselines), ``--episodes`` episodes of the
 ``--split`` days (train by default: imitation learns on train days and is judged on test days)
-are played as ``baselines.evaluate`` plays them, episode e reset with seed ``--seed + e``, and
+are played as ``powertrip_env.baselines.evaluate`` plays them, episode e reset with seed ``--seed +
+e``, and
 saved as one Minari dataset with the ID ``dataset_id(env_id, policy, split)``::
 
     powertrip/<env ID>/<policy in lower case>-v<DATASET_VERSION>          (train days)
@@ -57,12 +58,12 @@ import gymnasium as gym
 import numpy as np
 
 import powertrip_env
-from baselines import candidates
-from baselines.base import Policy
-from baselines.evaluate import make_env
-from baselines.models import EvaluationError
-from baselines.registry import LOOKAHEAD, REFERENCES, make_policy
 from powertrip_env.atomic import OutputDirError, probe_writable, result_dir
+from powertrip_env.baselines import candidates
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.evaluate import make_env
+from powertrip_env.baselines.models import EvaluationError
+from powertrip_env.baselines.registry import LOOKAHEAD, REFERENCES, make_policy
 from powertrip_env.episodes import SPLITS
 
 NAMESPACE = "powertrip"
@@ -527,7 +528,7 @@ def record(
 
     Args:
         env_ids: shipped IDs (``powertrip_env.ENV_IDS``); default ``SUITE_IDS``.
-        policies: registry names (``baselines.registry.make_policy``); default
+        policies: registry names (``powertrip_env.baselines.registry.make_policy``); default
             ``DEFAULT_POLICIES``.
         episodes: per dataset; episode e resets with ``seed + e``.
         split: ``"train"`` (default), ``"test"`` or ``"all"``.
@@ -600,7 +601,7 @@ def load_imitation(
                 raise DatasetError(
                     f"dataset {ident!r} was not recorded with this version's candidate layout "
                     f"({candidates.N_SLOTS} slots, {candidates.N_FEATURES} features); record it "
-                    "again: python -m baselines.datasets --force"
+                    "again: powertrip datasets --force"
                 )
             for episode in dataset.iterate_episodes():
                 keep = np.ones(len(episode), dtype=bool)
@@ -618,7 +619,7 @@ def load_imitation(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m baselines.datasets",
+        prog="powertrip datasets",
         description="Record Minari datasets of the references and the strongest baselines.",
     )
     parser.add_argument(

@@ -8,9 +8,9 @@ few dozen episodes enough to rank them.
 
 Command line::
 
-    python -m baselines.evaluate --env PowerTrip-v0 --policies all --episodes 30
-    python -m baselines.evaluate --policies PowerTrip,AllSites --model runs/ppo.zip --algo ppo
-    python -m baselines.evaluate --scenario my_sites.toml --episodes 10
+    powertrip evaluate --env PowerTrip-v0 --policies all --episodes 30
+    powertrip evaluate --policies PowerTrip,AllSites --model runs/ppo.zip --algo ppo
+    powertrip evaluate --scenario my_sites.toml --episodes 10
 
 writes ``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png`` to ``--out``
 (default ``results/<env>-<split>``, or ``results/<env>-<scenario stem>-<split>`` with
@@ -22,9 +22,9 @@ folder) exit with code 2 and a message, before any episode runs.
 
 A model file is code: SB3 pickles the policy class and other objects into its zips, and
 unpickling runs whatever the file names. Models are loaded without unpickling anything in them
-(``baselines.models``, which also says how a policy class of ``agents`` is found without this
-package importing it); an RLlib checkpoint is loaded by Ray, which unpickles, so evaluate only
-checkpoints you trust.
+(``powertrip_env.baselines.models``, which also says how a policy class of ``agents`` is found
+without this package importing it); an RLlib checkpoint is loaded by Ray, which unpickles, so
+evaluate only checkpoints you trust.
 """
 
 from __future__ import annotations
@@ -47,9 +47,6 @@ import pandas as pd
 from gymnasium.envs.registration import registry
 
 import powertrip_env
-from baselines.base import Policy
-from baselines.models import ALGOS, EvaluationError, load_agent, model_label
-from baselines.registry import REFERENCES, default_policy_names, make_policy
 from powertrip_env.atomic import (
     OutputDirError,
     check_output_dir,
@@ -57,6 +54,9 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.models import ALGOS, EvaluationError, load_agent, model_label
+from powertrip_env.baselines.registry import REFERENCES, default_policy_names, make_policy
 from powertrip_env.episodes import SPLITS
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
@@ -440,7 +440,7 @@ def evaluate(
 
     Args:
         env_id: a registered PowerTrip ID, e.g. ``"PowerTrip-v0"``.
-        policies: policy names (see ``baselines.registry.make_policy``; ``"all"`` expands to
+        policies: policy names (see ``registry.make_policy``; ``"all"`` expands to
             ``default_policy_names``, ``"references"`` to the clairvoyant references) or
             ``Policy`` instances.
         episodes: paired episodes per policy; episode e resets with ``seed + e``.
@@ -657,7 +657,7 @@ def _plot_accuracy(result: Evaluation) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m baselines.evaluate",
+        prog="powertrip evaluate",
         description="Compare site-selection policies and saved agents on paired episodes.",
     )
     parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")

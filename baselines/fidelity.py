@@ -19,8 +19,8 @@ calibrated scenario poses:
 
 Command line::
 
-    python -m baselines.fidelity --env PowerTrip-v0
-    python -m baselines.fidelity --env PowerTrip-v0 --scenario my.toml --episodes 10
+    powertrip fidelity --env PowerTrip-v0
+    powertrip fidelity --env PowerTrip-v0 --scenario my.toml --episodes 10
 
 It prints the table and, as its last line, one JSON object with the keys above (each ratio
 keyed by M as a string), ``tokens_ratio_published``, ``state_transfer_s`` and the episodes run.
@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import Policy
-from baselines.evaluate import (
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.evaluate import (
     EvaluationError,
     evaluate,
     make_env,
@@ -44,7 +44,7 @@ from baselines.evaluate import (
     report_cli,
     report_parser,
 )
-from baselines.headroom import headroom
+from powertrip_env.baselines.headroom import headroom
 from powertrip_env.dynamics import delta_progress, rounds_to_target
 
 REPLICAS = (2, 4, 8)
@@ -227,7 +227,7 @@ def _fmt(value: float | None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad arguments)."""
     parser = report_parser(
-        "python -m baselines.fidelity",
+        "powertrip fidelity",
         "The calibration table: simulated against published figures.",
         episodes=30,
     )

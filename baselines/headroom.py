@@ -13,8 +13,8 @@ measures that on paired test episodes:
 
 Command line::
 
-    python -m baselines.headroom --env PowerTrip-v0 --episodes 30 --out results/headroom
-    python -m baselines.headroom --env PowerTrip-v0 --scenario my.toml --episodes 10
+    powertrip headroom --env PowerTrip-v0 --episodes 30 --out results/headroom
+    powertrip headroom --env PowerTrip-v0 --scenario my.toml --episodes 10
 
 Episodes run without time jitter by default (deterministic given the trace, as the references'
 plans are exact then; ``--jitter`` keeps the scenario's). It writes ``headroom.csv`` (one row per
@@ -37,9 +37,6 @@ from typing import Any
 import pandas as pd
 
 import powertrip_env
-from baselines.base import MAX_EXHAUSTIVE_SITES
-from baselines.evaluate import EvaluationError, evaluate, make_env, powertrip_env_ids
-from baselines.references import lower_bound_h
 from powertrip_env.atomic import (
     OutputDirError,
     check_output_dir,
@@ -47,6 +44,9 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
+from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES
+from powertrip_env.baselines.evaluate import EvaluationError, evaluate, make_env, powertrip_env_ids
+from powertrip_env.baselines.references import lower_bound_h
 
 ONE_SHOT_BELOW = 1.02
 POLICIES = ("BeamPlanner", "BestFixedSet", "MyopicOptimal", "PowerTrip", "AllSites")
@@ -146,7 +146,7 @@ def _hours(value: float) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad arguments)."""
     parser = argparse.ArgumentParser(
-        prog="python -m baselines.headroom",
+        prog="powertrip headroom",
         description="Sequential headroom: the best fixed set against a clairvoyant planner.",
     )
     parser.add_argument(

@@ -16,10 +16,10 @@ statistical precipice"): the mean of the per-task scores, the interquartile mean
 pooled per-episode scores, both with 95% intervals from a bootstrap stratified by task, and a
 performance profile (the fraction of episodes whose score exceeds a threshold τ).
 
-The intervals follow ``baselines.evaluate``: episodes that start on the same day share its sun
-and wind, so the start day, not the episode, is what is resampled, and the draws are seeded from
-the days (``_bootstrap_seed``), never from the TTAs, so a rerun is identical bit for bit and every
-policy gets the same draws (a paired bootstrap). The input is one frame with a row per (task,
+The intervals follow ``powertrip_env.baselines.evaluate``: episodes that start on the same day share
+its sun and wind, so the start day, not the episode, is what is resampled, and the draws are seeded
+from the days (``_bootstrap_seed``), never from the TTAs, so a rerun is identical bit for bit and
+every policy gets the same draws (a paired bootstrap). The input is one frame with a row per (task,
 policy, episode) and the columns of ``COLUMNS``; episode ``e`` of a task is the same start time
 for every policy. Nothing here runs an environment.
 """
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from baselines.evaluate import (
+from powertrip_env.baselines.evaluate import (
     BOOTSTRAP_RESAMPLES,
     REFERENCE,
     _bootstrap_seed,
@@ -451,9 +451,9 @@ def per_task_table(
 ) -> pd.DataFrame:
     """One row per task and policy (``PER_TASK_COLUMNS``): mean TTA, its 95% CI, the score.
 
-    The interval is ``baselines.evaluate.day_bootstrap_ci95`` over the task's start days, the
-    one every evaluation table reports, so a leaderboard's TTAs read the same as the summary of
-    ``python -m baselines.evaluate``; NaN with one start day. Tasks are in order of first
+    The interval is ``powertrip_env.baselines.evaluate.day_bootstrap_ci95`` over the task's start
+    days, the one every evaluation table reports, so a leaderboard's TTAs read the same as the
+    summary of ``powertrip evaluate``; NaN with one start day. Tasks are in order of first
     appearance, and within a task the policies by score, best first (ties in order of first
     appearance).
     """
@@ -666,7 +666,7 @@ def to_markdown(
     lines += [
         "",
         "Mean TTA intervals: block bootstrap over the task's start days (as in "
-        "`python -m baselines.evaluate`); `[–]` with a single start day.",
+        "`powertrip evaluate`); `[–]` with a single start day.",
     ]
     return "\n".join(lines) + "\n"
 

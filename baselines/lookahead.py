@@ -7,8 +7,8 @@ ignored, it makes every set look free to change (PowerTrip's steady-state rule).
 charge it over the rounds a set will be kept, and both keep the current set unless another is
 clearly better, since a forecast's error would eat a small predicted gain.
 
-* ``HorizonRule``: each round, among ``baselines.candidates``' pool (the prefixes of three
-  rankings, the current set with one site added or removed, the current set), the set with the
+* ``HorizonRule``: each round, among ``powertrip_env.baselines.candidates``' pool (the prefixes of
+  three rankings, the current set with one site added or removed, the current set), the set with the
   best predicted progress per second when its joins are spread over ``horizon`` rounds
   (``predict_round`` twice: with and without joins), kept unless it beats the current set by
   ``margin``. It is slot "sticky h" of the candidate-set agent, with h and the margin tuned.
@@ -20,7 +20,7 @@ clearly better, since a forecast's error would eat a small predicted gain.
 
 Both read only ``decision_view`` and the what-ifs; they are deployable baselines, not
 references. ``TUNED`` holds their parameters as tuned on the flagship's train days
-(``python -m baselines.tune``); the registry builds them with those.
+(``powertrip tune``); the registry builds them with those.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import Policy
-from baselines.candidates import build, index_of, pool_of
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.candidates import build, index_of, pool_of
 from powertrip_env.dynamics import progress_needed
 
-# Tuned on PowerTrip-v0's train days (``python -m baselines.tune``, docs/agents.md gives the
+# Tuned on PowerTrip-v0's train days (``powertrip tune``, docs/agents.md gives the
 # grid and every cell's mean TTA): the parameters the registry builds the rules with.
 # HorizonRule's is also the candidate-set agent's last slot (dynamics.candidates.TUNED_RULE).
 TUNED: dict[str, dict[str, float]] = {

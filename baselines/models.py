@@ -3,7 +3,7 @@
 ``load_agent(path, algo, label)`` is a saved Stable-Baselines3 zip (``ppo``, ``a2c``,
 ``maskable_ppo``) or an RLlib checkpoint folder (``rllib``) behind the ``Policy`` interface
 (``SB3Policy``, ``RLlibPolicy``), with the ``gym.make`` arguments of the env it runs on;
-``baselines.evaluate`` runs it beside the hand-coded policies (``--model``).
+``powertrip_env.baselines.evaluate`` runs it beside the hand-coded policies (``--model``).
 
 A model file is code: SB3 pickles the policy class and other objects into its zips, and
 unpickling runs whatever the file names. SB3 zips are loaded here without unpickling anything in
@@ -12,12 +12,12 @@ checkpoints you trust.
 
 The layering (``tests/test_imports.py``): ``powertrip_env`` ← ``baselines`` ← ``agents`` ←
 ``train_agent.py``, each importing only from itself and the layers before it. A saved agent may
-name a policy class of a layer above this one (``agents.site_policy.SitePolicy``), which this
-module never imports by a statement. The classes it may load come from a registry instead:
-SB3's own, and those a package registers when it is imported (``register_policy_class``,
-``register_network_classes``; ``agents.site_policy`` registers its policies and site encoder).
-When a model names a class no one has registered, ``load_plugins`` imports the modules named
-in ``PLUGINS``, which register theirs, and looks again. Nothing else here reaches above
+name a policy class of a layer above this one (``powertrip_env.agents.site_policy.SitePolicy``),
+which this module never imports by a statement. The classes it may load come from a registry
+instead: SB3's own, and those a package registers when it is imported (``register_policy_class``,
+``register_network_classes``; ``powertrip_env.agents.site_policy`` registers its policies and site
+encoder). When a model names a class no one has registered, ``load_plugins`` imports the modules
+named in ``PLUGINS``, which register theirs, and looks again. Nothing else here reaches above
 ``baselines``: evaluating hand-coded policies never imports ``agents``.
 """
 
@@ -42,7 +42,7 @@ import numpy as np
 from gymnasium import spaces
 
 import powertrip_env  # noqa: F401  (registers the IDs the models run on)
-from baselines.base import Policy
+from powertrip_env.baselines.base import Policy
 
 ALGOS: dict[str, tuple[str, str]] = {
     "ppo": ("stable_baselines3", "PPO"),
@@ -93,11 +93,21 @@ _ACTIVATION_NAMES: set[str] = set()
 # Torch's activations a plain SB3 policy may be given (``activation_fn``), by name in torch.nn.
 _TORCH_ACTIVATIONS = ("ReLU", "Tanh", "ELU", "GELU", "SiLU", "LeakyReLU")
 
-PLUGINS: tuple[str, ...] = ("agents.site_policy", "agents.candidates")
+PLUGINS: tuple[str, ...] = ("powertrip_env.agents.site_policy", "powertrip_env.agents.candidates")
 """Modules that register policy classes or action interfaces when imported; ``load_plugins``
 imports them (by name, never at import time) when a saved model names a class, or acts in a
 space, that nothing registered yet."""
 _plugin_errors: dict[str, str] = {}  # plugin -> why it could not be imported
+# Before 0.2 the agents' modules installed as the top-level package ``agents``; models saved then
+# name their classes so, and still load.
+_LEGACY_PACKAGE = ("powertrip_env.agents.", "agents.")
+
+
+def _names(cls: type) -> list[str]:
+    """How a saved model may name ``cls``: "module.Name", and its name before 0.2."""
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    new, old = _LEGACY_PACKAGE
+    return [name, old + name[len(new) :]] if name.startswith(new) else [name]
 
 
 def register_policy_class(cls: type, *algos: str) -> None:
@@ -109,11 +119,11 @@ def register_policy_class(cls: type, *algos: str) -> None:
     unknown = [algo for algo in algos if algo not in _POLICY_CLASSES]
     if unknown or not algos:
         raise ValueError(f"register {cls.__name__} for one or more of {', '.join(_POLICY_CLASSES)}")
-    name = f"{cls.__module__}.{cls.__qualname__}"
-    _REGISTERED[name] = cls
-    for algo in algos:
-        if name not in _POLICY_CLASSES[algo]:
-            _POLICY_CLASSES[algo].append(name)
+    for name in _names(cls):
+        _REGISTERED[name] = cls
+        for algo in algos:
+            if name not in _POLICY_CLASSES[algo]:
+                _POLICY_CLASSES[algo].append(name)
 
 
 def register_network_classes(*classes: type, activation_names: Iterable[str] = ()) -> None:
@@ -127,9 +137,9 @@ def register_network_classes(*classes: type, activation_names: Iterable[str] = (
 class ActionInterface:
     """Agents that act on ``PowerTripEnv`` through a wrapper with spaces of its own.
 
-    ``agents.candidates`` registers one: its agents choose among a few candidate site sets, so
-    a saved model's action space is ``Discrete(K)``, not the env's per-site space. A model whose
-    spaces are those of ``wrap(env)`` is played by ``policy(model, label)``, a ``Policy`` that
+    ``powertrip_env.agents.candidates`` registers one: its agents choose among a few candidate site
+    sets, so a saved model's action space is ``Discrete(K)``, not the env's per-site space. A model
+    whose spaces are those of ``wrap(env)`` is played by ``policy(model, label)``, a ``Policy`` that
     reads the unwrapped env and returns the site mask, as every policy does.
     """
 
@@ -641,7 +651,7 @@ def _network_classes() -> dict[str, type]:
     classes = [*(getattr(th.nn, name) for name in _TORCH_ACTIVATIONS), th.optim.Adam,
                th.optim.AdamW, th.optim.RMSprop, RMSpropTFLike, FlattenExtractor,
                CombinedExtractor, *_NETWORK_CLASSES]  # fmt: skip
-    return {str(cls): cls for cls in classes}
+    return {f"<class '{name}'>": cls for cls in classes for name in _names(cls)}
 
 
 def _load_rllib(path: str) -> Any:

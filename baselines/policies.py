@@ -1,4 +1,5 @@
-"""Hand-coded site-selection policies behind one small interface (``baselines.base.Policy``).
+"""Hand-coded site-selection policies behind one small interface
+(``powertrip_env.baselines.base.Policy``).
 
 A policy sees what an operator would know when a round starts: each site's power *now* (the
 current trace row only), the power forecast issued now, the RTTs to the aggregator, the GPU
@@ -6,9 +7,9 @@ speeds, and the simulator's what-if ``env.predict_round(mask)``, which judges a 
 forecast. Every policy here keeps to that. The clairvoyant references, which read the future on
 purpose, are in ``baselines/references.py`` and say so in their names' documentation.
 
-Usage (``baselines.registry`` builds any policy or reference by name)::
+Usage (``powertrip_env.baselines.registry`` builds any policy or reference by name)::
 
-    from baselines.registry import make_policy
+    from powertrip_env.baselines.registry import make_policy
 
     policy = make_policy("PowerTrip", n_sites=env.unwrapped.params.n_sites, seed=0)
     obs, info = env.reset(seed=1)
@@ -17,7 +18,7 @@ Usage (``baselines.registry`` builds any policy or reference by name)::
 
 Policies draw no randomness from the environment: ``RandomK`` and ``OortLike`` own their
 generators, so the episode's start time and jitter stream stay identical whichever policy runs
-(the paired comparison of ``baselines.evaluate`` relies on it).
+(the paired comparison of ``powertrip_env.baselines.evaluate`` relies on it).
 
 "Available power" below means the power the job can actually draw at a site now: powered GPUs
 times the per-GPU wall power ``p_g``. Headroom beyond the site's GPU count, or less than one
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import (
+from powertrip_env.baselines.base import (
     MAX_EXHAUSTIVE_SITES,
     Policy,
     _efficiency,

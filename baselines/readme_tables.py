@@ -3,13 +3,13 @@
 The tables in README.md are harness output, never typed by hand: each sits between
 ``<!-- results:ID -->`` and ``<!-- /results:ID -->`` markers and this command replaces it with a
 fresh ``summary.md`` table; the block ``<!-- results:headroom -->`` gets
-``baselines.headroom``'s table over every ID, and ``fidelity`` and ``sensitivity`` get the
-flagship's calibration table (``baselines.fidelity``) and its sweep (``baselines.sensitivity``,
-10 episodes a setting), and ``leaderboard`` the benchmark's tables over the suite
-(``baselines.benchmark``; its performance profile is copied to ``docs/leaderboard-profile.png``,
-and ``--leaderboard-from DIR`` takes both from a finished ``python -m baselines.benchmark --out
-DIR`` instead of running it). ``python -m baselines.readme_tables`` re-runs
-every registered ID and updates ``README.md`` in the current folder (run it from the
+``powertrip_env.baselines.headroom``'s table over every ID, and ``fidelity`` and ``sensitivity`` get
+the flagship's calibration table (``powertrip_env.baselines.fidelity``) and its sweep
+(``powertrip_env.baselines.sensitivity``, 10 episodes a setting), and ``leaderboard`` the
+benchmark's tables over the suite (``powertrip_env.baselines.benchmark``; its performance profile is
+copied to ``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes both from a
+finished ``powertrip benchmark --out DIR`` instead of running it). ``powertrip readme-tables``
+re-runs every registered ID and updates ``README.md`` in the current folder (run it from the
 repository root, or pass ``--readme``): an installed package has no README of its own to find.
 """
 
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import powertrip_env
-from baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
-from baselines.evaluate import evaluate
 from powertrip_env.atomic import write_bytes, write_text
+from powertrip_env.baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
+from powertrip_env.baselines.evaluate import evaluate
 
 HEADROOM = "headroom"  # the block of the headroom table
 LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite
@@ -75,7 +75,7 @@ def table_for(env_id: str, episodes: int, seed: int, progress: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m baselines.readme_tables", description=__doc__)
+    parser = argparse.ArgumentParser(prog="powertrip readme-tables", description=__doc__)
     parser.add_argument("--env", action="append", help="an ID to refresh (default: every ID)")
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--leaderboard-from",
         type=Path,
         default=None,
-        help="a finished `python -m baselines.benchmark --out DIR` run to take the leaderboard "
+        help="a finished `powertrip benchmark --out DIR` run to take the leaderboard "
         "and its profile from (default: run the benchmark)",
     )
     parser.add_argument("--no-progress", action="store_true")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    from baselines.registry import make_policy
+    from powertrip_env.baselines.registry import make_policy
 
     policy = make_policy("TopPower-3", n_sites=env.unwrapped.params.n_sites, seed=0)
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from baselines.base import MAX_EXHAUSTIVE_SITES, Policy
-from baselines.lookahead import TUNED, ForecastMPC, HorizonRule
-from baselines.policies import (
+from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy
+from powertrip_env.baselines.lookahead import TUNED, ForecastMPC, HorizonRule
+from powertrip_env.baselines.policies import (
     AllSites,
     FastestK,
     FedZeroLike,
@@ -33,7 +33,7 @@ from baselines.policies import (
     RandomK,
     TopPower,
 )
-from baselines.references import BeamPlanner, BestFixedSet, Optimiser
+from powertrip_env.baselines.references import BeamPlanner, BestFixedSet, Optimiser
 
 
 def _myopic(n_sites: int, seed: int) -> Policy:
@@ -133,7 +133,7 @@ def default_policy_names(n_sites: int) -> list[str]:
     """What ``--policies all`` runs: PowerTrip and every deployable baseline.
 
     The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
-    for ``references`` (``baselines.headroom`` runs them with the bound).
+    for ``references`` (``powertrip_env.baselines.headroom`` runs them with the bound).
     """
     names = ["PowerTrip", "AllSites", "RandomK"]
     names += [f"TopPower-{k}" for k in (1, 2, 4) if k <= n_sites]

@@ -4,13 +4,13 @@ Each knob that decides which sites win, and that docs/calibration.md sets from a
 figure or a modelling choice, is moved across its published range while the others stay as
 shipped: the sites' WAN bandwidth, the fixed start-up of a join, the synchronisation rule, the
 replica penalty and the grid's share of the sites' power. For each setting the references and
-the main policies run on the same paired test episodes (``baselines.headroom``), and the table
-gives their mean time to accuracy, the sequential headroom, and Kendall's τ between the
+the main policies run on the same paired test episodes (``powertrip_env.baselines.headroom``), and
+the table gives their mean time to accuracy, the sequential headroom, and Kendall's τ between the
 setting's ranking of the policies and the shipped scenario's.
 
 Command line::
 
-    python -m baselines.sensitivity --env PowerTrip-v0 --episodes 10
+    powertrip sensitivity --env PowerTrip-v0 --episodes 10
 
 It prints the table and, as its last line, one JSON object: ``{"env", "episodes",
 "settings": [{"knob", "value", "mean_tta_h": {policy: hours}, "headroom",
@@ -31,9 +31,14 @@ from typing import Any
 import gymnasium as gym
 
 import powertrip_env
-from baselines.evaluate import EvaluationError, parse_report_args, report_cli, report_parser
-from baselines.headroom import POLICIES, headroom
-from baselines.validate import kendall_tau
+from powertrip_env.baselines.evaluate import (
+    EvaluationError,
+    parse_report_args,
+    report_cli,
+    report_parser,
+)
+from powertrip_env.baselines.headroom import POLICIES, headroom
+from powertrip_env.baselines.validate import kendall_tau
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,7 @@ def to_markdown(report: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (2 for bad arguments)."""
     parser = report_parser(
-        "python -m baselines.sensitivity",
+        "powertrip sensitivity",
         "Sweep the calibrated knobs across their published ranges.",
         episodes=10,
     )

@@ -1,9 +1,9 @@
 """Tune the deployable lookahead rules on train days: the grid, each cell's mean TTA, the best.
 
-``baselines.lookahead.TUNED`` ships the best cell of each rule as measured here on the
+``powertrip_env.baselines.lookahead.TUNED`` ships the best cell of each rule as measured here on the
 flagship's train split (never its test days, which the benchmark scores on)::
 
-    python -m baselines.tune --env PowerTrip-v0 --episodes 20
+    powertrip tune --env PowerTrip-v0 --episodes 20
 
 It prints one Markdown table per rule (mean TTA in hours over the paired train episodes, one
 cell per parameter pair) and, as its last line, JSON: ``{"HorizonRule": {"horizon": h,
@@ -19,9 +19,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from baselines.base import Policy
-from baselines.evaluate import EvaluationError, evaluate
-from baselines.lookahead import ForecastMPC, HorizonRule
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.evaluate import EvaluationError, evaluate
+from powertrip_env.baselines.lookahead import ForecastMPC, HorizonRule
 
 GRIDS: dict[str, tuple[str, Sequence[float], str, Sequence[float], Callable[..., Policy]]] = {
     "HorizonRule": ("horizon", (4, 6, 8, 10, 12, 16, 24), "margin", (0.0, 0.02, 0.05, 0.1),
@@ -72,7 +72,7 @@ def to_markdown(result: dict[str, Any], episodes: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m baselines.tune", description=__doc__)
+    parser = argparse.ArgumentParser(prog="powertrip tune", description=__doc__)
     parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (default %(default)s)")
     parser.add_argument("--episodes", type=int, default=20, help="train episodes per cell")
     parser.add_argument("--seed", type=int, default=0)

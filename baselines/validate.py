@@ -1,21 +1,21 @@
 """How far can the surrogate be trusted? The same paired episodes under both learners.
 
-    python -m baselines.validate --env PowerTrip-Digits-v0 --scenario calibrated.toml \\
+    powertrip validate --env PowerTrip-Digits-v0 --scenario calibrated.toml \\
         --policies PowerTrip,AllSites,MyopicOptimal,RandomK,Nearest-2,FastestK-4 --episodes 10
 
 Runs every policy on the same test episodes twice, with the same clock, start times and jitter:
 once with real federated training (``learner="torch"``) and once with the surrogate of the
 scenario (``--scenario``, typically the ``calibrated.toml`` that ``python -m
-baselines.calibrate`` wrote). It reports each policy's mean time to accuracy under each, the
-relative error of the surrogate's TTA, and the Kendall τ between the two rankings of the
+powertrip_env.baselines.calibrate`` wrote). It reports each policy's mean time to accuracy under
+each, the relative error of the surrogate's TTA, and the Kendall τ between the two rankings of the
 policies: a surrogate is good enough to compare policies on when τ is near 1, and good enough to
 quote TTAs from when the errors are small.
 
 τ over all pairs counts every pair of policies, including pairs whose real mean TTAs are within
 noise of each other, where a swapped order says nothing about the surrogate. So a second τ
 counts only the pairs real training separates: those whose 95% intervals of the real mean TTA
-do not overlap. The intervals are ``baselines.evaluate``'s block bootstrap over the episodes'
-UTC start days (episodes starting on the same day share its weather, so days are the
+do not overlap. The intervals are ``powertrip_env.baselines.evaluate``'s block bootstrap over the
+episodes' UTC start days (episodes starting on the same day share its weather, so days are the
 independent draws); with one start day they are undefined, no pair is separated and that τ is
 reported as undefined (``null``).
 
@@ -45,19 +45,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from baselines.evaluate import (
-    BOOTSTRAP_RESAMPLES,
-    EvaluationError,
-    day_bootstrap_ci95,
-    evaluate,
-    start_days,
-)
 from powertrip_env.atomic import (
     OutputDirError,
     check_output_dir,
     result_dir,
     stop_codes,
     write_text,
+)
+from powertrip_env.baselines.evaluate import (
+    BOOTSTRAP_RESAMPLES,
+    EvaluationError,
+    day_bootstrap_ci95,
+    evaluate,
+    start_days,
 )
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
@@ -100,8 +100,8 @@ def kendall_tau(
 
     Returns:
         τ-b; 1.0 when either scoring ties every counted pair (the convention callers such as
-        ``baselines.sensitivity`` rely on; ``summarise`` reports that case for the separated
-        pairs as undefined instead).
+        ``powertrip_env.baselines.sensitivity`` rely on; ``summarise`` reports that case for the
+        separated pairs as undefined instead).
     """
     if pairs is None:
         pairs = itertools.combinations(range(len(a)), 2)
@@ -287,7 +287,7 @@ def plot(summary: dict[str, Any], path: Path) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; 0 on success, 2 for bad arguments."""
-    p = argparse.ArgumentParser(prog="python -m baselines.validate",
+    p = argparse.ArgumentParser(prog="powertrip validate",
                                 description="The surrogate against real training.")  # fmt: skip
     p.add_argument("--env", default="PowerTrip-Digits-v0", help="registered PowerTrip ID")
     p.add_argument("--scenario", default=None, help="the (calibrated) scenario for both runs")

@@ -27,9 +27,9 @@ import torch
 from stable_baselines3 import PPO
 
 import powertrip_env  # noqa: F401  (registers the IDs)
-from agents.candidates import CandidatePolicy, CandidateSets
-from baselines.base import Policy
-from baselines.registry import make_policy
+from powertrip_env.agents.candidates import CandidatePolicy, CandidateSets
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.registry import make_policy
 from powertrip_env.scenario.sampling import SiteSampler
 
 

@@ -190,7 +190,7 @@ def startup_times() -> dict[str, float]:
 
 def myopic_decisions_per_s(decisions: int, seed: int) -> float:
     """MyopicOptimal's ``act`` calls per second on PowerTrip-v0 (its own time, not the env's)."""
-    from baselines.policies import MyopicOptimal
+    from powertrip_env.baselines.policies import MyopicOptimal
 
     env = gym.make("PowerTrip-v0")
     policy = MyopicOptimal()

@@ -6,8 +6,9 @@
 Three figures, each measured in this process one after the other:
 
 * collection: PPO's environment steps alone, the model's forward pass included, on the native
-  candidate vector env (``agents.candidate_vec_env.CandidateVecEnv``, what ``train_agent.py``
-  trains on) and on SB3's ``DummyVecEnv`` of ``CandidateSets`` (one env at a time, as before);
+  candidate vector env (``powertrip_env.agents.candidate_vec_env.CandidateVecEnv``, what
+  ``train_agent.py`` trains on) and on SB3's ``DummyVecEnv`` of ``CandidateSets`` (one env at a
+  time, as before);
 * training: ``model.learn`` with the main job's hyperparameters (collection and PPO updates) on
   the native path, the number that sets the main job's training time.
 
@@ -28,10 +29,10 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
 
 import powertrip_env  # noqa: F401  (registers the IDs)
-from agents import hyperparams
-from agents.candidate_vec_env import CandidateVecEnv
-from agents.candidates import CandidateSets
-from agents.training import DEFAULT_N_ENVS, DEFAULT_TIMESTEPS
+from powertrip_env.agents import hyperparams
+from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
+from powertrip_env.agents.candidates import CandidateSets
+from powertrip_env.agents.training import DEFAULT_N_ENVS, DEFAULT_TIMESTEPS
 
 
 def native(n_envs: int) -> VecEnv:

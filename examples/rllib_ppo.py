@@ -8,9 +8,9 @@
 
 Reads top to bottom: the arguments, the configuration (the env, the per-site RLModule, PPO's
 hyperparameters), the training loop that prints one line per iteration, the checkpoint, and the
-paired comparison with the baselines by ``baselines.evaluate``. The scenario travels to the env
-runners by value (``powertrip_env.integrations.rllib.env_config``), so the cluster's nodes need
-the package but none of the data files. Everything goes to ``--out``: ``rllib_ppo/``
+paired comparison with the baselines by ``powertrip_env.baselines.evaluate``. The scenario travels
+to the env runners by value (``powertrip_env.integrations.rllib.env_config``), so the cluster's
+nodes need the package but none of the data files. Everything goes to ``--out``: ``rllib_ppo/``
 (``Algorithm.save``), ``progress.csv``, and the evaluation's ``summary.md`` and ``episodes.csv``
 in ``comparison/``. A used ``--out`` is refused unless ``--force`` is given, before anything
 trains.
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from baselines.evaluate import EvaluationError, evaluate
+    from powertrip_env.baselines.evaluate import EvaluationError, evaluate
     from powertrip_env.integrations import rllib
 
     # 1. The configuration: the scenario is resolved here, once, and shipped by value.

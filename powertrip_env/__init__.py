@@ -12,7 +12,7 @@ from gymnasium.envs.registration import register, registry
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.scenario import Scenario, load_scenario, scenario_names
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Registered ID -> the named scenario it runs (powertrip_env/scenarios/<name>.toml).
 ENV_IDS: dict[str, str] = {
@@ -27,7 +27,7 @@ ENV_IDS: dict[str, str] = {
     "PowerTrip-Solar-v0": "solar",
     "PowerTrip-Wide-v0": "wide",
 }
-# The benchmark's tasks (``python -m baselines.benchmark``): the IDs that pose a sequential
+# The benchmark's tasks (``powertrip benchmark``): the IDs that pose a sequential
 # problem on real power data (sequential headroom >= 1.05 on their test days). The other IDs are
 # settings: one-shot subset choices kept for the workloads they model. A task's version changes
 # whenever its results change (tests/test_versions.py pins them), as Gymnasium's IDs do.

@@ -322,7 +322,7 @@ class PowerTripEnv(gym.Env):
         (``dynamics.forecast_world``), without jitter: no future actual is read, and the
         state does not change. Its first round is ``predict_round``'s. The trajectory's
         state is on the episode's clock. This is what a receding-horizon planner
-        (``baselines.lookahead.ForecastMPC``) plans with.
+        (``powertrip_env.baselines.lookahead.ForecastMPC``) plans with.
         """
         self._require_state()
         m = np.asarray(plan, dtype=bool)

@@ -65,7 +65,8 @@ class Pool:
     """This round's pooled sets (``_pool``) and their predicted rounds, with and without joins.
 
     The one place the pool is predicted: ``build`` makes the agent's slots from it and
-    ``baselines.policies.HorizonRule`` plays one slot's rule for any horizon and margin.
+    ``powertrip_env.baselines.policies.HorizonRule`` plays one slot's rule for any horizon and
+    margin.
     """
 
     sets: np.ndarray  # (M, N) bool

@@ -17,16 +17,16 @@ from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import powertrip_env  # noqa: F401  (registers the IDs)
-from agents import hyperparams, saving
-from agents.callbacks import Checkpoint, PowerTripMetrics
-from agents.candidates import CandidateSets
-from agents.extractors import SiteEncoder
-from agents.hyperparams import ConfigError
-from agents.reference import PowerTripReference
-from agents.saving import append_to_list, save_model, write_text
-from agents.site_policy import MaskableSitePolicy, SiteActionHead, SitePolicy
-from baselines.registry import make_policy
 from powertrip_env import dynamics
+from powertrip_env.agents import hyperparams, saving
+from powertrip_env.agents.callbacks import Checkpoint, PowerTripMetrics
+from powertrip_env.agents.candidates import CandidateSets
+from powertrip_env.agents.extractors import SiteEncoder
+from powertrip_env.agents.hyperparams import ConfigError
+from powertrip_env.agents.reference import PowerTripReference
+from powertrip_env.agents.saving import append_to_list, save_model, write_text
+from powertrip_env.agents.site_policy import MaskableSitePolicy, SiteActionHead, SitePolicy
+from powertrip_env.baselines.registry import make_policy
 
 # PowerTrip-v0 (the flagship): 10 sites of dynamics.SITE_FEATURES, and the global features
 N_SITES, N_FEATURES, N_GLOBAL = 10, len(dynamics.SITE_FEATURES), len(dynamics.GLOBAL_FEATURES)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import powertrip_env
-from baselines import benchmark
-from baselines.references import play_on_copy
-from baselines.registry import default_policy_names, make_policy
+from powertrip_env.baselines import benchmark
+from powertrip_env.baselines.references import play_on_copy
+from powertrip_env.baselines.registry import default_policy_names, make_policy
 
 
 def test_quick_leaderboard_writes_its_set_and_json(tmp_path, capsys) -> None:

@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import powertrip_env
-from agents.candidates import (
+from powertrip_env.agents.candidates import (
     GLOBAL_FEATURES,
     HORIZONS,
     N_FEATURES,
@@ -21,8 +21,8 @@ from agents.candidates import (
     CandidateSets,
     build,
 )
-from baselines.base import subset_matrix
-from baselines.candidates import pool_of
+from powertrip_env.baselines.base import subset_matrix
+from powertrip_env.baselines.candidates import pool_of
 
 
 def _episode(env: gym.Env, choose, seed: int = 0, rounds: int = 40) -> list:
@@ -251,7 +251,7 @@ def saved_candidate_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_evaluate_loads_and_plays_a_saved_candidate_agent(saved_candidate_model: str) -> None:
-    from baselines.evaluate import evaluate
+    from powertrip_env.baselines.evaluate import evaluate
 
     result = evaluate(
         "PowerTrip-KWS-v0",
@@ -267,15 +267,15 @@ def test_evaluate_loads_and_plays_a_saved_candidate_agent(saved_candidate_model:
 def test_a_candidate_agent_loads_in_a_process_that_never_imported_agents(
     saved_candidate_model: str,
 ) -> None:
-    """The loader finds the candidate interface through its plugins (``baselines.models``),
-    and plays the model as ``CandidatePolicy``."""
+    """The loader finds the candidate interface through its plugins
+    (``powertrip_env.baselines.models``), and plays the model as ``CandidatePolicy``."""
     import subprocess
     import sys
 
     code = (
         "import sys, gymnasium as gym\n"
-        "from baselines.models import load_agent\n"
-        "assert 'agents.candidates' not in sys.modules\n"
+        "from powertrip_env.baselines.models import load_agent\n"
+        "assert 'powertrip_env.agents.candidates' not in sys.modules\n"
         f"agent, kwargs = load_agent({saved_candidate_model!r}, 'ppo', 'cand', 'PowerTrip-v0')\n"
         "print(type(agent).__name__, kwargs)\n"
         "env = gym.make('PowerTrip-v0', **kwargs)\n"
@@ -290,7 +290,7 @@ def test_a_candidate_agent_loads_in_a_process_that_never_imported_agents(
 def test_a_model_in_an_unknown_space_is_refused_naming_it(tmp_path) -> None:
     from stable_baselines3 import PPO
 
-    from baselines.models import EvaluationError, load_agent
+    from powertrip_env.baselines.models import EvaluationError, load_agent
 
     env = gym.wrappers.FlattenObservation(gym.make("CartPole-v1"))
     path = tmp_path / "cartpole.zip"
@@ -305,7 +305,7 @@ def test_numpy_actor_decides_as_sb3_predict() -> None:
     import torch
     from stable_baselines3 import PPO
 
-    from agents.candidates import numpy_actor
+    from powertrip_env.agents.candidates import numpy_actor
 
     for activation in (torch.nn.Tanh, torch.nn.ReLU):
         env = CandidateSets(gym.make("PowerTrip-v0"))
@@ -330,7 +330,7 @@ def test_the_candidate_vector_env_is_a_dummy_vec_env_of_candidate_sets() -> None
     and infos, through autoresets (a short step limit makes episodes end often)."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from agents.candidate_vec_env import CandidateVecEnv
+    from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 
     b, limit = 3, 25
     dummy = DummyVecEnv(

@@ -1,4 +1,5 @@
-"""Offline datasets (``baselines.datasets``): recorded, loaded back with Minari, replayed exactly.
+"""Offline datasets (``powertrip_env.baselines.datasets``): recorded, loaded back with Minari,
+replayed exactly.
 
 One small set of datasets is recorded once for the module through the command line: PowerTrip
 and the Optimiser on two whole episodes of the small ``PowerTrip-Digits-v0`` (a few dozen rounds
@@ -22,9 +23,9 @@ import pytest
 from minari.dataset.minari_dataset import parse_dataset_id
 
 import powertrip_env
-from baselines import candidates, datasets
-from baselines.datasets import DatasetError, dataset_id, load_imitation, nearest_slot
-from baselines.registry import LOOKAHEAD
+from powertrip_env.baselines import candidates, datasets
+from powertrip_env.baselines.datasets import DatasetError, dataset_id, load_imitation, nearest_slot
+from powertrip_env.baselines.registry import LOOKAHEAD
 
 SMALL = "PowerTrip-Digits-v0"
 FLAGSHIP = "PowerTrip-v0"
@@ -353,7 +354,7 @@ def test_the_module_imports_and_labels_without_minari() -> None:
     it; recording without Minari says how to install it."""
     code = (
         "import sys\nsys.modules['minari'] = None\n"
-        "from baselines import datasets\n"
+        "from powertrip_env.baselines import datasets\n"
         "assert datasets.nearest_slot([[1, 0], [0, 1]], [0, 1]) == 1\n"
         "try:\n    datasets.record('PowerTrip-v0', 'PowerTrip')\n"
         "except datasets.DatasetError as exc:\n    print(exc)\n"

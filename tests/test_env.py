@@ -440,7 +440,7 @@ def test_start_near_the_end_of_the_trace_still_runs(env_id, rows):
     ],
 )
 def test_return_of_a_successful_episode_is_one_minus_tta_over_href(env_id, seeds, policy):
-    from baselines.registry import make_policy
+    from powertrip_env.baselines.registry import make_policy
 
     env = gym.make(env_id)
     h_ref_h = env.unwrapped.scenario.episode.h_ref_h

@@ -1,5 +1,5 @@
-"""Tests for baselines.evaluate: paired runs, the files it writes, saved agents, and the
-command line's refusals (exit code 2 with a message, before anything runs)."""
+"""Tests for powertrip_env.baselines.evaluate: paired runs, the files it writes, saved agents, and
+the command line's refusals (exit code 2 with a message, before anything runs)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from scenario_files import site
 from scenario_files import write_scenario as write_toy_scenario
 
 import powertrip_env
-from baselines.base import Policy
-from baselines.evaluate import (
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.evaluate import (
     BOOTSTRAP_RESAMPLES,
     EPISODE_COLUMNS,
     Evaluation,
@@ -419,7 +419,7 @@ def test_zero_episodes_is_refused(tmp_path, capsys):
 
 
 def test_readme_tables_splice_replaces_only_the_named_block() -> None:
-    from baselines.readme_tables import splice
+    from powertrip_env.baselines.readme_tables import splice
 
     text = (
         "intro\n<!-- results:PowerTrip-v0 -->\nold table\n<!-- /results:PowerTrip-v0 -->\n"
@@ -433,10 +433,10 @@ def test_readme_tables_splice_replaces_only_the_named_block() -> None:
 
 
 def test_readme_has_a_results_block_for_every_registered_id() -> None:
-    from baselines.readme_tables import splice
+    from powertrip_env.baselines.readme_tables import splice
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    from baselines.readme_tables import RESULT_IDS
+    from powertrip_env.baselines.readme_tables import RESULT_IDS
 
     for env_id in (*RESULT_IDS, "headroom", "fidelity", "sensitivity", "leaderboard"):
         splice(text, env_id, "")  # raises if the block is missing
@@ -445,8 +445,8 @@ def test_readme_has_a_results_block_for_every_registered_id() -> None:
 
 @pytest.mark.parametrize("tables", ["all", "results", "headroom", "calibration", "leaderboard"])
 def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch, tables):
-    import baselines.readme_tables as readme_tables
-    from baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
+    import powertrip_env.baselines.readme_tables as readme_tables
+    from powertrip_env.baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
 
     monkeypatch.chdir(tmp_path)
     names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard")
@@ -494,7 +494,7 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
 
 
 def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeypatch, capsys):
-    import baselines.readme_tables as readme_tables
+    import powertrip_env.baselines.readme_tables as readme_tables
 
     def must_not_run(*args):
         raise AssertionError("an evaluation ran although the README is missing")
@@ -510,7 +510,7 @@ def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeyp
 
 
 def test_readme_tables_with_a_missing_block_exits_2_naming_it(tmp_path, monkeypatch, capsys):
-    import baselines.readme_tables as readme_tables
+    import powertrip_env.baselines.readme_tables as readme_tables
 
     def must_not_run(*args):
         raise AssertionError("an evaluation ran although a results block is missing")
@@ -534,8 +534,8 @@ def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario,
     import gymnasium as gym
     from sb3_contrib import MaskablePPO
 
-    from agents.site_policy import MaskableSitePolicy
-    from baselines.models import _saved_algo
+    from powertrip_env.agents.site_policy import MaskableSitePolicy
+    from powertrip_env.baselines.models import _saved_algo
 
     env = gym.make("PowerTrip-v0", scenario=str(small_scenario), obs_mode="dict")
     model = MaskablePPO(MaskableSitePolicy, env, n_steps=32, batch_size=32, n_epochs=1)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import powertrip_env  # noqa: F401  (registers the IDs)
-from agents import hyperparams, imitation
-from agents.candidates import N_FEATURES, N_SLOTS, CandidatePolicy
-from baselines.registry import make_policy
+from powertrip_env.agents import hyperparams, imitation
+from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS, CandidatePolicy
+from powertrip_env.baselines.registry import make_policy
 
 
 def test_a_rule_rollout_is_the_episode_the_rule_plays() -> None:

@@ -1,28 +1,30 @@
 """The import graph of the project's own modules: no cycles, and no import up the layers.
 
-The layers, bottom first (a module may import from its own layer and the ones below it):
+The layers, bottom first (a module may import from its own layer and the ones below it), are
+``LAYERS``. Their top floors are the repository's other folders, installed inside the package
+(``package-dir`` in pyproject.toml):
 
-1. ``powertrip_env``: the environment. It imports nothing of the project's but itself.
-2. ``baselines``: the policies, references and tools that run on the environment.
-3. ``agents``: the Stable-Baselines3 pieces; they use the baselines (the reference policy,
-   the evaluation harness) and register their policy classes with ``baselines.models``, the
-   loader of saved agents, which never imports them (it imports ``baselines.models.PLUGINS``
-   by name when a saved model names a class no one has registered yet).
-4. ``train_agent.py``: the root script. Nothing imports it.
+* ``powertrip_env`` (its own floors first): the environment. It imports nothing above it.
+* ``powertrip_env.baselines`` (``baselines/``): the policies, references and tools that run on
+  the environment.
+* ``powertrip_env.agents`` (``agents/``): the Stable-Baselines3 pieces; they use the baselines
+  (the reference policy, the evaluation harness) and register their policy classes with
+  ``powertrip_env.baselines.models``, the loader of saved agents, which never imports them (it
+  imports ``models.PLUGINS`` by name when a saved model names a class no one registered yet).
+* ``powertrip_env.cli`` (the ``powertrip`` command) and ``train_agent.py``: nothing imports them.
 
-Inside ``powertrip_env`` the layers of ``POWERTRIP_ENV_LAYERS`` hold the same way: a module of
-a listed package imports, of ``powertrip_env``, only modules of its own layer and the layers
-below. A module belongs to the deepest listed name that holds it, so ``powertrip_env`` itself,
-last, stands for its ``__init__`` (the registration) and for any module no other name lists:
-such a module may import any other, but a listed one below may not import it. Extend the list
-as the package grows; a prefix that does not exist is skipped.
+A module belongs to the deepest listed name that holds it, so ``powertrip_env`` stands for its
+``__init__`` (the registration) and for any module no deeper name lists: such a module may
+import any module of its layer or below, but a module below may not import it. Inside the
+kernel, ``DYNAMICS_LAYERS`` holds the same way. Extend the lists as the package grows; a name
+that does not exist is skipped.
 
 The graph comes from the source with ``ast``: every ``import`` and ``from ... import``, at
 module level and inside functions, relative ones resolved. ``from a import b`` is an edge to
 ``a.b`` when that is a module, else to the package ``a`` (its ``__init__``). Importing ``a.b``
 also runs ``a/__init__.py``; that implicit edge is not drawn, or every package whose
-``__init__`` imports its modules would be a cycle. Imports under ``if TYPE_CHECKING:`` never run:
-they count for the layers, not for cycles.
+``__init__`` imports its modules would be a cycle. Imports under ``if TYPE_CHECKING:`` never run,
+but they count for the layers and for cycles too: a circle of names is a circle to a reader.
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("powertrip_env", "baselines", "agents", "train_agent")
-"""The top-level folders (and the root script), bottom first."""
+FOLDERS = {
+    "powertrip_env": "powertrip_env",
+    "baselines": "powertrip_env.baselines",
+    "agents": "powertrip_env.agents",
+}
+"""The repository's folders of code and the package each installs as (setup.py)."""
 
-POWERTRIP_ENV_LAYERS: tuple[tuple[str, ...], ...] = (
+LAYERS: tuple[tuple[str, ...], ...] = (
     ("powertrip_env.dynamics",),  # the kernel: nothing else from powertrip_env
     ("powertrip_env.errors", "powertrip_env.atomic"),  # bad input and safe writes: nothing either
     ("powertrip_env.scenario",),  # scenario files and power data
@@ -55,9 +61,28 @@ POWERTRIP_ENV_LAYERS: tuple[tuple[str, ...], ...] = (
     ("powertrip_env.env", "powertrip_env.vector_env"),  # the Gymnasium adapters
     # the registration (``__init__``) and other libraries' glue over the adapters
     ("powertrip_env.integrations", "powertrip_env"),
+    ("powertrip_env.baselines",),  # policies, references, the harness and its tools
+    ("powertrip_env.agents",),  # SB3 pieces and the training run
+    ("powertrip_env.cli", "train_agent"),  # the command lines
 )  # fmt: skip
-"""``powertrip_env``'s own layers, bottom first: module or package names (a package stands for
+"""The project's layers, bottom first: module or package names (a package stands for
 everything under it that no deeper name lists). Extend it as the package grows."""
+
+DYNAMICS_LAYERS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(f"powertrip_env.dynamics{'.' + name if name else ''}" for name in names)
+    for names in (
+        ("layout", "features", "jit"),  # slot names, declared columns, how it compiles
+        ("site_table", "learning"),  # the per-row site table; progress and rewards
+        ("params",),  # a scenario as the kernel's arrays
+        ("state", "tables", "jitter"),  # packed state, power tables, counter-based randomness
+        ("round",),  # a round on the true trace
+        ("predict", "observation", "formulas"),  # the what-if, the observation, the formulas
+        ("candidates",),  # candidate sets ranked by the what-if
+        ("plans",),  # plans played rounds ahead
+        ("",),  # the package's ``__init__`` (its public names) and ``__main__``
+    )
+)
+"""The kernel's own layers, bottom first, the same way."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +100,14 @@ class Edge:
 
 
 def project_files() -> dict[str, Path]:
-    """Module name -> file of every .py file under the top-level folders, and the root script."""
+    """Module name -> file of every .py file of the folders, as installed, and the root script."""
     files = {"train_agent": ROOT / "train_agent.py"}
-    for top in LAYERS[:-1]:
-        for path in sorted((ROOT / top).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
             if "__pycache__" in parts:
                 continue
-            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+            files[".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])] = path
     return files
 
 
@@ -206,11 +231,7 @@ def cycles(edges: list[Edge]) -> list[list[Edge]]:
     return found
 
 
-def _layer(module: str) -> int:
-    return LAYERS.index(module.split(".")[0])
-
-
-def _inner_layer(module: str, layers: tuple[tuple[str, ...], ...]) -> int | None:
+def _layer(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | None:
     """Index of the layer of the deepest listed name that holds ``module`` (itself or a package
     above it), else None."""
     holders = [(name.count("."), i) for i, names in enumerate(layers) for name in names
@@ -218,80 +239,101 @@ def _inner_layer(module: str, layers: tuple[tuple[str, ...], ...]) -> int | None
     return max(holders)[1] if holders else None
 
 
-def inner_violations(edges: list[Edge], layers: tuple[tuple[str, ...], ...]) -> list[Edge]:
-    """Imports inside ``powertrip_env`` that break ``layers`` (see the module docstring)."""
+def violations(edges: list[Edge], layers: tuple[tuple[str, ...], ...]) -> list[Edge]:
+    """Imports that break ``layers`` (see the module docstring): from a listed module up, or to
+    a module no name lists. Edges whose source no name lists are not ``layers``' business."""
     bad = []
     for edge in edges:
-        if not edge.source.split(".")[0] == edge.target.split(".")[0] == "powertrip_env":
-            continue
-        source = _inner_layer(edge.source, layers)
+        source = _layer(edge.source, layers)
         if source is None:
             continue
-        target = _inner_layer(edge.target, layers)
+        target = _layer(edge.target, layers)
         if target is None or target > source:
             bad.append(edge)
     return bad
+
+
+def _within(edges: list[Edge], package: str) -> list[Edge]:
+    inside = (package, f"{package}.")
+    return [e for e in edges if e.source.startswith(inside) and e.target.startswith(inside)]
 
 
 EDGES = import_graph()
 
 
 def test_the_graph_sees_the_project() -> None:
-    """The walk finds the modules, function-level imports and relative imports."""
+    """The walk finds the modules, as installed, function-level imports and relative imports."""
     modules = project_files()
-    assert {"powertrip_env", "powertrip_env.env", "baselines.evaluate", "agents.site_policy",
+    assert {"powertrip_env", "powertrip_env.env", "powertrip_env.baselines.evaluate",
+            "powertrip_env.agents.site_policy", "powertrip_env.cli",
             "train_agent"} <= set(modules)  # fmt: skip
+    assert modules["powertrip_env.baselines.evaluate"] == ROOT / "baselines" / "evaluate.py"
     assert len(EDGES) > 50
     pairs = {(e.source, e.target) for e in EDGES}
-    assert ("train_agent", "agents.training") in pairs
-    assert ("agents.site_policy", "agents.extractors") in pairs
+    assert ("train_agent", "powertrip_env.agents.training") in pairs
+    assert ("powertrip_env.agents.site_policy", "powertrip_env.agents.extractors") in pairs
+    assert ("powertrip_env.dynamics.round", "powertrip_env.dynamics.params") in pairs  # type-only
+
+
+def test_every_module_has_a_layer() -> None:
+    """A new top-level module or folder must be placed in ``LAYERS`` before it can import."""
+    assert [m for m in project_files() if _layer(m) is None] == []
 
 
 def test_no_import_cycles() -> None:
-    found = cycles([e for e in EDGES if not e.type_only])
+    """None at run time, and none through ``TYPE_CHECKING`` imports either."""
+    found = cycles(EDGES)
     report = ["\n  ".join(map(str, cycle)) for cycle in found]
     assert not found, "import cycles:\n  " + "\n\n  ".join(report)
 
 
 def test_no_import_goes_up_the_layers() -> None:
-    """powertrip_env imports neither baselines nor agents nor train_agent; baselines imports
-    neither agents nor train_agent; agents does not import train_agent."""
-    up = [e for e in EDGES if _layer(e.target) > _layer(e.source)]
-    assert not up, (
-        "imports up the layers " + " <- ".join(LAYERS) + ":\n  " + "\n  ".join(map(str, up))
-    )
+    """The environment imports none of the tools, the baselines import neither the agents nor
+    the command lines, and so on up ``LAYERS``, down to the kernel's floors."""
+    bad = violations(EDGES, LAYERS)
+    assert not bad, "imports up the layers:\n  " + "\n  ".join(map(str, bad))
 
 
-def test_powertrip_env_keeps_its_own_layers() -> None:
-    """``powertrip_env.dynamics`` imports nothing else from powertrip_env, and so on up
-    ``POWERTRIP_ENV_LAYERS``, for the layers that exist."""
-    bad = inner_violations(EDGES, POWERTRIP_ENV_LAYERS)
-    assert not bad, "imports up powertrip_env's layers:\n  " + "\n  ".join(map(str, bad))
+def test_the_kernel_keeps_its_own_layers() -> None:
+    """Inside ``powertrip_env.dynamics``: ``layout`` imports nothing of the kernel, and so on up
+    ``DYNAMICS_LAYERS``; ``params`` builds the site table without importing the observation."""
+    bad = violations(_within(EDGES, "powertrip_env.dynamics"), DYNAMICS_LAYERS)
+    assert not bad, "imports up the kernel's layers:\n  " + "\n  ".join(map(str, bad))
 
 
 def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
-    """A cycle, an import up the layers and one up powertrip_env's layers are all reported."""
+    """A cycle, an import up the layers and one to an unlisted module are all reported."""
     here = Path(__file__)
     edges = [Edge("a.x", "a.y", here, 1, False), Edge("a.y", "a.z", here, 2, False),
-             Edge("a.z", "a.x", here, 3, False), Edge("a.y", "a", here, 4, True)]  # fmt: skip
+             Edge("a.z", "a.x", here, 3, True), Edge("a.y", "a", here, 4, True)]  # fmt: skip
     (cycle,) = cycles(edges)
-    assert [e.line for e in cycle] == [1, 2, 3]
+    assert [e.line for e in cycle] == [1, 2, 3]  # a type-only edge closes it too
     assert cycles(edges[1:]) == []
-    assert _layer("baselines.evaluate") < _layer("agents.site_policy") < _layer("train_agent")
-    layers = (("powertrip_env.k",), ("powertrip_env.s", "powertrip_env.t"))
-    inner = [Edge("powertrip_env.k.a", "powertrip_env.k.b", here, 1, False),  # same layer
-             Edge("powertrip_env.s", "powertrip_env.k.a", here, 2, False),  # down
-             Edge("powertrip_env.k.a", "powertrip_env.s.c", here, 3, False),  # up
-             Edge("powertrip_env.k.a", "powertrip_env.errors", here, 4, True),  # unlisted
-             Edge("powertrip_env.env", "powertrip_env.s", here, 5, False)]  # fmt: skip
-    assert [e.line for e in inner_violations(inner, layers)] == [3, 4]
-    # the deepest listed name decides: the root, listed last, holds what nothing else lists
-    nested = (*layers, ("powertrip_env",))
-    inner = [Edge("powertrip_env", "powertrip_env.s", here, 1, False),  # down from the root
-             Edge("powertrip_env.new", "powertrip_env.k.a", here, 2, False),  # unlisted: the root's
-             Edge("powertrip_env.s", "powertrip_env.new", here, 3, False),  # up into the root's
-             Edge("powertrip_env.k.a", "powertrip_env", here, 4, False)]  # fmt: skip
-    assert [e.line for e in inner_violations(inner, nested)] == [3, 4]
+    assert (
+        _layer("powertrip_env.env")
+        < _layer("powertrip_env.baselines.evaluate")
+        < _layer("powertrip_env.agents.site_policy")
+        < _layer("train_agent")
+        == _layer("powertrip_env.cli")
+    )
+    layers = (("p.k",), ("p.s", "p.t"))
+    inner = [Edge("p.k.a", "p.k.b", here, 1, False),  # same layer
+             Edge("p.s", "p.k.a", here, 2, False),  # down
+             Edge("p.k.a", "p.s.c", here, 3, False),  # up
+             Edge("p.k.a", "p.errors", here, 4, True),  # unlisted
+             Edge("p.env", "p.s", here, 5, False)]  # fmt: skip
+    assert [e.line for e in violations(inner, layers)] == [3, 4]
+    # the deepest listed name decides: the root holds what nothing deeper lists
+    nested = (*layers, ("p",), ("p.top",))
+    inner = [
+        Edge("p", "p.s", here, 1, False),  # down from the root
+        Edge("p.new", "p.k.a", here, 2, False),  # unlisted: the root's
+        Edge("p.s", "p.new", here, 3, False),  # up into the root's
+        Edge("p.k.a", "p", here, 4, False),  # up to the root
+        Edge("p.new", "p.top.x", here, 5, False),
+    ]  # up from the root's
+    assert [e.line for e in violations(inner, nested)] == [3, 4, 5]
+    assert _within(inner, "p.k") == []
 
 
 def _fresh_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -300,42 +342,51 @@ def _fresh_python(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+_TOOLS = ("evaluate", "headroom", "validate", "fidelity", "sensitivity", "readme_tables", "models")
+
+
 @pytest.mark.parametrize(
     ("code", "absent"),
     [
         ("import powertrip_env, gymnasium as gym; gym.make('PowerTrip-v0')",
-         ("baselines", "agents", "train_agent")),
+         ("powertrip_env.baselines", "powertrip_env.agents", "powertrip_env.cli", "train_agent")),
         # the tools and an evaluation of hand-coded policies and references: no agents needed
-        ("import baselines.evaluate, baselines.headroom, baselines.validate, "
-         "baselines.fidelity, baselines.sensitivity, baselines.readme_tables, baselines.models\n"
-         "baselines.evaluate.evaluate('PowerTrip-v0', ['PowerTrip', 'BestFixedSet'], episodes=1,"
-         " progress=False)", ("agents", "train_agent")),
-        ("import agents.pretrain, agents.training, agents.checks", ("train_agent",)),
+        ("".join(f"import powertrip_env.baselines.{tool}\n" for tool in _TOOLS)
+         + "powertrip_env.baselines.evaluate.evaluate('PowerTrip-v0',"
+         " ['PowerTrip', 'BestFixedSet'], episodes=1, progress=False)",
+         ("powertrip_env.agents", "powertrip_env.cli", "train_agent")),
+        ("import powertrip_env.agents.pretrain, powertrip_env.agents.training,"
+         " powertrip_env.agents.checks", ("powertrip_env.cli", "train_agent")),
+        # the command line's help names every command without importing any of them
+        ("import powertrip_env.cli\npowertrip_env.cli.main(['--help'])",
+         ("powertrip_env.baselines", "powertrip_env.agents", "torch")),
     ],
 )  # fmt: skip
 def test_a_layer_runs_without_the_layers_above(code: str, absent: tuple[str, ...]) -> None:
     """What the graph says, at run time: nothing imports a layer above, not even by name."""
-    check = "\nimport sys\nprint(sorted({m.split('.')[0] for m in sys.modules}))"
+    check = "\nimport sys\nprint(sorted(sys.modules))"
     done = _fresh_python(code + check)
     assert done.returncode == 0, done.stderr
-    loaded = set(ast.literal_eval(done.stdout.strip().splitlines()[-1]))
-    assert not loaded & set(absent), loaded & set(absent)
+    loaded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    found = [m for m in loaded if m in absent or m.startswith(tuple(f"{a}." for a in absent))]
+    assert not found, found
 
 
 def test_a_saved_agent_brings_its_policy_classes_in_through_the_plugins(tmp_path: Path) -> None:
-    """``baselines.models`` loads an agent saved with ``agents``' SitePolicy in a process that
-    never imported ``agents``: it imports its ``PLUGINS`` by name, which register the class."""
+    """``powertrip_env.baselines.models`` loads an agent saved with the agents' SitePolicy in a
+    process that never imported them: it imports its ``PLUGINS`` by name, which register it."""
     import gymnasium as gym
     from stable_baselines3 import PPO
 
-    from agents.site_policy import SitePolicy
+    from powertrip_env.agents.site_policy import SitePolicy
 
     env = gym.make("PowerTrip-v0", obs_mode="dict")
     path = tmp_path / "sites.zip"
     PPO(SitePolicy, env, n_steps=32, batch_size=32, device="cpu", seed=0).save(path)
     code = (
-        "from baselines import models\n"
-        "assert not any(name.startswith('agents.') for names in models._POLICY_CLASSES.values()"
+        "from powertrip_env.baselines import models\n"
+        "assert not any(name.startswith(('powertrip_env.agents.', 'agents.'))"
+        " for names in models._POLICY_CLASSES.values()"
         " for name in names)\n"
         f"agent, _ = models.load_agent({str(path)!r}, 'ppo', 'sites', 'PowerTrip-v0')\n"
         "print(type(agent.model.policy).__module__)"
@@ -344,5 +395,5 @@ def test_a_saved_agent_brings_its_policy_classes_in_through_the_plugins(tmp_path
     done = _fresh_python(code + check)
     assert done.returncode == 0, done.stderr
     *_, policy_module, modules = done.stdout.strip().splitlines()
-    assert policy_module == "agents.site_policy"
+    assert policy_module == "powertrip_env.agents.site_policy"
     assert "train_agent" not in ast.literal_eval(modules)

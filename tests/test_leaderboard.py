@@ -1,5 +1,5 @@
-"""Tests for baselines.leaderboard: normalised scores computed by hand, the IQM against
-``scipy.stats.trim_mean``'s rule, the stratified day bootstrap (exact ranges with two days,
+"""Tests for powertrip_env.baselines.leaderboard: normalised scores computed by hand, the IQM
+against ``scipy.stats.trim_mean``'s rule, the stratified day bootstrap (exact ranges with two days,
 pairing, determinism), refusals, and the Markdown, JSON and PNG outputs."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from baselines import leaderboard
-from baselines.evaluate import day_bootstrap_ci95, start_days
-from baselines.leaderboard import (
+from powertrip_env.baselines import leaderboard
+from powertrip_env.baselines.evaluate import day_bootstrap_ci95, start_days
+from powertrip_env.baselines.leaderboard import (
     SCORE_COLUMNS,
     TASK_FACTS,
     aggregate,

@@ -13,10 +13,10 @@ import torch
 from torch import nn
 
 import powertrip_env
-from baselines import calibrate
-from baselines.validate import kendall_tau
-from baselines.validate import main as validate_main
 from powertrip_env import dynamics
+from powertrip_env.baselines import calibrate
+from powertrip_env.baselines.validate import kendall_tau
+from powertrip_env.baselines.validate import main as validate_main
 from powertrip_env.learners import SurrogateLearner, make_learner
 from powertrip_env.learners.torch_fed import TorchFedLearner, load_digits, split_data
 from powertrip_env.scenario import LearnerConfig

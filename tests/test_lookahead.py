@@ -10,12 +10,18 @@ import numpy as np
 import pytest
 
 import powertrip_env  # noqa: F401  (registers the IDs)
-from baselines.base import subset_matrix
-from baselines.candidates import HORIZONS, N_SLOTS, STICKY_HORIZONS, STICKY_MARGIN, build
-from baselines.evaluate import evaluate
-from baselines.lookahead import TUNED, ForecastMPC, HorizonRule
-from baselines.registry import default_policy_names, make_policy
 from powertrip_env import dynamics
+from powertrip_env.baselines.base import subset_matrix
+from powertrip_env.baselines.candidates import (
+    HORIZONS,
+    N_SLOTS,
+    STICKY_HORIZONS,
+    STICKY_MARGIN,
+    build,
+)
+from powertrip_env.baselines.evaluate import evaluate
+from powertrip_env.baselines.lookahead import TUNED, ForecastMPC, HorizonRule
+from powertrip_env.baselines.registry import default_policy_names, make_policy
 from powertrip_env.dynamics.candidates import TUNED_RULE
 from powertrip_env.dynamics.layout import CUM_SAMPLES, RATE
 

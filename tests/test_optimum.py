@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import powertrip_env
-from baselines.references import (
+from powertrip_env.baselines.references import (
     JOIN_BOUND_MAX_SITES,
     Optimiser,
     improve_plan,
@@ -20,7 +20,7 @@ from baselines.references import (
     rate_bound_h,
     round_bound_h,
 )
-from baselines.registry import make_policy
+from powertrip_env.baselines.registry import make_policy
 
 TOLERANCE_H = 1e-9
 

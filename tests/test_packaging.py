@@ -46,7 +46,7 @@ def test_wheel_carries_scenarios_catalogues_and_trace(wheel: Path) -> None:
                  "digits.csv.gz"):  # fmt: skip
         assert f"powertrip_env/_data/{data}" in names
     for shipped in ("model.zip", "config.yaml", "RESULTS.md"):  # the pretrained agent
-        assert f"agents/pretrained/{shipped}" in names
+        assert f"powertrip_env/agents/pretrained/{shipped}" in names
 
 
 def test_wheel_data_holds_the_real_traces_and_no_tools(wheel: Path) -> None:
@@ -59,7 +59,9 @@ def test_wheel_data_holds_the_real_traces_and_no_tools(wheel: Path) -> None:
     assert [n for n in data if n.startswith("powertrip_env/_data/tools/")] == []
 
 
-_OURS = ("powertrip_env", "baselines", "agents")
+# the repository's folders of code and the packages they install as (setup.py)
+_FOLDERS = {"powertrip_env": "powertrip_env", "baselines": "powertrip_env/baselines",
+            "agents": "powertrip_env/agents"}  # fmt: skip
 
 
 def _wheel_only(target: Path) -> dict[str, str]:
@@ -86,10 +88,26 @@ def _run_wheel_only(code: str, target: Path, cwd: Path) -> subprocess.CompletedP
 def test_wheel_holds_every_package_of_the_source_tree(wheel: Path) -> None:
     """A subpackage left out of the wheel breaks only non-editable installs, so check them all."""
     names = zipfile.ZipFile(wheel).namelist()
-    for top in _OURS:
-        for module in (ROOT / top).rglob("*.py"):
-            rel = module.relative_to(ROOT).as_posix()
-            assert rel in names, f"{rel} is not in the wheel"
+    for folder, package in _FOLDERS.items():
+        for module in (ROOT / folder).rglob("*.py"):
+            if "__pycache__" in module.parts:
+                continue
+            rel = f"{package}/{module.relative_to(ROOT / folder).as_posix()}"
+            assert rel in names, f"{module.relative_to(ROOT)} is not in the wheel as {rel}"
+
+
+def test_the_wheel_installs_one_import_name_and_the_command_line(wheel: Path) -> None:
+    """PyPI's ``agents`` and ``baselines`` distributions own those import names: a wheel that
+    installed ours under them would overwrite theirs, or be overwritten. ``powertrip`` is the
+    only script."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        info = next(n for n in names if n.endswith(".dist-info/WHEEL")).rsplit("/", 1)[0]
+        top_level = archive.read(f"{info}/top_level.txt").decode().split()
+        scripts = archive.read(f"{info}/entry_points.txt").decode()
+    assert top_level == ["powertrip_env"]
+    assert sorted({n.split("/")[0] for n in names}) == ["powertrip_env", info]
+    assert "[console_scripts]\npowertrip = powertrip_env.cli:main" in scripts
 
 
 def test_the_unpacked_wheel_is_what_the_subprocess_imports(wheel: Path, tmp_path: Path) -> None:
@@ -106,14 +124,15 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)  # what a non-editable install puts on the path
     code = (
-        "import powertrip_env, gymnasium as gym, baselines.evaluate, agents; "
+        "import powertrip_env, gymnasium as gym, powertrip_env.baselines.evaluate; "
+        "import powertrip_env.agents, powertrip_env.cli; "
         "print(powertrip_env.__file__); print(powertrip_env.load_scenario('default')); "
         "env = gym.make('PowerTrip-v0'); print(env.reset(seed=0)[0].shape); "
         "env = gym.make('PowerTrip-LoRA-v0'); print(env.reset(seed=0)[0].shape); "
         "env = gym.make('PowerTrip-Wide-v0'); print(env.reset(seed=0)[0].shape); "
         "env = gym.make('PowerTrip-Random-v0'); print(env.reset(seed=0)[0].shape); "
         "import sys; print([m.__file__ for m in list(sys.modules.values()) "
-        f"if m.__name__.split('.')[0] in {_OURS!r} "
+        "if m.__name__.split('.')[0] in ('powertrip_env', 'baselines', 'agents') "
         f"and not (getattr(m, '__file__', None) or '').startswith({str(target)!r})])"
     )
     done = _run_wheel_only(code, target, tmp_path)
@@ -135,7 +154,8 @@ import sys
 import gymnasium as gym
 import numpy as np
 import powertrip_env
-import baselines.evaluate, baselines.headroom, baselines.policies, baselines.references
+import powertrip_env.baselines.evaluate, powertrip_env.baselines.headroom
+import powertrip_env.baselines.policies, powertrip_env.baselines.references
 for env_id in powertrip_env.ENV_IDS:
     for obs_mode in ("flat", "dict"):
         env = gym.make(env_id, obs_mode=obs_mode)

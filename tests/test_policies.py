@@ -1,6 +1,6 @@
-"""Tests for baselines.policies (and the helpers of baselines.base, the names of
-baselines.registry): each rule on hand-made states, and that none but the clairvoyant
-reference reads the future.
+"""Tests for powertrip_env.baselines.policies (and the helpers of powertrip_env.baselines.base, the
+names of powertrip_env.baselines.registry): each rule on hand-made states, and that none but the
+clairvoyant reference reads the future.
 
 The scenarios are written to ``tmp_path`` by ``write_scenario``: inline sites with two toy GPU
 types, RTTs given directly, and a trace computed from the number of GPUs each site should have
@@ -26,8 +26,9 @@ from scenario_files import INTERVAL_S, ROWS_PER_DAY, site
 from scenario_files import write_powered_scenario as write_scenario
 from scenario_files import write_scenario as write_toy_scenario
 
-from baselines.base import Policy, first_peak, prefix_masks, subset_matrix
-from baselines.policies import (
+from powertrip_env import dynamics
+from powertrip_env.baselines.base import Policy, first_peak, prefix_masks, subset_matrix
+from powertrip_env.baselines.policies import (
     AllSites,
     FastestK,
     FedZeroLike,
@@ -38,8 +39,13 @@ from baselines.policies import (
     RandomK,
     TopPower,
 )
-from baselines.registry import POLICIES, REFERENCES, default_policy_names, make_policy, policy_names
-from powertrip_env import dynamics
+from powertrip_env.baselines.registry import (
+    POLICIES,
+    REFERENCES,
+    default_policy_names,
+    make_policy,
+    policy_names,
+)
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.view import DecisionView
 

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from scenario_files import write_powered_scenario as write_scenario
 
-from baselines.base import Policy, subset_matrix
-from baselines.policies import AllSites, MyopicOptimal, PowerTrip
-from baselines.references import (
+from powertrip_env.baselines.base import Policy, subset_matrix
+from powertrip_env.baselines.policies import AllSites, MyopicOptimal, PowerTrip
+from powertrip_env.baselines.references import (
     BeamPlanner,
     BestFixedSet,
     fixed_set_candidates,

@@ -1,9 +1,10 @@
 """The references' guarantees on the shipped scenarios, episode by episode.
 
 ``BeamPlanner`` starts from the complete episodes of PowerTrip, MyopicOptimal and the best fixed
-set, so on every paired episode (as ``baselines.headroom`` runs them: test split, ``reset(seed=e)``)
+set, so on every paired episode (as ``powertrip headroom`` runs them: test split, ``reset(seed=e)``)
 its time to accuracy is at most each of theirs. ``lower_bound_h`` is below every policy in every
-round mode and all-reduce, and ``baselines.headroom`` runs on a ``fixed_time`` scenario.
+round mode and all-reduce, and ``powertrip_env.baselines.headroom`` runs on a ``fixed_time``
+scenario.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from baselines import headroom
-from baselines.base import Policy
-from baselines.policies import AllSites, MyopicOptimal, PowerTrip
-from baselines.references import BeamPlanner, BestFixedSet, lower_bound_h
+from powertrip_env.baselines import headroom
+from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.policies import AllSites, MyopicOptimal, PowerTrip
+from powertrip_env.baselines.references import BeamPlanner, BestFixedSet, lower_bound_h
 
 TOLERANCE_H = 1e-9
 

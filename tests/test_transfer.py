@@ -15,11 +15,11 @@ from scenario_files import dump_toml
 
 import powertrip_env
 import train_agent
-from agents import pretrain, training
-from agents.extractors import SiteEncoder
-from agents.site_policy import SiteActionHead
-from baselines.evaluate import EvaluationError, evaluate
-from baselines.models import pretrained_model_path
+from powertrip_env.agents import pretrain, training
+from powertrip_env.agents.extractors import SiteEncoder
+from powertrip_env.agents.site_policy import SiteActionHead
+from powertrip_env.baselines.evaluate import EvaluationError, evaluate
+from powertrip_env.baselines.models import pretrained_model_path
 from powertrip_env.integrations.torch_sites import PADDED_LOGIT
 from powertrip_env.scenario import load_scenario
 from powertrip_env.scenario.sampling import SiteSampler
@@ -331,7 +331,7 @@ def test_readme_shows_the_beyond_16_table_the_pretrained_agent_achieved() -> Non
 
 
 def test_evaluate_cli_runs_the_pretrained_agent(tmp_path: Path) -> None:
-    from baselines.evaluate import main
+    from powertrip_env.baselines.evaluate import main
 
     argv = ["--env", "PowerTrip-v0", "--scenario", str(HELD_OUT[0]), "--model", "pretrained",
             "--policies", "PowerTrip", "--episodes", "1", "--out", str(tmp_path),

@@ -1,5 +1,5 @@
-"""Tests for baselines.validate's Kendall τ over the pairs real training separates: pairs whose
-real mean TTAs have disjoint day-bootstrap 95% intervals."""
+"""Tests for powertrip_env.baselines.validate's Kendall τ over the pairs real training separates:
+pairs whose real mean TTAs have disjoint day-bootstrap 95% intervals."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import json
 import pandas as pd
 import pytest
 
-from baselines.validate import kendall_tau, main, separated_pairs, summarise, to_markdown
+from powertrip_env.baselines.validate import (
+    kendall_tau,
+    main,
+    separated_pairs,
+    summarise,
+    to_markdown,
+)
 
 DAYS = ["2022-06-28", "2022-06-29", "2022-06-30", "2022-07-01", "2022-07-02"]
 

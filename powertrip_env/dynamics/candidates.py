@@ -2,11 +2,11 @@
 
 A per-site action asks a policy to find, among 2^N − 1 sets, one whose round is short and whose
 sites will stay. The candidate-set agent (``agents/candidates.py``) and the horizon rule
-(``baselines.lookahead.HorizonRule``) instead choose among a few sets that ``predict_round``
-already ranks well. A site that sat out the last round pays a join before it trains; charged to
-one round, the join makes every absent site look unprofitable, left out it makes every set look
-free to change. The right charge is the join spread over the rounds the set will be kept, which
-depends on where the power is going: a horizon.
+(``powertrip_env.baselines.lookahead.HorizonRule``) instead choose among a few sets that
+``predict_round`` already ranks well. A site that sat out the last round pays a join before it
+trains; charged to one round, the join makes every absent site look unprofitable, left out it makes
+every set look free to change. The right charge is the join spread over the rounds the set will be
+kept, which depends on where the power is going: a horizon.
 
 Each round, a pool of at most 4m + 1 sets of the m available sites (the prefixes of three
 rankings, the current set with each site added or removed, and the current set) is predicted
@@ -52,8 +52,8 @@ HORIZONS: tuple[int, ...] = (1, 2, 4, 8, 16)
 STICKY_HORIZONS: tuple[int, ...] = (4, 8, 16, 32)
 STICKY_MARGIN = 0.05
 # The last slot is the horizon rule as tuned on the flagship's train days (6 rounds, 2%:
-# baselines.lookahead.TUNED["HorizonRule"], which a test keeps equal): the strongest cheap
-# deployable rule, so a model that learns when to leave it starts from it.
+# powertrip_env.baselines.lookahead.TUNED["HorizonRule"], which a test keeps equal): the strongest
+# cheap deployable rule, so a model that learns when to leave it starts from it.
 TUNED_RULE: tuple[float, float] = (6.0, 0.02)
 N_SLOTS = 3 + len(HORIZONS) + len(STICKY_HORIZONS)  # keep, horizons, steady, sticky, tuned
 SLOT_FEATURES: tuple[str, ...] = (
@@ -139,7 +139,8 @@ def _join(t_full, t_steady):
 def _efficiency(times, m, horizon, out):
     """Progress per second of the pool's first ``m`` sets with their joins spread over
     ``horizon`` rounds: a set kept h rounds gains ``steady + (first − steady) / h`` a round and
-    lasts ``steady + join / h`` (``baselines.candidates.Pool.efficiency`` explains it)."""
+    lasts ``steady + join / h`` (``powertrip_env.baselines.candidates.Pool.efficiency`` explains
+    it)."""
     for j in range(m):
         t_steady = times[PL_T_STEADY, j]
         t = t_steady + _join(times[PL_T_FULL, j], t_steady) / horizon

@@ -1,7 +1,7 @@
-"""Observations: the per-row table of site features, and each episode's observation from it.
+"""Observations: each episode's observation from the per-row table of site features.
 
 Every site feature but one depends only on the trace row, so ``build_params`` computes them
-once per scenario (`_site_obs_table`) and an observation is a copy of the current row plus the
+once per scenario (``site_table``) and an observation is a copy of the current row plus the
 episode's joined slots and its global features (`_observe_batch`). The columns are declared in
 ``features.py``; ``step_observe`` runs a round and observes in one call into compiled code.
 """
@@ -16,19 +16,7 @@ import numba
 import numpy as np
 
 from powertrip_env.dynamics.features import (
-    F_AVAILABLE,
-    F_COMPUTE,
-    F_FORECAST,
-    F_JOIN_TIME,
     F_JOINED,
-    F_LOCAL_COS,
-    F_LOCAL_SIN,
-    F_POWER,
-    F_POWERED,
-    F_RTT,
-    F_THROUGHPUT,
-    F_TREND,
-    FORECAST_QUARTERS,
     G_COVERAGE,
     G_DAY_COS,
     G_DAY_SIN,
@@ -37,8 +25,6 @@ from powertrip_env.dynamics.features import (
     G_PROGRESS,
     N_GLOBAL,
     N_SITE_FEATURES,
-    QUARTER_S,
-    TREND_S,
 )
 from powertrip_env.dynamics.jit import compiled, jit
 from powertrip_env.dynamics.layout import (
@@ -54,11 +40,6 @@ from powertrip_env.dynamics.layout import (
     NO_JITTER,
     PARALLEL_CHUNKS,
     PARALLEL_MIN_BATCH,
-    S_GPU_RATE,
-    S_GPUS,
-    S_JOIN,
-    S_QUOTA,
-    S_RTT,
     START,
     TIME,
 )
@@ -67,63 +48,9 @@ from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool, _round_
 from powertrip_env.dynamics.tables import _row
 
 if TYPE_CHECKING:
-    from powertrip_env.dynamics.params import PowerData, SimParams
+    from powertrip_env.dynamics.params import SimParams
 
 _PARALLEL_LOCK = threading.Lock()
-
-
-def _site_obs_table(
-    power: PowerData,
-    site: np.ndarray,
-    avail_w: np.ndarray,
-    fc_w: np.ndarray,
-    powered: np.ndarray,
-    rate: np.ndarray,
-    longitude: np.ndarray,
-    time_scale_s: float,
-) -> np.ndarray:
-    """(rows, N, F) float32: every site feature that depends only on the trace row.
-
-    ``avail_w``, ``powered`` and ``rate`` are wrapped once (2T rows); ``fc_w`` is the forecast
-    of one calendar (T rows), whose features are wrapped here. ``site`` is the packed per-site
-    array (layout.SITE_FIELDS).
-    """
-    rows, n = rate.shape
-    iv = float(power.interval_s)
-    gpu_count, rtt_s = site[S_GPUS], site[S_RTT]
-    frac = np.clip(avail_w / power.peak_w, 0.0, 1.0)
-    lag = max(1, round(TREND_S / iv))
-    past = np.concatenate([np.repeat(frac[:1], lag, axis=0), frac[:-lag]])
-    available = rate > 0
-    with np.errstate(divide="ignore"):
-        est = np.where(
-            available, site[S_QUOTA] / np.where(available, rate, 1.0) / time_scale_s, 1.0
-        )
-    rtt_max = rtt_s.max()
-    fc_frac = np.clip(fc_w / power.peak_w, 0.0, 1.0)
-    per_quarter = max(1, round(QUARTER_S / iv))
-    horizons = fc_w.shape[1]
-    row_time = power.t0_s + (np.arange(rows) % power.rows) * iv
-    solar_day = 2.0 * math.pi * ((row_time[:, None] + longitude / 15.0 * 3600.0) % 86400.0) / 86400
-
-    obs = np.empty((rows, n, N_SITE_FEATURES), dtype=np.float32)
-    obs[..., F_POWER] = frac
-    obs[..., F_POWERED] = powered / gpu_count
-    obs[..., F_THROUGHPUT] = rate / (gpu_count * site[S_GPU_RATE]).max()
-    obs[..., F_COMPUTE] = np.minimum(est, 1.0)
-    obs[..., F_RTT] = rtt_s / rtt_max if rtt_max > 0 else 0.0
-    obs[..., F_TREND] = np.clip(frac - past, -1.0, 1.0)
-    obs[..., F_JOINED] = 0.0  # the episode's: `_observe_batch` writes it
-    obs[..., F_AVAILABLE] = available
-    obs[..., F_JOIN_TIME] = np.minimum(site[S_JOIN] / time_scale_s, 1.0)
-    wraps = rows // fc_frac.shape[0]
-    for q in range(FORECAST_QUARTERS):
-        lo = min(q * per_quarter, horizons - 1)
-        hi = max(lo + 1, min((q + 1) * per_quarter, horizons))
-        obs[..., F_FORECAST + q] = np.concatenate([fc_frac[:, lo:hi, :].mean(axis=1)] * wraps)
-    obs[..., F_LOCAL_SIN] = np.sin(solar_day)
-    obs[..., F_LOCAL_COS] = np.cos(solar_day)
-    return obs
 
 
 @jit

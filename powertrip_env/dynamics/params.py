@@ -13,7 +13,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -27,21 +27,9 @@ from powertrip_env.dynamics.layout import (
     SITE_FIELDS,
     TABLE_FIELDS,
 )
-from powertrip_env.dynamics.observation import _site_obs_table
+from powertrip_env.dynamics.site_table import PowerData, _site_obs_table
 
 EARTH_RADIUS_KM = 6371.0
-
-
-class PowerData(Protocol):
-    """What the kernel reads of a scenario's power (``powertrip_env.scenario.power.SitePower``;
-    named here by what it holds, so that the kernel imports nothing above it)."""
-
-    interval_s: float  # length of a trace row
-    rows: int  # rows of the calendar
-    t0_s: float  # Unix time of row 0
-    available_w: np.ndarray  # (rows, N) watts the job may draw
-    forecast_w: np.ndarray  # (rows, H, N) watts forecast at row k for row k + h
-    peak_w: np.ndarray  # (N,) the most a site can have: capacity + PV peak
 
 
 def great_circle_km(lat1: np.ndarray, lon1: np.ndarray, lat2: float, lon2: float) -> np.ndarray:

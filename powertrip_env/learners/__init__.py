@@ -11,8 +11,8 @@ others dropped out, sat out, or the round was cut)" into the model's accuracy:
 * ``TorchFedLearner`` (``learner="torch"``, needs the ``train`` extra) trains a real model: each
   completing site runs the round's local SGD steps on its own shard of a real data set, and the
   sites' models are aggregated with FedAvg or DiLoCo's outer Nesterov step. This is FedScale's
-  approach: real training on a virtual clock. ``baselines.validate`` measures how far the
-  surrogate is from it, and ``python -m baselines.calibrate`` refits the surrogate to it.
+  approach: real training on a virtual clock. ``powertrip validate`` measures how far the
+  surrogate is from it, and ``powertrip calibrate`` refits the surrogate to it.
 
 A learner is an object with ``reset(sim, seed) -> accuracy`` and ``round(result, i) ->
 accuracy`` (``Learner``); pass one as ``gym.make(ID, learner=...)``.

@@ -1,0 +1,100 @@
+"""The per-row table of site features, computed once per scenario by ``build_params``.
+
+Every site feature but one (joined) depends only on the trace row, so each is computed here, in
+numpy at load time, for every row of the calendar; the kernel's observation (``observation``)
+copies the current row. The columns are declared in ``features``. This module sits below
+``params``, which builds the table, and below ``observation``, which reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import numpy as np
+
+from powertrip_env.dynamics.features import (
+    F_AVAILABLE,
+    F_COMPUTE,
+    F_FORECAST,
+    F_JOIN_TIME,
+    F_JOINED,
+    F_LOCAL_COS,
+    F_LOCAL_SIN,
+    F_POWER,
+    F_POWERED,
+    F_RTT,
+    F_THROUGHPUT,
+    F_TREND,
+    FORECAST_QUARTERS,
+    N_SITE_FEATURES,
+    QUARTER_S,
+    TREND_S,
+)
+from powertrip_env.dynamics.layout import S_GPU_RATE, S_GPUS, S_JOIN, S_QUOTA, S_RTT
+
+
+class PowerData(Protocol):
+    """What the kernel reads of a scenario's power (``powertrip_env.scenario.power.SitePower``;
+    named here by what it holds, so that the kernel imports nothing above it)."""
+
+    interval_s: float  # length of a trace row
+    rows: int  # rows of the calendar
+    t0_s: float  # Unix time of row 0
+    available_w: np.ndarray  # (rows, N) watts the job may draw
+    forecast_w: np.ndarray  # (rows, H, N) watts forecast at row k for row k + h
+    peak_w: np.ndarray  # (N,) the most a site can have: capacity + PV peak
+
+
+def _site_obs_table(
+    power: PowerData,
+    site: np.ndarray,
+    avail_w: np.ndarray,
+    fc_w: np.ndarray,
+    powered: np.ndarray,
+    rate: np.ndarray,
+    longitude: np.ndarray,
+    time_scale_s: float,
+) -> np.ndarray:
+    """(rows, N, F) float32: every site feature that depends only on the trace row.
+
+    ``avail_w``, ``powered`` and ``rate`` are wrapped once (2T rows); ``fc_w`` is the forecast
+    of one calendar (T rows), whose features are wrapped here. ``site`` is the packed per-site
+    array (layout.SITE_FIELDS).
+    """
+    rows, n = rate.shape
+    iv = float(power.interval_s)
+    gpu_count, rtt_s = site[S_GPUS], site[S_RTT]
+    frac = np.clip(avail_w / power.peak_w, 0.0, 1.0)
+    lag = max(1, round(TREND_S / iv))
+    past = np.concatenate([np.repeat(frac[:1], lag, axis=0), frac[:-lag]])
+    available = rate > 0
+    with np.errstate(divide="ignore"):
+        est = np.where(
+            available, site[S_QUOTA] / np.where(available, rate, 1.0) / time_scale_s, 1.0
+        )
+    rtt_max = rtt_s.max()
+    fc_frac = np.clip(fc_w / power.peak_w, 0.0, 1.0)
+    per_quarter = max(1, round(QUARTER_S / iv))
+    horizons = fc_w.shape[1]
+    row_time = power.t0_s + (np.arange(rows) % power.rows) * iv
+    solar_day = 2.0 * math.pi * ((row_time[:, None] + longitude / 15.0 * 3600.0) % 86400.0) / 86400
+
+    obs = np.empty((rows, n, N_SITE_FEATURES), dtype=np.float32)
+    obs[..., F_POWER] = frac
+    obs[..., F_POWERED] = powered / gpu_count
+    obs[..., F_THROUGHPUT] = rate / (gpu_count * site[S_GPU_RATE]).max()
+    obs[..., F_COMPUTE] = np.minimum(est, 1.0)
+    obs[..., F_RTT] = rtt_s / rtt_max if rtt_max > 0 else 0.0
+    obs[..., F_TREND] = np.clip(frac - past, -1.0, 1.0)
+    obs[..., F_JOINED] = 0.0  # the episode's: `_observe_batch` writes it
+    obs[..., F_AVAILABLE] = available
+    obs[..., F_JOIN_TIME] = np.minimum(site[S_JOIN] / time_scale_s, 1.0)
+    wraps = rows // fc_frac.shape[0]
+    for q in range(FORECAST_QUARTERS):
+        lo = min(q * per_quarter, horizons - 1)
+        hi = max(lo + 1, min((q + 1) * per_quarter, horizons))
+        obs[..., F_FORECAST + q] = np.concatenate([fc_frac[:, lo:hi, :].mean(axis=1)] * wraps)
+    obs[..., F_LOCAL_SIN] = np.sin(solar_day)
+    obs[..., F_LOCAL_COS] = np.cos(solar_day)
+    return obs
