@@ -67,7 +67,7 @@ def check_env(env_id: str, env_kwargs: Mapping[str, Any]) -> int:
         env = gym.make(env_id, **env_kwargs)
     except (ValueError, TypeError, OSError) as exc:
         raise UsageError(f"{_argument_for(str(exc), env_kwargs)}{_one_line(exc)}") from None
-    n_sites = int(env.unwrapped.params.n_sites)
+    n_sites = int(env.unwrapped.n_sites)
     env.close()
     return n_sites
 

@@ -44,8 +44,9 @@ class PowerTripReference:
     ) -> None:
         kwargs = {**(env_kwargs or {}), "jitter": False, "obs_mode": "flat", "split": "all"}
         self.env = gym.make(env_id, **kwargs)
-        self.trace_t0_s = float(self.env.unwrapped.params.trace_t0_s)
-        self.policy = make_policy(policy, n_sites=self.env.unwrapped.params.n_sites, seed=0)
+        self.env.reset(seed=0)  # a view of the catalogue: its clock's origin
+        self.trace_t0_s = float(self.env.unwrapped.decision_view().trace_t0_s)
+        self.policy = make_policy(policy, n_sites=self.env.unwrapped.n_sites, seed=0)
         self.max_cache = max_cache
         self._cache: dict[float, float] = {}
 

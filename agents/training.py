@@ -446,8 +446,8 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     # The comparison: best model if one was kept, else the final one, on the test split.
     if not args.final_episodes:
         return 0
-    from powertrip_env.baselines.evaluate import EvaluationError, evaluate
-    from powertrip_env.baselines.models import SB3Policy
+    from powertrip_env.baselines.evaluate import evaluate
+    from powertrip_env.baselines.models import EvaluationError, SB3Policy
 
     best = out / "best_model.zip"
     chosen = best if best.exists() else final

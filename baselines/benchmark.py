@@ -54,10 +54,12 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines import leaderboard
-from powertrip_env.baselines.evaluate import REFERENCE, EvaluationError, evaluate, make_env
-from powertrip_env.baselines.models import ALGOS
-from powertrip_env.baselines.references import lower_bound_h
+from powertrip_env.baselines.evaluate import evaluate
+from powertrip_env.baselines.evaluation import REFERENCE
+from powertrip_env.baselines.lower_bound import lower_bound_h
+from powertrip_env.baselines.models import ALGOS, EvaluationError
 from powertrip_env.baselines.registry import default_policy_names
+from powertrip_env.baselines.report_args import make_env
 
 TOP = "Optimiser"  # the reference: score 1
 BOUND = "LowerBound"
@@ -76,7 +78,7 @@ def run_task(
     rows included) and its facts: headroom, the bracket and whether the reference held."""
     kwargs = {"jitter": False}
     probe = make_env(env_id, split="test", **kwargs)
-    n_sites = probe.unwrapped.params.n_sites
+    n_sites = probe.unwrapped.n_sites
     deployable = default_policy_names(n_sites)
     result = evaluate(
         env_id,

@@ -54,6 +54,7 @@ from powertrip_env.atomic import (
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
+from powertrip_env.simulation import load_simulation
 
 TARGET_BAND = 0.05  # accuracies within about this of the target weigh more in the fit ...
 TARGET_WEIGHT = 4.0  # ... up to this many times more (they decide the time to accuracy)
@@ -124,14 +125,14 @@ def record(
     if scenario is not None:
         kwargs["scenario"] = scenario
     env = gym.make(env_id, **kwargs)
-    n = env.unwrapped.params.n_sites
+    n = env.unwrapped.n_sites
     out = []
     for r, (name, rule) in enumerate(_rules(n).items()):
         for e in range(episodes):
             rng = np.random.default_rng([seed, r, e])
             fixed = rng.permutation(n)
             _, info = env.reset(seed=seed + e)
-            start = float(env.unwrapped.state.accuracy[0])
+            start = float(env.unwrapped.decision_view().accuracy)
             rows: list[tuple[float, np.ndarray, bool, bool, float]] = []
             while True:
                 mask = rule(rng, env.unwrapped.available(), fixed)
@@ -320,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     scenario = env.unwrapped.scenario
-    params = env.unwrapped.params
+    params = load_simulation(scenario).params  # the model's parameters, which the fit starts from
     env.close()
     if params.fixed_time:
         print("error: calibration replays fixed_quota rounds; this scenario is fixed_time",

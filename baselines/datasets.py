@@ -61,9 +61,9 @@ import powertrip_env
 from powertrip_env.atomic import OutputDirError, probe_writable, result_dir
 from powertrip_env.baselines import candidates
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluate import make_env
 from powertrip_env.baselines.models import EvaluationError
 from powertrip_env.baselines.registry import LOOKAHEAD, REFERENCES, make_policy
+from powertrip_env.baselines.report_args import make_env
 from powertrip_env.episodes import SPLITS
 
 NAMESPACE = "powertrip"

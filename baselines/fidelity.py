@@ -36,16 +36,17 @@ from typing import Any
 import numpy as np
 
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluate import (
-    EvaluationError,
-    evaluate,
+from powertrip_env.baselines.evaluate import evaluate
+from powertrip_env.baselines.headroom import headroom
+from powertrip_env.baselines.models import EvaluationError
+from powertrip_env.baselines.report_args import (
     make_env,
     parse_report_args,
     report_cli,
     report_parser,
 )
-from powertrip_env.baselines.headroom import headroom
 from powertrip_env.dynamics import delta_progress, rounds_to_target
+from powertrip_env.simulation import load_simulation
 
 REPLICAS = (2, 4, 8)
 # Charles et al. 2025 (arXiv:2503.09799), Table 10: the joint fit L = A · N^α · M^β of DiLoCo's
@@ -101,7 +102,7 @@ def fidelity(
     kwargs: dict[str, Any] = {} if scenario is None else {"scenario": scenario}
     probe = make_env(env_id, split="test", **kwargs)
     env = probe.unwrapped
-    params, workload = env.params, env.scenario.workload
+    params, workload = load_simulation(env.scenario).params, env.scenario.workload
     if workload.parameters is None:
         raise EvaluationError(
             f"{env.scenario.source}: [workload] has no 'parameters' (the model's parameter "

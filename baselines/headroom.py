@@ -5,7 +5,7 @@ well-chosen set, kept for the whole episode, is as fast as the best plan that ch
 power moves, an agent has nothing to learn that a one-off choice would not give. This command
 measures that on paired test episodes:
 
-* ``LowerBound``: a time to accuracy no policy can beat (``references.lower_bound_h``);
+* ``LowerBound``: a time to accuracy no policy can beat (``lower_bound.lower_bound_h``);
 * ``BeamPlanner`` and ``BestFixedSet``: clairvoyant references (``baselines/references.py``);
 * ``MyopicOptimal``, ``PowerTrip`` and ``AllSites``: deployable policies for scale;
 * the *sequential headroom* ``BestFixedSet / BeamPlanner`` (mean TTA over mean TTA). Below
@@ -45,8 +45,10 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES
-from powertrip_env.baselines.evaluate import EvaluationError, evaluate, make_env, powertrip_env_ids
-from powertrip_env.baselines.references import lower_bound_h
+from powertrip_env.baselines.evaluate import evaluate
+from powertrip_env.baselines.lower_bound import lower_bound_h
+from powertrip_env.baselines.models import EvaluationError
+from powertrip_env.baselines.report_args import make_env, powertrip_env_ids
 
 ONE_SHOT_BELOW = 1.02
 POLICIES = ("BeamPlanner", "BestFixedSet", "MyopicOptimal", "PowerTrip", "AllSites")
@@ -72,7 +74,7 @@ def headroom(
     if scenario is not None:
         kwargs["scenario"] = scenario
     probe = make_env(env_id, split="test", **kwargs)
-    n_sites = probe.unwrapped.params.n_sites
+    n_sites = probe.unwrapped.n_sites
     names = [p for p in POLICIES if p != "MyopicOptimal" or n_sites <= MAX_EXHAUSTIVE_SITES]
     result = evaluate(
         env_id, names, episodes=episodes, split="test", seed=seed, env_kwargs=kwargs,

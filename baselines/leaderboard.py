@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from powertrip_env.baselines.evaluate import (
+from powertrip_env.baselines.evaluation import REFERENCE
+from powertrip_env.baselines.statistics import (
     BOOTSTRAP_RESAMPLES,
-    REFERENCE,
     _bootstrap_seed,
     day_bootstrap_ci95,
     start_days,

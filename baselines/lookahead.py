@@ -31,7 +31,6 @@ import numpy as np
 
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.candidates import build, index_of, pool_of
-from powertrip_env.dynamics import progress_needed
 
 # Tuned on PowerTrip-v0's train days (``powertrip tune``, docs/agents.md gives the
 # grid and every cell's mean TTA): the parameters the registry builds the rules with.
@@ -96,12 +95,11 @@ class ForecastMPC(Policy):
         """(M,) minus the predicted time to the target (s) of each set kept for ``lookahead``
         rounds: its time if it reaches the target in them, else the time at which it would at
         the progress rate of those rounds. Higher is better."""
-        env = self.env
-        state = env.state
-        out = env.predict_plan(sets, rounds=self.lookahead)
-        elapsed = out.state.time_s - state.time_s[0]
-        gained = out.state.progress - state.progress[0]
-        remaining = progress_needed(env.params) - state.progress[0]
+        now = self.env.decision_view()
+        out = self.env.predict_plan(sets, rounds=self.lookahead)
+        elapsed = out.state.time_s - now.clock_s
+        gained = out.state.progress - now.surrogate_progress
+        remaining = now.progress_needed - now.surrogate_progress
         with np.errstate(divide="ignore", invalid="ignore"):
             projected = np.where(gained > 0, elapsed * remaining / gained, np.inf)
         return -np.where(out.success, elapsed, projected)

@@ -11,7 +11,7 @@ Usage (``powertrip_env.baselines.registry`` builds any policy or reference by na
 
     from powertrip_env.baselines.registry import make_policy
 
-    policy = make_policy("PowerTrip", n_sites=env.unwrapped.params.n_sites, seed=0)
+    policy = make_policy("PowerTrip", n_sites=env.unwrapped.n_sites, seed=0)
     obs, info = env.reset(seed=1)
     policy.reset(env)
     mask = policy.act(obs, info)  # (N,) int8 of 0/1

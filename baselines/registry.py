@@ -4,7 +4,7 @@ Usage::
 
     from powertrip_env.baselines.registry import make_policy
 
-    policy = make_policy("TopPower-3", n_sites=env.unwrapped.params.n_sites, seed=0)
+    policy = make_policy("TopPower-3", n_sites=env.unwrapped.n_sites, seed=0)
 
 The names are fixed (``POLICIES``: ``PowerTrip``, ``MyopicOptimal``, the lookahead rules
 ``HorizonRule`` and ``ForecastMPC`` with their tuned parameters, the clairvoyant

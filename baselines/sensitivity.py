@@ -31,13 +31,9 @@ from typing import Any
 import gymnasium as gym
 
 import powertrip_env
-from powertrip_env.baselines.evaluate import (
-    EvaluationError,
-    parse_report_args,
-    report_cli,
-    report_parser,
-)
 from powertrip_env.baselines.headroom import POLICIES, headroom
+from powertrip_env.baselines.models import EvaluationError
+from powertrip_env.baselines.report_args import parse_report_args, report_cli, report_parser
 from powertrip_env.baselines.validate import kendall_tau
 
 

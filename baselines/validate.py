@@ -5,8 +5,8 @@
 
 Runs every policy on the same test episodes twice, with the same clock, start times and jitter:
 once with real federated training (``learner="torch"``) and once with the surrogate of the
-scenario (``--scenario``, typically the ``calibrated.toml`` that ``python -m
-powertrip_env.baselines.calibrate`` wrote). It reports each policy's mean time to accuracy under
+scenario (``--scenario``, typically the ``calibrated.toml`` that ``powertrip
+calibrate`` wrote). It reports each policy's mean time to accuracy under
 each, the relative error of the surrogate's TTA, and the Kendall τ between the two rankings of the
 policies: a surrogate is good enough to compare policies on when τ is near 1, and good enough to
 quote TTAs from when the errors are small.
@@ -52,13 +52,9 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
-from powertrip_env.baselines.evaluate import (
-    BOOTSTRAP_RESAMPLES,
-    EvaluationError,
-    day_bootstrap_ci95,
-    evaluate,
-    start_days,
-)
+from powertrip_env.baselines.evaluate import evaluate
+from powertrip_env.baselines.models import EvaluationError
+from powertrip_env.baselines.statistics import BOOTSTRAP_RESAMPLES, day_bootstrap_ci95, start_days
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 

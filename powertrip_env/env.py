@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -14,11 +16,27 @@ from powertrip_env.clairvoyant import Clairvoyant
 from powertrip_env.dynamics.features import document_env
 from powertrip_env.episodes import base_from
 from powertrip_env.learners import Learner, is_surrogate, make_learner
-from powertrip_env.options import configure
+from powertrip_env.options import EnvSetup, configure
 from powertrip_env.rewards import RewardFn
 from powertrip_env.scenario import Scenario
 from powertrip_env.scenario.sampling import SiteSampler, as_sampler
 from powertrip_env.view import DecisionView, decision_view
+
+
+@dataclass(frozen=True, eq=False)
+class EpisodeState:
+    """Everything ``PowerTripEnv.set_state`` needs to continue an episode exactly: the kernel's
+    state, the episode counter and seed base that the next ``reset()`` draws from, the
+    generator, the catalogue (drawn ones differ per episode) and, under a real learner, the
+    learner itself. Opaque to its users: taken by ``get_state``, given back to ``set_state``."""
+
+    sim_state: dynamics.SimState | None
+    setup: EnvSetup  # the catalogue, layout and episode starts the episode runs on
+    base: int | None
+    episode: int
+    rng: dict[str, Any]  # np_random's bit-generator state
+    history: tuple[tuple[float, float], ...]
+    learner: Learner | None  # a copy, under a real learner only (the surrogate keeps none)
 
 
 class PowerTripEnv(gym.Env):
@@ -342,7 +360,59 @@ class PowerTripEnv(gym.Env):
         self._require_state()
         return Clairvoyant(self.params, self.state)
 
+    # ------------------------------------------------------------------ for planners
+
+    @property
+    def n_sites(self) -> int:
+        """Sites of the catalogue the episode runs on (a drawn one's, under ``sites=``)."""
+        return self.params.n_sites
+
+    def fork(self) -> PowerTripEnv:
+        """An independent copy of the episode as it stands, for a planner to try moves on.
+
+        The fork continues bit for bit as this env would: same state, jitter, power and
+        generator; stepping or resetting it leaves this env unchanged, and the other way round.
+        What every env of the scenario shares read-only (the power tables, the layout, the
+        episode starts) is shared, not copied, so a fork costs a fraction of a millisecond under
+        the surrogate learner; a real learner is copied with its model.
+        """
+        shared = (self.sim, self.params, self.scenario, self.layout, self.starts, self._setup)
+        return copy.deepcopy(self, {id(x): x for x in shared})
+
+    def get_state(self) -> EpisodeState:
+        """The episode as it stands, to come back to with ``set_state`` (on this env or another
+        made with the same arguments)."""
+        return EpisodeState(
+            sim_state=self.state, setup=self._current_setup(), base=self._base,
+            episode=self._episode, rng=copy.deepcopy(self.np_random.bit_generator.state),
+            history=tuple(self._history),
+            learner=copy.deepcopy(self.learner) if self._learns else None,
+        )  # fmt: skip
+
+    def set_state(self, state: EpisodeState) -> None:
+        """Continue from ``state`` (``get_state``): the next ``step`` is the one that followed
+        it, bit for bit. The env must have been made with the same scenario and arguments."""
+        if not isinstance(state, EpisodeState):
+            raise TypeError(f"set_state takes what get_state returns, not {type(state).__name__}")
+        if self.sampler is None and state.setup.sim.scenario is not self._setup.sim.scenario:
+            raise ValueError(
+                f"set_state: the state is of scenario {state.setup.sim.scenario.name!r}, "
+                f"this env runs {self._setup.sim.scenario.name!r}"
+            )
+        state.setup.apply(self)
+        self.state, self._base, self._episode = state.sim_state, state.base, state.episode
+        self.np_random.bit_generator.state = copy.deepcopy(state.rng)
+        self._history = list(state.history)
+        if state.learner is not None:
+            self.learner = copy.deepcopy(state.learner)
+
     # ------------------------------------------------------------------ helpers
+
+    def _current_setup(self) -> EnvSetup:
+        return EnvSetup(
+            sim=self.sim, reward=self.reward_fn, render_mode=self.render_mode,
+            layout=self.layout, starts=self.starts,
+        )  # fmt: skip
 
     def _learn(self, result: dynamics.RoundResult) -> dynamics.RoundResult:
         """The round with the accuracy the learner reached in place of the surrogate's.

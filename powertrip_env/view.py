@@ -45,6 +45,11 @@ class DecisionView:
     elapsed_s: float
     rounds: int
     energy_kwh: float
+    # For planners comparing predict_plan's trajectories (their ``state``) with now:
+    clock_s: float  # the episode's clock (s since the trace's row 0), as a trajectory's time_s
+    trace_t0_s: float  # Unix time of the trace's row 0: info's trace_time is it + clock_s
+    surrogate_progress: float  # the learning curve's progress, as a trajectory's progress
+    progress_needed: float  # the surrogate progress at which the accuracy reaches a_target
 
     @property
     def n_sites(self) -> int:
@@ -82,6 +87,10 @@ def decision_view(
         elapsed_s=time_s - float(state.start_s[i]),
         rounds=int(state.rounds[i]),
         energy_kwh=float(state.energy_j[i]) / 3.6e6,
+        clock_s=time_s,
+        trace_t0_s=params.trace_t0_s,
+        surrogate_progress=float(state.progress[i]),
+        progress_needed=dynamics.progress_needed(params),
     )
     for value in vars(out).values():  # its own arrays; the params' are read-only already
         if isinstance(value, np.ndarray):

@@ -14,17 +14,14 @@ from scenario_files import write_scenario as write_toy_scenario
 
 import powertrip_env
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluate import (
+from powertrip_env.baselines.evaluate import _summarise, evaluate, main
+from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, Evaluation
+from powertrip_env.baselines.figures import mean_curve
+from powertrip_env.baselines.models import EvaluationError
+from powertrip_env.baselines.statistics import (
     BOOTSTRAP_RESAMPLES,
-    EPISODE_COLUMNS,
-    Evaluation,
-    EvaluationError,
-    _summarise,
     ci95_half_width,
     day_bootstrap_ci95,
-    evaluate,
-    main,
-    mean_curve,
     start_days,
 )
 

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 
 from powertrip_env.baselines import leaderboard
-from powertrip_env.baselines.evaluate import day_bootstrap_ci95, start_days
 from powertrip_env.baselines.leaderboard import (
     SCORE_COLUMNS,
     TASK_FACTS,
@@ -26,6 +25,7 @@ from powertrip_env.baselines.leaderboard import (
     to_json,
     to_markdown,
 )
+from powertrip_env.baselines.statistics import day_bootstrap_ci95, start_days
 
 ZERO, TOP = "PowerTrip", "Optimiser"
 

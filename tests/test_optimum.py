@@ -9,17 +9,14 @@ import numpy as np
 import pytest
 
 import powertrip_env
-from powertrip_env.baselines.references import (
+from powertrip_env.baselines.lower_bound import (
     JOIN_BOUND_MAX_SITES,
-    Optimiser,
-    improve_plan,
     join_bound_h,
     lower_bound_h,
-    plan_moves,
-    play_on_copy,
     rate_bound_h,
     round_bound_h,
 )
+from powertrip_env.baselines.references import Optimiser, improve_plan, plan_moves, play_on_copy
 from powertrip_env.baselines.registry import make_policy
 
 TOLERANCE_H = 1e-9

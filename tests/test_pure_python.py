@@ -46,7 +46,7 @@ plan = future.simulate(subsets[::97], rounds=8)
 out["simulate"] = [plan.state.data.tolist(), plan.tta_h.tolist()]
 ahead = env.unwrapped.predict_plan(subsets[::97], rounds=6)
 out["predict_plan"] = [ahead.state.data.tolist(), ahead.tta_h.tolist()]
-from powertrip_env.baselines.references import join_bound_h, round_bound_h
+from powertrip_env.baselines.lower_bound import join_bound_h, round_bound_h
 out["bounds"] = [round_bound_h(env.unwrapped, max_steps=1500),
                  join_bound_h(env.unwrapped, max_steps=1500)]
 cand = []

@@ -19,12 +19,12 @@ import pytest
 from scenario_files import write_powered_scenario as write_scenario
 
 from powertrip_env.baselines.base import Policy, subset_matrix
+from powertrip_env.baselines.lower_bound import lower_bound_h
 from powertrip_env.baselines.policies import AllSites, MyopicOptimal, PowerTrip
 from powertrip_env.baselines.references import (
     BeamPlanner,
     BestFixedSet,
     fixed_set_candidates,
-    lower_bound_h,
     play_on_copy,
     rollout_fixed,
 )

@@ -17,8 +17,9 @@ import pytest
 
 from powertrip_env.baselines import headroom
 from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.lower_bound import lower_bound_h
 from powertrip_env.baselines.policies import AllSites, MyopicOptimal, PowerTrip
-from powertrip_env.baselines.references import BeamPlanner, BestFixedSet, lower_bound_h
+from powertrip_env.baselines.references import BeamPlanner, BestFixedSet
 
 TOLERANCE_H = 1e-9
 

@@ -146,8 +146,8 @@ def test_the_example_trains_with_a_remote_runner_and_compares_the_checkpoint(tmp
     out = tmp_path / "again"
     cli = subprocess.run(
         [sys.executable, "-m", "powertrip_env.baselines.evaluate", "--env", "PowerTrip-v0",
-         "--policies", "PowerTrip", "--model", str(run / "rllib_ppo"), "--algo", "rllib", "--episodes",
-         "1", "--out", str(out), "--no-progress"],
+         "--policies", "PowerTrip", "--model", str(run / "rllib_ppo"), "--algo", "rllib",
+         "--episodes", "1", "--out", str(out), "--no-progress"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr[-3000:]

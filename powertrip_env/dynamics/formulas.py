@@ -3,12 +3,12 @@
 Policies and tools do not reach into the dynamics: they read the environment through
 ``decision_view``, ``predict_round`` and, for the clairvoyant references, ``clairvoyant()``. A
 report that checks the model against published figures (``powertrip_env.baselines.fidelity``) and a
-bound that relaxes it (``powertrip_env.baselines.references.lower_bound_h``) need the formulas
+bound that relaxes it (``powertrip_env.baselines.lower_bound.lower_bound_h``) need the formulas
 themselves: learning progress and a round's communication time. This module hands over exactly
 those, computed by the same compiled functions the environment steps with (docs/model.md, "Learning
 progress" and "A round"), and the two compiled searches the lower bounds run over those formulas
 (``round_bound_dp``, ``join_bound_dp``; their relaxations are argued where they are used,
-``powertrip_env.baselines.references.round_bound_h`` and ``join_bound_h``).
+``powertrip_env.baselines.lower_bound.round_bound_h`` and ``join_bound_h``).
 """
 
 from __future__ import annotations
