@@ -210,6 +210,21 @@ def evaluate(
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         check_out_dir(out, force)  # after the cheap checks, before the long run
+    rows, curves = _play_entries(env_id, entries, episodes, seed, progress)
+
+    frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
+    order = [e.label for e in entries]
+    result = Evaluation(env_id, split, frame, _summarise(frame, order), curves, scenario)
+    if out is not None:
+        write_outputs(result, out, force=force)
+    return result
+
+
+def _play_entries(
+    env_id: str, entries: Sequence[_Entry], episodes: int, seed: int, progress: bool
+) -> tuple[list[dict[str, Any]], dict[str, list[tuple[np.ndarray, np.ndarray]]]]:
+    """Every entry's paired episodes: the CSV rows and, per label, the accuracy curves. Entries
+    with the same spaces share one env (episode e is ``reset(seed=seed + e)`` either way)."""
     rows: list[dict[str, Any]] = []
     curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {e.label: [] for e in entries}
     bar = _progress_bar(len(entries) * episodes, progress)
@@ -230,13 +245,7 @@ def evaluate(
         bar.close()
         for env in envs.values():
             env.close()
-
-    frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
-    order = [e.label for e in entries]
-    result = Evaluation(env_id, split, frame, _summarise(frame, order), curves, scenario)
-    if out is not None:
-        write_outputs(result, out, force=force)
-    return result
+    return rows, curves
 
 
 def _entries(
