@@ -314,16 +314,16 @@ class MyopicOptimal(Policy):
 
     name = "MyopicOptimal"
 
-    def __init__(self, max_sites: int = MAX_EXHAUSTIVE_SITES) -> None:
+    def __init__(self, exhaustive_limit: int = MAX_EXHAUSTIVE_SITES) -> None:
         super().__init__()
-        self.max_sites = max_sites
+        self.exhaustive_limit = exhaustive_limit  # not the env's max_sites (its padding)
 
     def reset(self, env: Any) -> None:
         n = env.unwrapped.decision_view().n_sites
-        if n > self.max_sites:
+        if n > self.exhaustive_limit:
             raise ValueError(
                 f"MyopicOptimal enumerates all 2^N − 1 site sets and supports N <= "
-                f"{self.max_sites}; this scenario has N = {n}"
+                f"{self.exhaustive_limit}; this scenario has N = {n}"
             )
         super().reset(env)
 

@@ -31,7 +31,7 @@ class EpisodeState:
     learner itself. Opaque to its users: taken by ``get_state``, given back to ``set_state``."""
 
     sim_state: dynamics.SimState | None
-    setup: EnvSetup  # the catalogue, layout and episode starts the episode runs on
+    setup: EnvSetup  # the catalogue, interface and episode starts the episode runs on
     base: int | None
     episode: int
     rng: dict[str, Any]  # np_random's bit-generator state
@@ -100,7 +100,7 @@ class PowerTripEnv(gym.Env):
 
     ## Info
 
-    `reset` and every `step` return the same keys (`layout.INFO_KEYS`), each a numpy scalar
+    `reset` and every `step` return the same keys (`interface.INFO_KEYS`), each a numpy scalar
     (float64 or int64), a 0-d bool array (`idle`, `cut`, `success`: Gymnasium's vector envs
     stack np.bool_ scalars as objects, 0-d arrays as bool) or a per-site numpy array, so
     libraries that read info as arrays (TorchRL, Tianshou, vector envs) see one layout from the
@@ -220,9 +220,9 @@ class PowerTripEnv(gym.Env):
                 f"learner={learner!r} with sites={sites!r}: real training keeps one model per "
                 "site catalogue; drawn catalogues run the surrogate learner only"
             )
-        self._setup.apply(self)  # sim, params, scenario, layout, starts, reward_fn, ...
-        self.action_space = self.layout.action_space
-        self.observation_space = self.layout.observation_space
+        self._setup.apply(self)  # sim, params, scenario, interface, starts, reward_fn, ...
+        self.action_space = self.interface.action_space
+        self.observation_space = self.interface.observation_space
         self.state: dynamics.SimState | None = None  # the episode, as a batch of one
         self._base: int | None = None  # drawn from np_random when seeded (episodes.base_from)
         self._episode = 0  # episodes since then
@@ -248,25 +248,25 @@ class PowerTripEnv(gym.Env):
             accuracy = self.learner.reset(self.sim, int(seeds[0]))
             self.state = self.state.replace(accuracy=accuracy)
         self._history = [(0.0, float(self.state.accuracy[0]))]
-        obs = self.layout.first(self.layout.observe(self.state))
-        return obs, self.layout.first_info(self.layout.reset_info(self.state))
+        obs = self.interface.first(self.interface.observe(self.state))
+        return obs, self.interface.first_info(self.interface.reset_info(self.state))
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self.state is None:
             raise RuntimeError("call reset() before step()")
-        mask = self.layout.as_masks(action, self.action_space, 1)
-        result, obs = self.layout.step(self.state, mask)
+        mask = self.interface.as_masks(action, self.action_space, 1)
+        result, obs = self.interface.step(self.state, mask)
         if self._learns:
             result = self._learn(result)
         self.state = result.state
         record = result.record[0].tolist()
-        info = self.layout.episode_info(result, record)
+        info = self.interface.episode_info(result, record)
         reward = float(self.reward_fn(self.params, result)[0])  # as the vector env's rewards
         if self._plots:
             self._history.append((info["elapsed_s"], info["accuracy"]))
         terminated = record[dynamics.R_TERMINATED] > 0.0
         truncated = record[dynamics.R_TRUNCATED] > 0.0
-        return self.layout.first(obs), reward, terminated, truncated, info
+        return self.interface.first(obs), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
@@ -283,7 +283,7 @@ class PowerTripEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """(2N,) bool for MaskablePPO: per site [may choose 0, may choose 1]; (2M,) when padded."""
-        return self.layout.action_masks(self.available())
+        return self.interface.action_masks(self.available())
 
     def decision_view(self) -> DecisionView:
         """What a policy may know now: power, powered GPUs, rates, RTTs, the forecast issued
@@ -372,11 +372,11 @@ class PowerTripEnv(gym.Env):
 
         The fork continues bit for bit as this env would: same state, jitter, power and
         generator; stepping or resetting it leaves this env unchanged, and the other way round.
-        What every env of the scenario shares read-only (the power tables, the layout, the
+        What every env of the scenario shares read-only (the power tables, the interface, the
         episode starts) is shared, not copied, so a fork costs a fraction of a millisecond under
         the surrogate learner; a real learner is copied with its model.
         """
-        shared = (self.sim, self.params, self.scenario, self.layout, self.starts, self._setup)
+        shared = (self.sim, self.params, self.scenario, self.interface, self.starts, self._setup)
         return copy.deepcopy(self, {id(x): x for x in shared})
 
     def get_state(self) -> EpisodeState:
@@ -411,7 +411,7 @@ class PowerTripEnv(gym.Env):
     def _current_setup(self) -> EnvSetup:
         return EnvSetup(
             sim=self.sim, reward=self.reward_fn, render_mode=self.render_mode,
-            layout=self.layout, starts=self.starts,
+            interface=self.interface, starts=self.starts,
         )  # fmt: skip
 
     def _learn(self, result: dynamics.RoundResult) -> dynamics.RoundResult:

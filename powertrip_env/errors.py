@@ -20,7 +20,7 @@ class TraceError(ValueError):
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     """Validate a keyword argument against its allowed values, naming both.
 
-    The layout, the episode starts and the constructor checks each own some of the choices;
+    The interface, the episode starts and the constructor checks each own some of the choices;
     written here, below all of them, a bad choice reads the same whichever one refuses it.
     """
     if value not in allowed:

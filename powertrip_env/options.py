@@ -1,7 +1,7 @@
 """The keyword arguments both environments take, checked in one place before either exists.
 
 ``configure`` turns them into an ``EnvSetup``: the simulation (jitter applied), the reward, the
-``layout.Layout`` and the ``episodes.EpisodeStarts`` an environment runs on. Every bad value
+``interface.Interface`` and the ``episodes.EpisodeStarts`` an environment runs on. Every bad value
 raises a ``ValueError`` naming the argument, the value and what is allowed.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from powertrip_env.episodes import EpisodeStarts
 from powertrip_env.errors import check_choice
-from powertrip_env.layout import Layout
+from powertrip_env.interface import Interface
 from powertrip_env.rewards import RewardFn, reward_fn
 from powertrip_env.scenario import Scenario
 from powertrip_env.scenario.sampling import SiteSampler
@@ -35,7 +35,7 @@ class EnvSetup:
     sim: Simulation  # with the jitter applied
     reward: RewardFn
     render_mode: str | None
-    layout: Layout
+    interface: Interface
     starts: EpisodeStarts
 
     def drawn(self, scenario: Scenario) -> EnvSetup:
@@ -43,7 +43,7 @@ class EnvSetup:
         jitter asked for at construction."""
         sim = load_simulation(scenario).with_jitter(self.sim.params.jitter_sigma)
         return dataclasses.replace(
-            self, sim=sim, layout=self.layout.on(sim.params),
+            self, sim=sim, interface=self.interface.on(sim.params),
             starts=EpisodeStarts(sim, self.starts.split),
         )  # fmt: skip
 
@@ -51,10 +51,10 @@ class EnvSetup:
         """Set the attributes both environments expose (their spaces differ, and are theirs)."""
         env.sim, env.params, env.scenario = self.sim, self.sim.params, self.sim.scenario
         env.site_names = tuple(s.name for s in self.sim.scenario.sites)
-        env.layout, env.starts = self.layout, self.starts
+        env.interface, env.starts = self.interface, self.starts
         env.reward_fn, env.reward_mode = self.reward, self.reward.name
-        env.obs_mode, env.split = self.layout.obs_mode, self.starts.split
-        env.render_mode, env.max_sites = self.render_mode, self.layout.max_sites
+        env.obs_mode, env.split = self.interface.obs_mode, self.starts.split
+        env.render_mode, env.max_sites = self.render_mode, self.interface.max_sites
 
 
 def configure(
@@ -83,8 +83,12 @@ def configure(
     if sampler is not None:
         sampler.check(sim.scenario)
     max_sites = _check_max_sites(sim, max_sites, sampler)
-    layout = Layout(sim.params, obs_mode=obs_mode, action_mode=action_mode, max_sites=max_sites)
-    return EnvSetup(sim=sim, reward=reward, render_mode=render_mode, layout=layout, starts=starts)
+    interface = Interface(
+        sim.params, obs_mode=obs_mode, action_mode=action_mode, max_sites=max_sites
+    )
+    return EnvSetup(
+        sim=sim, reward=reward, render_mode=render_mode, interface=interface, starts=starts
+    )
 
 
 def _check_max_sites(

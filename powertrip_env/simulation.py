@@ -4,7 +4,7 @@ Reading a scenario's files and building its tables is the slow part of making an
 and what it gives is read-only, so instances are cached per scenario file (and re-read when any
 of its input files changes): every environment in a process shares one copy of the power data
 and tables. What an environment lays over them is elsewhere: the spaces, observations, actions
-and info in ``layout``, where episodes start in ``episodes``, the checked arguments in
+and info in ``interface``, where episodes start in ``episodes``, the checked arguments in
 ``options``.
 """
 

@@ -53,7 +53,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
       env. ``sites`` (a catalogue per episode) is refused: use a ``SyncVectorEnv``.
     * ``step`` returns rewards float64 ``(B,)``, terminations and truncations bool ``(B,)``, and
       the single env's info in Gymnasium's vector format: every key of
-      ``layout.INFO_KEYS`` as a numeric ``(B,)`` or ``(B, N)`` array, at reset and at every
+      ``interface.INFO_KEYS`` as a numeric ``(B,)`` or ``(B, N)`` array, at reset and at every
       step (a restarting sub-environment reports its reset info), each with a ``_key`` bool
       mask of the sub-environments that reported it: all of them, except after a partial
       ``reset`` (``options["reset_mask"]``), whose other rows are 0 and masked out, as in
@@ -119,11 +119,11 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
             )
         options = {**_SINGLE_ENV_DEFAULTS, **options}
         setup = configure(scenario, render_modes=tuple(self.metadata["render_modes"]), **options)
-        setup.apply(self)  # sim, params, scenario, layout, starts, reward_fn, ...
+        setup.apply(self)  # sim, params, scenario, interface, starts, reward_fn, ...
         self.num_envs = int(num_envs)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self.single_action_space = self.layout.action_space
-        self.single_observation_space = self.layout.observation_space
+        self.single_action_space = self.interface.action_space
+        self.single_observation_space = self.interface.observation_space
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         # as Gymnasium's own vector envs expose it (TorchRL and others read the attribute)
@@ -170,16 +170,16 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 self._seeded[i], self._episodes[i] = True, 0
         self._restart(rows, options or None)
         self._autoreset[rows] = False
-        return self.layout.observe(self.state), self._reset_info(rows)
+        return self.interface.observe(self.state), self._reset_info(rows)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self.state is None:
             raise RuntimeError("call reset() before step()")
-        masks = self.layout.as_masks(actions, self.action_space, self.num_envs)
+        masks = self.interface.as_masks(actions, self.action_space, self.num_envs)
         restart = self._autoreset
         # Every row steps (one kernel call is cheapest whole); rows that restart are then
         # replaced by their reset, and their action is ignored.
-        result, obs = self.layout.step(self.state, masks)
+        result, obs = self.interface.step(self.state, masks)
         stepped = result.state
         rewards = self.reward_fn(self.params, result)  # as the single env's reward
         terminated, truncated = result.terminated, result.truncated
@@ -187,18 +187,18 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         if limit is not None:
             truncated = truncated | (stepped.rounds >= limit)  # as TimeLimit does
         # every key for every row: after the round, or (rows that restart) their reset info
-        info = self.layout.round_info(result)
+        info = self.interface.round_info(result)
 
         self.state = stepped
         if restart.any():
             self._restart(restart, None)
             index = np.flatnonzero(restart)
             fresh_state = self.state.take(index)
-            self.layout.put(obs, index, self.layout.observe(fresh_state))
+            self.interface.put(obs, index, self.interface.observe(fresh_state))
             rewards[restart] = 0.0
             terminated[restart] = False
             truncated[restart] = False
-            for key, value in self.layout.reset_info(fresh_state).items():
+            for key, value in self.interface.reset_info(fresh_state).items():
                 info[key][index] = value
         self._autoreset = terminated | truncated
         return obs, rewards, terminated, truncated, self._masked(info, np.ones(self.num_envs, bool))
@@ -218,7 +218,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
 
     def action_masks(self) -> np.ndarray:
         """(B, 2N) bool for MaskablePPO: per site [may choose 0, may choose 1]; (B, 2M) padded."""
-        return self.layout.action_masks(self.available())
+        return self.interface.action_masks(self.available())
 
     def decision_view(self, i: int = 0) -> DecisionView:
         """What a policy may know now in sub-environment ``i`` (``PowerTripEnv.decision_view``)."""
@@ -286,7 +286,7 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         """The single env's reset info for the sub-environments at bool ``rows``; the other
         rows (a partial reset) are unreported: masked out and zero, as ``SyncVectorEnv``
         leaves them."""
-        info = self.layout.reset_info(self.state)
+        info = self.interface.reset_info(self.state)
         if not rows.all():
             for value in info.values():
                 value[~rows] = 0

@@ -86,7 +86,7 @@ def decision_view(
         coverage_tau_rounds=params.coverage_tau,
         elapsed_s=time_s - float(state.start_s[i]),
         rounds=int(state.rounds[i]),
-        energy_kwh=float(state.energy_j[i]) / 3.6e6,
+        energy_kwh=float(state.energy_j[i]) / dynamics.J_PER_KWH,
         clock_s=time_s,
         trace_t0_s=params.trace_t0_s,
         surrogate_progress=float(state.progress[i]),

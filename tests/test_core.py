@@ -19,7 +19,7 @@ import pytest
 from scenario_files import INTERVAL_S, site, write_scenario
 
 from powertrip_env import dynamics
-from powertrip_env.layout import Layout
+from powertrip_env.interface import Interface
 from powertrip_env.simulation import load_simulation
 
 QUOTA = 100 * 600  # local_steps · site_batch
@@ -351,7 +351,7 @@ def test_tta_is_the_elapsed_time_on_success_and_the_budget_on_failure(tmp_path):
     state = dynamics.initial_state(sim.params, np.array([100.0, 100.0])).replace(
         time_s=np.array([1900.0, 2000.0])
     )
-    layout = Layout(sim.params, obs_mode="flat", action_mode="multibinary", max_sites=None)
+    layout = Interface(sim.params, obs_mode="flat", action_mode="multibinary", max_sites=None)
     np.testing.assert_array_equal(layout.tta_h(state, np.array([True, False])), [0.5, 1.0])
 
 

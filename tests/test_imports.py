@@ -56,7 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "powertrip_env.view", "powertrip_env.clairvoyant", "powertrip_env.render"),
     # the environment's contract, bound once per env: spaces, observations, actions and info;
     # where episodes start
-    ("powertrip_env.layout", "powertrip_env.episodes"),
+    ("powertrip_env.interface", "powertrip_env.episodes"),
     ("powertrip_env.options",),  # the constructor arguments, checked into the layers below
     ("powertrip_env.env", "powertrip_env.vector_env"),  # the Gymnasium adapters
     # the registration (``__init__``) and other libraries' glue over the adapters

@@ -83,7 +83,7 @@ def test_torchrl_gym_env_with_num_envs_reads_every_info_key_as_a_tensor(tmp_path
             # the module path registers the IDs in TorchRL's spawned sub-env processes too
             env = GymEnv("powertrip_env:PowerTrip-v0", num_envs=2)
             rollout = env.rollout(5)
-            from powertrip_env.layout import INFO_KEYS
+            from powertrip_env.interface import INFO_KEYS
 
             for key in INFO_KEYS:
                 assert rollout["next", key].shape[:2] == (2, 5), key

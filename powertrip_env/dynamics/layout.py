@@ -134,3 +134,7 @@ FS_AVAILABLE, FS_FINISH, FS_DROP, FS_DROPPED, FS_SAMPLES = range(len(FORECAST_FI
 NO_JITTER = np.zeros((0, 0))  # "no jitter given": each episode's own, from its key
 PARALLEL_MIN_BATCH = 256  # episodes from which a step runs on all cores (threads cost ~10 µs)
 PARALLEL_CHUNKS = 64  # pieces of the batch the threads share out
+
+# --------------------------------------------------------------------------- units
+
+J_PER_KWH = 3.6e6  # the kernel counts energy in joules; info, views and reports give kWh

@@ -1,8 +1,8 @@
-"""``Layout``: the environment's contract over the kernel, bound once per environment.
+"""``Interface``: the environment's contract over the kernel, bound once per environment.
 
 The kernel works in (B, N) arrays and one record row per episode. An environment promises more:
 its spaces, observations in ``obs_mode``'s shape, actions checked against its space, and an info
-dict whose keys never change, all padded to ``max_sites`` when asked. A ``Layout`` keeps that
+dict whose keys never change, all padded to ``max_sites`` when asked. An ``Interface`` keeps that
 promise over one simulation's tables with ``max_sites``, ``obs_mode`` and ``action_mode`` bound
 when it is made, so the single and the vector env, which hold one each, lay out an episode
 the same way: the vector env's sub-environment i is the single env, bit for bit.
@@ -43,7 +43,7 @@ INFO_FLAGS = ("idle", "cut", "success")
 _NO_TTA = np.float64(0.0)  # tta_h before the episode's end (a real TTA is > 0)
 
 
-class Layout:
+class Interface:
     """Spaces, padding, observations, action checks and info of one environment's episodes."""
 
     def __init__(
@@ -59,10 +59,10 @@ class Layout:
         self.action_space = self._action_space()
         self.observation_space = self._observation_space()
 
-    def on(self, params: dynamics.SimParams) -> Layout:
-        """This layout over a catalogue drawn for one episode: N changes, but M and the modes,
+    def on(self, params: dynamics.SimParams) -> Interface:
+        """This interface over a catalogue drawn for one episode: N changes, but M and the modes,
         and so the spaces an agent was built for, stay those the env was made with."""
-        return Layout(
+        return Interface(
             params, obs_mode=self.obs_mode, action_mode=self.action_mode, max_sites=self.max_sites
         )
 
@@ -236,7 +236,7 @@ class Layout:
             "available": self.pad(dynamics.available_now(self.params, state)),
             "straggler": np.full(b, -1, dtype=np.int64),
             "round_energy_kwh": np.zeros(b),
-            "energy_kwh": state.energy_j / 3.6e6,
+            "energy_kwh": state.energy_j / dynamics.J_PER_KWH,
             "rounds": state.rounds,
             "tta_h": np.zeros(b),
             "success": np.zeros(b, dtype=bool),
@@ -280,8 +280,8 @@ class Layout:
             "powered_gpus": self.pad(result.sites[:, dynamics.POWERED_NOW].astype(np.int64)),
             "available": self.pad(dynamics.available_now(self.params, result.state)),
             "straggler": rec[dynamics.R_STRAGGLER].astype(np.int64),
-            "round_energy_kwh": rec[dynamics.R_ENERGY_J] / 3.6e6,
-            "energy_kwh": st[dynamics.ENERGY] / 3.6e6,
+            "round_energy_kwh": rec[dynamics.R_ENERGY_J] / dynamics.J_PER_KWH,
+            "energy_kwh": st[dynamics.ENERGY] / dynamics.J_PER_KWH,
             "rounds": st[dynamics.ROUNDS].astype(np.int64),
             "tta_h": np.where(ended, self.tta_h(result.state, terminated), 0.0),
             "success": terminated,
@@ -334,8 +334,8 @@ class Layout:
             "powered_gpus": powered,
             "available": available,
             "straggler": ints[int(r[dynamics.R_STRAGGLER]) + 1],
-            "round_energy_kwh": rec[dynamics.R_ENERGY_J] / 3.6e6,
-            "energy_kwh": st[dynamics.ENERGY] / 3.6e6,
+            "round_energy_kwh": rec[dynamics.R_ENERGY_J] / dynamics.J_PER_KWH,
+            "energy_kwh": st[dynamics.ENERGY] / dynamics.J_PER_KWH,
             "rounds": ints[rounds + 1] if rounds < len(ints) - 1 else np.int64(rounds),
             "tta_h": tta_h,
             "success": np.array(terminated),
