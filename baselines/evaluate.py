@@ -67,6 +67,7 @@ from powertrip_env.baselines.report_args import (
 )
 from powertrip_env.baselines.statistics import day_bootstrap_ci95, start_days
 from powertrip_env.episodes import SPLITS
+from powertrip_env.errors import is_whole
 from powertrip_env.render import has_matplotlib, save_png
 from powertrip_env.scenario import scenario_names
 from powertrip_env.scenario.power_data import iso_utc
@@ -193,7 +194,7 @@ def evaluate(
         running anything.
     """
     check_env_id(env_id)
-    if isinstance(episodes, bool) or not isinstance(episodes, int | np.integer) or episodes < 1:
+    if not is_whole(episodes) or episodes < 1:
         raise EvaluationError(f"episodes={episodes!r}: must be an integer >= 1")
     if split not in SPLITS:
         raise EvaluationError(f"split={split!r}: allowed {', '.join(SPLITS)}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 class ScenarioError(ValueError):
     """A scenario file (TOML) or site/GPU catalogue is malformed or inconsistent."""
@@ -15,6 +17,13 @@ class ScenarioError(ValueError):
 
 class TraceError(ValueError):
     """A power-trace file is unreadable, malformed or out of range."""
+
+
+def is_whole(value: Any) -> bool:
+    """Whether an argument is a whole number: a Python or numpy integer, never a bool (which
+    Python counts as an int, but no count, seed or size means True). Every check of a count,
+    seed or size asks this, then says what it wanted in its own words."""
+    return not isinstance(value, bool) and isinstance(value, int | np.integer)
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:

@@ -12,10 +12,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from powertrip_env.episodes import EpisodeStarts
-from powertrip_env.errors import check_choice
+from powertrip_env.errors import check_choice, is_whole
 from powertrip_env.interface import Interface
 from powertrip_env.rewards import RewardFn, reward_fn
 from powertrip_env.scenario import Scenario
@@ -108,7 +106,7 @@ def _check_max_sites(
         what = f"the scenario {sim.scenario.name!r} ({sim.scenario.source}) has {n} sites"
         if max_sites is None:
             return None
-    if isinstance(max_sites, bool) or not isinstance(max_sites, int | np.integer):
+    if not is_whole(max_sites):
         raise ValueError(f"max_sites={max_sites!r}: give a whole number >= {n}, or None")
     if max_sites < n:
         raise ValueError(f"max_sites={max_sites}: {what}; give max_sites >= {n}, or None")

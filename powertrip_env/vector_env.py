@@ -27,6 +27,7 @@ from powertrip_env import dynamics
 from powertrip_env.clairvoyant import Clairvoyant
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.episodes import base_from
+from powertrip_env.errors import is_whole
 from powertrip_env.options import ENV_OPTIONS, configure
 from powertrip_env.scenario import Scenario
 from powertrip_env.view import DecisionView, decision_view
@@ -106,12 +107,10 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 f"learner={learner!r}: the vector env runs the surrogate learner only (real "
                 "training keeps one model per episode); use gym.make(ID, learner=...)"
             )
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
+        if not is_whole(num_envs) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r}: give a whole number of at least 1")
         if max_episode_steps is not None and (
-            isinstance(max_episode_steps, bool)
-            or not isinstance(max_episode_steps, int | np.integer)
-            or max_episode_steps < 1
+            not is_whole(max_episode_steps) or max_episode_steps < 1
         ):
             raise ValueError(
                 f"max_episode_steps={max_episode_steps!r}: give a whole number of at least 1, "
