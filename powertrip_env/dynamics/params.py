@@ -162,6 +162,56 @@ if set(_CONST_TYPES) != set(CONSTS) or not set(SITE_FIELDS) <= {f.name for f in 
 def build_params(scenario: Any, power: PowerData) -> SimParams:
     """Turn a validated scenario (``powertrip_env.scenario.Scenario``: its sites, GPUs,
     workload, network and episode) and its sites' power into the simulator's tables."""
+    site_values = _site_values(scenario)
+    site = np.stack(_in_order(site_values, SITE_FIELDS))
+    gpu_count, gpu_wall_w = site_values["gpu_count"], site_values["gpu_wall_w"]
+    gpu_rate, quota = site_values["gpu_rate"], site_values["quota"]
+    wl = scenario.workload
+    iv = float(power.interval_s)
+
+    def powered_gpus(watts: np.ndarray) -> np.ndarray:
+        # the 1e-9 keeps 10.0 GPUs' worth of power from flooring to 9 through rounding
+        return np.minimum(gpu_count, np.floor(watts / gpu_wall_w + 1e-9))
+
+    # Wrap once; C order because episodes read whole rows.
+    avail_w = np.ascontiguousarray(np.concatenate([power.available_w] * 2), dtype=np.float64)
+    # The forecast tables are (rows, H, N), H times the others: computed on one calendar and
+    # then wrapped, which gives the same values in half the time (a drawn catalogue builds
+    # its tables at every reset).
+    fc_w = np.asarray(power.forecast_w, dtype=np.float64)
+    powered = powered_gpus(avail_w)
+    rate = powered * gpu_rate
+    forecast_rate = np.concatenate([powered_gpus(fc_w) * gpu_rate] * 2)
+    table = _power_table(rate, powered, gpu_wall_w, iv)
+
+    full_time = quota / (gpu_count * gpu_rate)
+    if wl.round_mode == "fixed_time":
+        time_scale_s = float(4.0 * wl.round_s)
+    else:
+        time_scale_s = float(20.0 * full_time.min())
+    longitude = np.array([s.longitude for s in scenario.sites], dtype=np.float64)
+    params = SimParams(
+        trace_rows=power.rows,
+        site=site,
+        table=table,
+        available=powered > 0,
+        forecast_rate=forecast_rate,
+        site_obs=_site_obs_table(
+            power, site, avail_w, fc_w, powered, rate, longitude, time_scale_s
+        ),
+        consts=np.array(
+            _in_order(_constants(scenario, power, rate.shape[0], time_scale_s), CONSTS),
+            dtype=np.float64,
+        ),
+    )
+    for value in vars(params).values():  # shared by every env of the scenario: read-only
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return params
+
+
+def _site_values(scenario: Any) -> dict[str, np.ndarray]:
+    """The per-site columns of ``SITE_FIELDS``, by name, from the sites, GPUs and network."""
     sites = scenario.sites
     n = len(sites)
     wl, net, ep = scenario.workload, scenario.network, scenario.episode
@@ -176,7 +226,6 @@ def build_params(scenario: Any, power: PowerData) -> SimParams:
     quota = site_batch * wl.local_steps
     wan_bps = col("wan_gbps") * 1e9
     model_bits = wl.model_bytes * 8.0
-    iv = float(power.interval_s)
     if net.rtt_to_hub_ms is not None:
         rtt = np.array(net.rtt_to_hub_ms, dtype=np.float64)
     else:
@@ -196,29 +245,15 @@ def build_params(scenario: Any, power: PowerData) -> SimParams:
         "site_tx_s": model_bits / wan_bps,
         "idle_w_per_gpu": ep.idle_fraction * gpu_wall_w,
     }
-    site = np.stack(_in_order(site_values, SITE_FIELDS))
+    return site_values
 
-    def powered_gpus(watts: np.ndarray) -> np.ndarray:
-        # the 1e-9 keeps 10.0 GPUs' worth of power from flooring to 9 through rounding
-        return np.minimum(gpu_count, np.floor(watts / gpu_wall_w + 1e-9))
 
-    # Wrap once; C order because episodes read whole rows.
-    avail_w = np.ascontiguousarray(np.concatenate([power.available_w] * 2), dtype=np.float64)
-    # The forecast tables are (rows, H, N), H times the others: computed on one calendar and
-    # then wrapped, which gives the same values in half the time (a drawn catalogue builds
-    # its tables at every reset).
-    fc_w = np.asarray(power.forecast_w, dtype=np.float64)
-    powered = powered_gpus(avail_w)
-    rate = powered * gpu_rate
-    forecast_rate = np.concatenate([powered_gpus(fc_w) * gpu_rate] * 2)
-    rows = rate.shape[0]
-    table = _power_table(rate, powered, gpu_wall_w, iv)
-
-    full_time = quota / (gpu_count * gpu_rate)
-    if wl.round_mode == "fixed_time":
-        time_scale_s = float(4.0 * wl.round_s)
-    else:
-        time_scale_s = float(20.0 * full_time.min())
+def _constants(scenario: Any, power: PowerData, rows: int, time_scale_s: float) -> dict[str, Any]:
+    """The scalars of ``CONSTS``, by name: the workload's learning curve and rounds, the network's
+    hub and all-reduce, the episode's budget and limits."""
+    wl, net, ep = scenario.workload, scenario.network, scenario.episode
+    iv = float(power.interval_s)
+    model_bits = wl.model_bytes * 8.0
     constants = {
         "interval_s": iv,
         "rows": rows,
@@ -252,21 +287,7 @@ def build_params(scenario: Any, power: PowerData) -> SimParams:
         "grace": wl.grace if wl.grace is not None else math.inf,
         "nonblocking": net.join_mode == "non_blocking",
     }
-    params = SimParams(
-        trace_rows=power.rows,
-        site=site,
-        table=table,
-        available=powered > 0,
-        forecast_rate=forecast_rate,
-        site_obs=_site_obs_table(
-            power, site, avail_w, fc_w, powered, rate, col("longitude"), time_scale_s
-        ),
-        consts=np.array(_in_order(constants, CONSTS), dtype=np.float64),
-    )
-    for value in vars(params).values():  # shared by every env of the scenario: read-only
-        if isinstance(value, np.ndarray):
-            value.flags.writeable = False
-    return params
+    return constants
 
 
 def _in_order(values: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
