@@ -215,16 +215,9 @@ def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
     step_s = max(fastest_s / 25.0, (budget_end - t_begin) / max_steps)
     grid = t_begin + step_s * np.arange(math.ceil((budget_end - t_begin) / step_s) + 1)
 
-    # Per grid cell of a round's start and column (k sites; fixed_time: and window level), the
-    # largest batch and the least round time; one of the two is the same for every start.
-    if p.fixed_time:
-        batch, inv_time = _fixed_time_rounds(p, grid, step_s, window, comm)  # (J, C), (C,)
-        varying = batch
-    else:
-        inv_time = _fixed_quota_inv_time(p, future, grid, step_s, compute_jitter.min(), comm)
-        batch = np.cumsum(np.sort(p.site_batch)[::-1])  # (K,): the k largest batches
-        varying = inv_time  # (J, K)
-    history = np.maximum.accumulate(varying, axis=0)  # any start so far: rounds of any length
+    varying, history, batch, inv_time = _round_table(
+        p, future, grid, step_s, window if p.fixed_time else None, comm, compute_jitter.min()
+    )
 
     dp_max = float(delta_progress(p, 0.0, float(np.max(batch))))
     # Rounds up to τ_m = 2^m steps long started in the last 2^m + 1 cells; longer ones are
@@ -237,6 +230,31 @@ def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
         p, grid, step_s, (varying, history, batch, inv_time), cap, float(state.progress[0]), need
     )
     return (min(reached, budget_end) - start) / 3600.0
+
+
+def _round_table(
+    p: Any,
+    future: Any,
+    grid: np.ndarray,
+    step_s: float,
+    window: np.ndarray | None,
+    comm: np.ndarray,
+    compute_min: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``rate_bound_h``'s rounds: (varying, history, batch, inv_time), per grid cell of a
+    round's start the one of batch and inverse round time that depends on the start, its
+    running maximum, and the two."""
+    # Per grid cell of a round's start and column (k sites; fixed_time: and window level), the
+    # largest batch and the least round time; one of the two is the same for every start.
+    if p.fixed_time:
+        batch, inv_time = _fixed_time_rounds(p, grid, step_s, window, comm)  # (J, C), (C,)
+        varying = batch
+    else:
+        inv_time = _fixed_quota_inv_time(p, future, grid, step_s, compute_min, comm)
+        batch = np.cumsum(np.sort(p.site_batch)[::-1])  # (K,): the k largest batches
+        varying = inv_time  # (J, K)
+    history = np.maximum.accumulate(varying, axis=0)  # any start so far: rounds of any length
+    return varying, history, batch, inv_time
 
 
 def _integrate(

@@ -65,6 +65,43 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     gpus = load_gpu_catalogue(gpu_file)
 
     sites_table = table("sites")
+    sites, site_file, sites_source = _load_sites(sites_table, path, source, lineage, gpus)
+
+    trace_table = table("trace")
+    trace = load_trace_files(trace_table, path, sites)
+
+    workload = load_workload(table("workload"))
+    network, hub_index = load_network(table("network"), sites, sites_table)
+    sites_table.finish()
+    episode = load_episode(table("episode", {}), trace_table)
+    trace_table.finish()
+    learner = load_learner_config(table("learner", {}))
+    top.finish()
+    data_files = [gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file]
+    inputs = dict.fromkeys([*tomls, *(f for f in data_files if f is not None)])
+    return Scenario(
+        name=name,
+        description=description,
+        source=source,
+        sites=tuple(sites),
+        gpus=gpus,
+        workload=workload,
+        network=network,
+        episode=episode,
+        trace=trace,
+        hub_index=hub_index,
+        inputs=tuple(inputs),
+        sites_source=sites_source,
+        learner=learner,
+    )
+
+
+def _load_sites(
+    sites_table: Table, path: Path, source: str, lineage: Lineage, gpus: Any
+) -> tuple[list[Any], Path, str]:
+    """The ``[sites]`` table: a catalogue CSV or inline ``[[sites.site]]`` tables, with their
+    ``data_shares`` applied and checked against the GPUs; (sites, the file that last set them,
+    the file that lists them)."""
     if sites_table.has("catalogue") == sites_table.has("site"):
         raise ScenarioError(
             f"{source}: [sites] must have exactly one of 'catalogue' (a CSV file) or "
@@ -102,31 +139,4 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
         share_field = f"{sites_table._where('data_shares')} = {shares!r} (field 'data_share')"
     sites = normalised_shares(sites, share_field)
     check_sites(sites, gpus, str(site_file), source)
-
-    trace_table = table("trace")
-    trace = load_trace_files(trace_table, path, sites)
-
-    workload = load_workload(table("workload"))
-    network, hub_index = load_network(table("network"), sites, sites_table)
-    sites_table.finish()
-    episode = load_episode(table("episode", {}), trace_table)
-    trace_table.finish()
-    learner = load_learner_config(table("learner", {}))
-    top.finish()
-    data_files = [gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file]
-    inputs = dict.fromkeys([*tomls, *(f for f in data_files if f is not None)])
-    return Scenario(
-        name=name,
-        description=description,
-        source=source,
-        sites=tuple(sites),
-        gpus=gpus,
-        workload=workload,
-        network=network,
-        episode=episode,
-        trace=trace,
-        hub_index=hub_index,
-        inputs=tuple(inputs),
-        sites_source=sites_source,
-        learner=learner,
-    )
+    return sites, site_file, sites_source

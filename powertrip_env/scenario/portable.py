@@ -140,40 +140,9 @@ def _scenario(data: Any, where: str) -> Scenario:
     for key in ("name", "description", "source", "sites_source"):
         if not isinstance(data[key], str):
             raise ScenarioError(f"{where} [{key!r}] = {data[key]!r}: must be a string")
-    if not isinstance(data["gpus"], Mapping) or not data["gpus"]:
-        raise ScenarioError(f"{where} ['gpus']: must be a non-empty dict of GPU types")
-    gpus = {}
-    for name, gpu in data["gpus"].items():
-        at = f"{where} ['gpus'][{name!r}]"
-        _keys(gpu, at, tuple(f.name for f in dataclasses.fields(GpuType)))
-        numbers = Table(dict(gpu), at, "gpu")
-        values = {key: numbers.number(key, lo=0.0, lo_open=True)
-                  for key in ("tflops_bf16", "power_w", "memory_gb")}  # fmt: skip
-        gpus[str(name)] = GpuType(name=str(name), **values)
+    gpus = _gpus(data, where)
 
-    if not isinstance(data["sites"], list | tuple) or not data["sites"]:
-        raise ScenarioError(f"{where} ['sites']: must be a non-empty list of sites")
-    sites = []
-    site_fields = tuple(f.name for f in dataclasses.fields(Site))
-    for i, entry in enumerate(data["sites"]):
-        at = f"{where} ['sites'][{i}]"
-        _keys(entry, at, site_fields)
-        table = Table(dict(entry), at, "site")
-        values: dict[str, Any] = {}
-        for key in site_fields:
-            kind = SITE_KINDS.get(key) or OPTIONAL_SITE_FIELDS[key][0]
-            if key == "utc_offset_h" and entry[key] is None:
-                values[key] = None
-            elif kind is str:
-                values[key] = entry[key] if key == "pv_column" else table.string(key)
-                if not isinstance(values[key], str):
-                    raise ScenarioError(f"{at} [{key!r}] = {entry[key]!r}: must be a string")
-            elif kind is int:
-                values[key] = table.integer(key, lo=1)
-            else:
-                values[key] = table.number(key)
-        sites.append(make_site(values, at))
-    check_sites(sites, gpus, where, where)
+    sites = _sites(data, where, gpus)
 
     network = data["network"]
     # fields that came after format @1's first portables, whose defaults mean what they did
@@ -206,23 +175,7 @@ def _scenario(data: Any, where: str) -> Scenario:
     rest = {k: v for k, v in episode.items() if k not in days}
     ep = load_episode(Table(rest, where, "episode"), Table(days, where, "trace"))
 
-    trace = data["trace"]
-    _keys(trace, f"{where} ['trace']", tuple(f.name for f in dataclasses.fields(TraceFiles)))
-    try:
-        files = TraceFiles(
-            file=Path(trace["file"]),
-            pv_file=None if trace["pv_file"] is None else Path(trace["pv_file"]),
-            pv_forecast_file=(
-                None if trace["pv_forecast_file"] is None else Path(trace["pv_forecast_file"])
-            ),
-            shift_days=_number(trace["shift_days"], int),
-            utc_offset_h=None if trace["utc_offset_h"] is None else _number(
-                trace["utc_offset_h"], float),
-        )  # fmt: skip
-    except (TypeError, ValueError):
-        raise ScenarioError(
-            f"{where} ['trace']: {dict(trace)!r} has a value of the wrong type"
-        ) from None
+    files = _trace_files(data, where)
 
     return Scenario(
         name=data["name"],
@@ -245,6 +198,70 @@ def _scenario(data: Any, where: str) -> Scenario:
         sites_source=data["sites_source"],
         learner=load_learner_config(Table(dict(data["learner"]), where, "learner")),
     )
+
+
+def _gpus(data: Any, where: str) -> dict[str, GpuType]:
+    """The scenario's GPU types, each number checked as a scenario file's would be."""
+    if not isinstance(data["gpus"], Mapping) or not data["gpus"]:
+        raise ScenarioError(f"{where} ['gpus']: must be a non-empty dict of GPU types")
+    gpus = {}
+    for name, gpu in data["gpus"].items():
+        at = f"{where} ['gpus'][{name!r}]"
+        _keys(gpu, at, tuple(f.name for f in dataclasses.fields(GpuType)))
+        numbers = Table(dict(gpu), at, "gpu")
+        values = {key: numbers.number(key, lo=0.0, lo_open=True)
+                  for key in ("tflops_bf16", "power_w", "memory_gb")}  # fmt: skip
+        gpus[str(name)] = GpuType(name=str(name), **values)
+    return gpus
+
+
+def _sites(data: Any, where: str, gpus: dict[str, GpuType]) -> list[Site]:
+    """The sites, each field checked as a catalogue's would be, then checked against the GPUs."""
+    if not isinstance(data["sites"], list | tuple) or not data["sites"]:
+        raise ScenarioError(f"{where} ['sites']: must be a non-empty list of sites")
+    sites = []
+    site_fields = tuple(f.name for f in dataclasses.fields(Site))
+    for i, entry in enumerate(data["sites"]):
+        at = f"{where} ['sites'][{i}]"
+        _keys(entry, at, site_fields)
+        table = Table(dict(entry), at, "site")
+        values: dict[str, Any] = {}
+        for key in site_fields:
+            kind = SITE_KINDS.get(key) or OPTIONAL_SITE_FIELDS[key][0]
+            if key == "utc_offset_h" and entry[key] is None:
+                values[key] = None
+            elif kind is str:
+                values[key] = entry[key] if key == "pv_column" else table.string(key)
+                if not isinstance(values[key], str):
+                    raise ScenarioError(f"{at} [{key!r}] = {entry[key]!r}: must be a string")
+            elif kind is int:
+                values[key] = table.integer(key, lo=1)
+            else:
+                values[key] = table.number(key)
+        sites.append(make_site(values, at))
+    check_sites(sites, gpus, where, where)
+    return sites
+
+
+def _trace_files(data: Any, where: str) -> TraceFiles:
+    """The trace files the scenario names (its power data travel beside it, in ``power``)."""
+    trace = data["trace"]
+    _keys(trace, f"{where} ['trace']", tuple(f.name for f in dataclasses.fields(TraceFiles)))
+    try:
+        return TraceFiles(
+            file=Path(trace["file"]),
+            pv_file=None if trace["pv_file"] is None else Path(trace["pv_file"]),
+            pv_forecast_file=(
+                None if trace["pv_forecast_file"] is None else Path(trace["pv_forecast_file"])
+            ),
+            shift_days=_number(trace["shift_days"], int),
+            utc_offset_h=None if trace["utc_offset_h"] is None else _number(
+                trace["utc_offset_h"], float),
+        )  # fmt: skip
+    except (TypeError, ValueError):
+        raise ScenarioError(
+            f"{where} ['trace']: {dict(trace)!r} has a value of the wrong type"
+        ) from None
 
 
 def _power(data: Any, where: str, scenario: Scenario) -> SitePower:

@@ -111,28 +111,7 @@ def site_power(scenario: Scenario) -> SitePower:
                 "offsets ([trace] utc_offset_h and the sites' utc_offset_h)"
             )
 
-    # The calendar: what every series covers for every site, as [start, end] of row starts.
-    spans = [(int(grid.timestamps_s[0]) - int(shift), int(grid.timestamps_s[-1]) - int(shift))
-             for shift in np.unique(shifts)]  # fmt: skip
-    if pv is not None:
-        spans.append((int(pv.timestamps_s[0]), int(pv.timestamps_s[-1])))
-    if forecast is not None:
-        spans.append((int(forecast.issued_s[0]), int(forecast.issued_s[-1])))
-    t0, t1 = max(a for a, _ in spans), min(b for _, b in spans)
-    sources = ", ".join(str(f.path) for f in (grid, pv, forecast) if f is not None)
-    for start, _ in spans:
-        if (start - t0) % step:
-            raise TraceError(
-                f"the power data ({sources}) are on different {step}-s grids: their row times "
-                "must differ by whole steps (after the scenario's shifts)"
-            )
-    rows = (t1 - t0) // step + 1 if t1 >= t0 else 0
-    if rows < 2:
-        raise ScenarioError(
-            f"{scenario.source}: the power data ({sources}) share no common stretch of time "
-            f"after the scenario's shifts ([trace] shift_days = {files.shift_days}, grid shifts "
-            f"{sorted({int(s) / 3600 for s in shifts})} h); check shift_days and utc_offset_h"
-        )
+    t0, rows, sources = _calendar(scenario, (grid, pv, forecast), shifts, step)
 
     capacity_w = np.array([s.capacity_kw for s in sites]) * 1e3
     pv_w = np.array([s.pv_kw for s in sites]) * 1e3
@@ -166,6 +145,41 @@ def site_power(scenario: Scenario) -> SitePower:
         peak_w=capacity_w + pv_w,
         sources=sources,
     )
+
+
+def _calendar(
+    scenario: Scenario,
+    series: tuple[PowerTrace, PowerTrace | None, PowerForecast | None],
+    shifts: np.ndarray,
+    step: int,
+) -> tuple[int, int, str]:
+    """(first row's time, rows, the files' names) of the calendar every series covers for
+    every site after the scenario's shifts; refuses series on different grids or no overlap."""
+    grid, pv, forecast = series
+    files = scenario.trace
+    # The calendar: what every series covers for every site, as [start, end] of row starts.
+    spans = [(int(grid.timestamps_s[0]) - int(shift), int(grid.timestamps_s[-1]) - int(shift))
+             for shift in np.unique(shifts)]  # fmt: skip
+    if pv is not None:
+        spans.append((int(pv.timestamps_s[0]), int(pv.timestamps_s[-1])))
+    if forecast is not None:
+        spans.append((int(forecast.issued_s[0]), int(forecast.issued_s[-1])))
+    t0, t1 = max(a for a, _ in spans), min(b for _, b in spans)
+    sources = ", ".join(str(f.path) for f in (grid, pv, forecast) if f is not None)
+    for start, _ in spans:
+        if (start - t0) % step:
+            raise TraceError(
+                f"the power data ({sources}) are on different {step}-s grids: their row times "
+                "must differ by whole steps (after the scenario's shifts)"
+            )
+    rows = (t1 - t0) // step + 1 if t1 >= t0 else 0
+    if rows < 2:
+        raise ScenarioError(
+            f"{scenario.source}: the power data ({sources}) share no common stretch of time "
+            f"after the scenario's shifts ([trace] shift_days = {files.shift_days}, grid shifts "
+            f"{sorted({int(s) / 3600 for s in shifts})} h); check shift_days and utc_offset_h"
+        )
+    return t0, rows, sources
 
 
 def _common_step(*series: PowerTrace | PowerForecast | None) -> int:
