@@ -29,7 +29,7 @@ from powertrip_env.baselines.candidates import (
     Candidates,
     build,
 )
-from powertrip_env.baselines.models import ActionInterface, register_action_interface
+from powertrip_env.baselines.model_registry import ActionInterface, register_action_interface
 
 __all__ = [
     "GLOBAL_FEATURES",

@@ -12,11 +12,11 @@ checked) or ``--resume`` continues the run in it. ``--resume`` takes the run's s
 run are refused (``powertrip_env.agents.checks.FIXED_ON_RESUME``), the others (``--timesteps`` to
 extend it, ``--final-episodes``, ...) apply from then on.
 
-Reads top to bottom: the arguments, the environment thunk, then the training and the final
-table. The pieces with logic in them live in the other modules of ``agents/`` (site encoder and
-policy, callbacks, hyperparameter files, argument checks, atomic saving) and in ``baselines/``
-(policies, harness). Every file is written atomically; every bad argument is a one-line error
-and exit code 2.
+Reads top to bottom: the environment thunk, then the training and the final table; the
+arguments are ``powertrip_env.agents.arguments``'. The pieces with logic in them live in the
+other modules of ``agents/`` (site encoder and policy, callbacks, hyperparameter files, argument
+checks, atomic saving) and in ``baselines/`` (policies, harness). Every file is written
+atomically; every bad argument is a one-line error and exit code 2.
 """
 
 from __future__ import annotations
@@ -35,11 +35,13 @@ from typing import Any
 import gymnasium as gym
 import torch
 import yaml
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 import powertrip_env  # registers the environment IDs
 from powertrip_env.agents import callbacks, checks, hyperparams
+from powertrip_env.agents.arguments import build_parser, given_options, parse_args
 from powertrip_env.agents.candidate_vec_env import CandidateVecEnv, native_vector
 from powertrip_env.agents.candidates import CandidatePolicy, CandidateSets
 from powertrip_env.agents.checks import UsageError
@@ -53,183 +55,10 @@ from powertrip_env.agents.saving import (
     write_text,
 )
 
-# The candidate-set agent on PowerTrip-v0, whose last slot is the tuned horizon rule: over a
-# 300k-step run its best model on the periodic test-split evaluation came at the first one, 50k
-# steps, and it tied the rule on 30 test episodes (26.55 h against 26.51). 100k steps leave
-# room for a second evaluation; on the native candidate vector env they take about 35 s.
-DEFAULT_TIMESTEPS = 100_000
-# One PowerTrip step costs less than the policy's forward pass, so many envs in one process
-# (one batched forward for all) beat worker processes: 60k PPO steps took 17 s with 16 envs
-# in-process, 29 s with 4, 44 s with 2 or 4 forkserver workers.
-DEFAULT_N_ENVS = 16
-# The final table: the paper's heuristic, the best one-round rule, the strongest deployable
-# baselines (the lookahead rules), and the two clairvoyant references that say how much of the
-# sequential headroom the agent took: the best fixed set and the optimiser (the benchmark's 1).
-DEFAULT_FINAL_POLICIES = "PowerTrip,MyopicOptimal,HorizonRule,ForecastMPC,BestFixedSet,Optimiser"
+# --------------------------------------------------------------------------- 1. environments
 
 
-# --------------------------------------------------------------------------- 1. arguments
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block; exit 2 as argparse does
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line; see ``--help``. Only shapes are checked here, meanings in ``setup``."""
-    return build_parser().parse_args(argv)
-
-
-def given_options(argv: Sequence[str]) -> set[str]:
-    """The options (argparse ``dest`` names) that ``argv`` gives, whatever their values.
-
-    ``--resume`` takes every setting from the run's ``config.yaml`` except those given, so it
-    must tell ``--seed 0`` typed by the user from the default 0: the same parser with every
-    default suppressed leaves only the given options in the namespace.
-    """
-    parser = build_parser()
-    for action in parser._actions:
-        action.default = argparse.SUPPRESS
-    return set(vars(parser.parse_args(argv)))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """``train_agent.py``'s argument parser (``parse_args`` and ``given_options`` share it)."""
-    p = _Parser(
-        prog="train_agent.py",
-        description="Train an SB3 agent on a PowerTrip environment, then compare it with the "
-        "baselines on the test split.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument("--env", default="PowerTrip-v0", help="registered environment ID")
-    p.add_argument(
-        "--scenario",
-        action="append",
-        default=None,
-        help="scenario name or TOML file for the env; repeat it to train on several (the "
-        "training envs take them in turn, padded to --max-sites)",
-    )
-    p.add_argument(
-        "--max-sites",
-        type=checks.positive_int,
-        default=None,
-        help="pad observations and actions to this many sites, so that the agent can act on "
-        "any scenario with at most that many (default: none; with several --scenario, their "
-        "largest site count; PowerTrip-Random-v0 registers 32)",
-    )
-    p.add_argument(
-        "--final-env",
-        default=None,
-        help="ID of the final comparison (default: --env; for PowerTrip-Random-v0, "
-        "PowerTrip-v0, whose job it draws sites for)",
-    )
-    p.add_argument("--algo", default="ppo", choices=sorted(hyperparams.ALGOS))
-    p.add_argument(
-        "--timesteps",
-        type=checks.positive_int,
-        default=DEFAULT_TIMESTEPS,
-        help="environment steps of the whole run (with --resume: default the run's own; a "
-        "larger total extends it)",
-    )
-    p.add_argument(
-        "--n-envs",
-        type=checks.positive_int,
-        default=DEFAULT_N_ENVS,
-        help="parallel training environments",
-    )
-    p.add_argument(
-        "--vec-env",
-        choices=("dummy", "subproc"),
-        default="dummy",
-        help="run the envs in this process (dummy) or in worker processes "
-        "(subproc, forkserver); one PowerTrip step is cheaper than the IPC",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--reward-mode", default="excess_gain", help="excess_gain or gain_rate")
-    p.add_argument(
-        "--extractor",
-        choices=hyperparams.EXTRACTORS,
-        default="candidates",
-        help="candidates: choose one of a few candidate site sets built each round from "
-        "predict_round, MlpPolicy on their features (agents/candidates.py); sites: per-site "
-        "actions, dict observation, site encoder and shared per-site action head "
-        "(agents/site_policy.py); mlp: per-site actions, flat observation and SB3's MlpPolicy",
-    )
-    p.add_argument(
-        "--config", default=None, help="hyperparameter YAML (default: agents/configs/<algo>.yaml)"
-    )
-    p.add_argument(
-        "--hp",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a hyperparameter of the config (repeatable), e.g. "
-        "--hp gamma=0.999 --hp policy_kwargs.net_arch=[64,64]",
-    )
-    p.add_argument(
-        "--out",
-        default=None,
-        help="run directory, new or empty (default runs/<env>-<algo>-<seed>; with --resume, "
-        "the run's own)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="use a non-empty --out: delete its files (once every argument is checked)",
-    )
-    p.add_argument(
-        "--resume",
-        default=None,
-        metavar="PATH",
-        help="continue the run a saved model .zip belongs to (interrupted.zip, a checkpoint, "
-        "final_model.zip) with the settings in its config.yaml, up to its --timesteps",
-    )
-    p.add_argument(
-        "--eval-freq",
-        type=checks.non_negative_int,
-        default=50_000,
-        help="evaluate on the test split every this many steps (0: never)",
-    )
-    p.add_argument("--eval-episodes", type=checks.positive_int, default=10)
-    p.add_argument(
-        "--checkpoint-freq",
-        type=checks.non_negative_int,
-        default=100_000,
-        help="save a checkpoint every this many steps (0: never)",
-    )
-    p.add_argument(
-        "--final-episodes",
-        type=checks.non_negative_int,
-        default=30,
-        help="test episodes of the final comparison (0: skip it)",
-    )
-    p.add_argument(
-        "--final-policies",
-        default=DEFAULT_FINAL_POLICIES,
-        help="baselines in the final table: a comma-separated list of names, 'all' (every "
-        "deployable baseline) and 'references' (BestFixedSet, BeamPlanner, Optimiser)",
-    )
-    p.add_argument(
-        "--eval-seed",
-        type=int,
-        default=0,
-        help="seed of the test episodes in the final table (the same for every run)",
-    )
-    p.add_argument(
-        "--torch-threads",
-        type=checks.positive_int,
-        default=1,
-        help="torch CPU threads; small networks gain nothing from more",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    return p
-
-
-# --------------------------------------------------------------------------- 2. environments
-
-
-def make_env(
+def env_thunk(
     env_id: str, env_kwargs: dict[str, Any], in_worker: bool = False, candidates: bool = False
 ) -> Callable[[], gym.Env]:
     """A thunk that builds one monitored environment, for SB3's vector envs.
@@ -275,12 +104,12 @@ def make_vec_env(
         for i in range(n_envs)
     ]
     if n_envs == 1 or kind == "dummy":
-        return DummyVecEnv([make_env(env_id, kwargs, candidates=candidates) for kwargs in per_env])
-    thunks = [make_env(env_id, kwargs, True, candidates) for kwargs in per_env]
+        return DummyVecEnv([env_thunk(env_id, kwargs, candidates=candidates) for kwargs in per_env])
+    thunks = [env_thunk(env_id, kwargs, True, candidates) for kwargs in per_env]
     return SubprocVecEnv(thunks, start_method="forkserver")
 
 
-# --------------------------------------------------------------------------- 3. the run
+# --------------------------------------------------------------------------- 2. the run
 
 
 def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dict[str, Any]:
@@ -350,7 +179,12 @@ def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dic
 
 
 def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
-    """Train, save, and print the comparison table; returns the exit code."""
+    """Train, save, and print the comparison table; returns the exit code.
+
+    The steps: build the envs and the model (a bad config or ``--resume`` is refused before
+    anything is deleted), then clear and fill the run folder, train (``_learn``), and compare
+    the kept model with the baselines on the test split (``_final_comparison``).
+    """
     out: Path = run["out"]
     algo_cls = hyperparams.ALGOS[args.algo]
     torch.set_num_threads(args.torch_threads)
@@ -361,8 +195,36 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     )
     first = {"scenario": scenarios[0]} if scenarios else {}
     eval_kwargs = {**run["env_kwargs"], **first, "split": "test"}
-    eval_env = DummyVecEnv([make_env(args.env, eval_kwargs, candidates=candidates)])
+    eval_env = DummyVecEnv([env_thunk(args.env, eval_kwargs, candidates=candidates)])
     done = 0 if run["saved"] is None else run["saved"].timesteps_done
+    model = _build_model(algo_cls, args, run, env, eval_env)
+
+    # Every argument is checked and the model is built: only now may --force delete anything.
+    if run["clear"]:
+        clear_folder(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "config.yaml", config_text(args, run, done))
+
+    callback_list = _callbacks(args, run, eval_env, first)
+    final = _learn(model, args, out, done, callback_list, (env, eval_env))
+    if final is None:
+        return 130
+
+    # The comparison: best model if one was kept, else the final one, on the test split.
+    if not args.final_episodes:
+        return 0
+    return _final_comparison(args, run, algo_cls, final, candidates)
+
+
+def _build_model(
+    algo_cls: type, args: argparse.Namespace, run: dict[str, Any], env: VecEnv, eval_env: VecEnv
+) -> Any:
+    """A new model from the run's config, or the ``--resume`` model loaded onto ``env``.
+
+    A config or model SB3 refuses closes both envs and becomes a one-line ``UsageError``
+    naming the option at fault, so a bad run stops here, before its folder is touched.
+    """
+    out: Path = run["out"]
     try:
         if args.resume is None:
             policy, kwargs = hyperparams.model_kwargs(run["config"], args.algo, args.extractor)
@@ -376,14 +238,18 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
         eval_env.close()
         what = f"--resume {args.resume!r}" if args.resume else f"--config {run['config_path']!r}"
         raise UsageError(f"argument {what}: {' '.join(str(exc).split())}") from None
+    return model
 
-    # Every argument is checked and the model is built: only now may --force delete anything.
-    if run["clear"]:
-        clear_folder(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "config.yaml", config_text(args, run, done))
 
-    # Callbacks: powertrip/* scalars, periodic test-split evaluation, checkpoints.
+def _callbacks(
+    args: argparse.Namespace, run: dict[str, Any], eval_env: VecEnv, first: dict[str, Any]
+) -> list[BaseCallback]:
+    """Callbacks: powertrip/* scalars, periodic test-split evaluation, checkpoints.
+
+    ``first`` is the first scenario's ``gym.make`` argument (empty without ``--scenario``),
+    the one catalogue the PowerTrip reference runs on.
+    """
+    out: Path = run["out"]
     eval_cls = (
         callbacks.SeededMaskableEvalCallback
         if args.algo == "maskable_ppo"
@@ -401,12 +267,27 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
         evaluation.best_mean_reward = callbacks.SaveBest.read_best(out)
     # PowerTrip's return from the same start time says how far the agent is ahead, on one fixed
     # catalogue only: with several, or with catalogues drawn per episode, it has no single value.
-    fixed = len(scenarios) <= 1 and args.env not in powertrip_env.SAMPLED_ENV_IDS
+    fixed = len(run["scenarios"]) <= 1 and args.env not in powertrip_env.SAMPLED_ENV_IDS
     reference = PowerTripReference(args.env, {**run["env_kwargs"], **first}) if fixed else None
     callback_list = [callbacks.PowerTripMetrics(reference), evaluation]
     if args.checkpoint_freq:
         callback_list.append(callbacks.Checkpoint(args.checkpoint_freq, out / "checkpoints"))
+    return callback_list
 
+
+def _learn(
+    model: Any,
+    args: argparse.Namespace,
+    out: Path,
+    done: int,
+    callback_list: list[BaseCallback],
+    envs: tuple[VecEnv, VecEnv],
+) -> Path | None:
+    """Train up to ``--timesteps`` and save the final model; its path, or None after Ctrl-C.
+
+    A Ctrl-C saves the model as ``interrupted.zip`` and prints the command that continues the
+    run from it. The training and evaluation ``envs`` are closed either way.
+    """
     steps = f"{args.timesteps:,} steps"
     if done:
         steps = f"the last {args.timesteps - done:,} of its {steps} (resumed at {done:,})"
@@ -433,22 +314,32 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
             f"\ninterrupted at {model.num_timesteps:,} of {args.timesteps:,} steps; model saved "
             f"to {path}\ncontinue with: {shlex.join(continue_command(args, path, out))}"
         )
-        return 130
+        return None
     finally:
-        env.close()
-        eval_env.close()
+        for env in envs:
+            env.close()
     final = save_model(model, out / "final_model.zip")
     print(
         f"trained {model.num_timesteps:,} steps in {time.monotonic() - started:.0f} s; "
         f"final model: {final}"
     )
+    return final
 
-    # The comparison: best model if one was kept, else the final one, on the test split.
-    if not args.final_episodes:
-        return 0
+
+def _final_comparison(
+    args: argparse.Namespace, run: dict[str, Any], algo_cls: type, final: Path, candidates: bool
+) -> int:
+    """The final table: the best model if one was kept, else ``final``, against the baselines
+    on ``--final-episodes`` test episodes of each scenario; 1 if the evaluation failed.
+
+    Imported here, not at the top: a run with ``--final-episodes 0`` never loads the harness.
+    """
     from powertrip_env.baselines.evaluate import evaluate
-    from powertrip_env.baselines.models import EvaluationError, SB3Policy
+    from powertrip_env.baselines.model_policies import SB3Policy
+    from powertrip_env.errors import EvaluationError
 
+    out: Path = run["out"]
+    scenarios = run["scenarios"]
     best = out / "best_model.zip"
     chosen = best if best.exists() else final
     label = f"{args.algo} ({chosen.stem})"

@@ -57,9 +57,10 @@ from powertrip_env.baselines import leaderboard
 from powertrip_env.baselines.evaluate import evaluate
 from powertrip_env.baselines.evaluation import REFERENCE
 from powertrip_env.baselines.lower_bound import lower_bound_h
-from powertrip_env.baselines.models import ALGOS, EvaluationError
+from powertrip_env.baselines.models import ALGOS
 from powertrip_env.baselines.registry import default_policy_names
 from powertrip_env.baselines.report_args import make_env
+from powertrip_env.errors import EvaluationError
 
 TOP = "Optimiser"  # the reference: score 1
 BOUND = "LowerBound"

@@ -164,22 +164,8 @@ def fit(recorded: Sequence[Recorded], params: Any, iterations: int = 600) -> dic
     import torch
 
     episodes = len(recorded)
-    length = max(len(r.accuracy) for r in recorded)
-    n = params.n_sites
-    absent = np.zeros((episodes, length, n))
-    batch = np.zeros((episodes, length))
-    valid = np.zeros((episodes, length), dtype=bool)
-    truth = np.zeros((episodes, length))
-    site_batch = np.asarray(params.site_batch, dtype=np.float64)
-    for e, r in enumerate(recorded):
-        away = np.zeros(n)
-        for t in range(len(r.accuracy)):
-            if not r.idle[t]:
-                away = np.where(r.done[t], 0.0, away + 1.0)
-            absent[e, t] = away
-            batch[e, t] = float(site_batch[r.done[t]].sum()) if r.taught[t] else 0.0
-            truth[e, t] = r.accuracy[t]
-            valid[e, t] = True
+    absent, batch, valid, truth = _round_table(recorded, params)
+    length = truth.shape[1]
     a = torch.tensor(absent)
     b = torch.tensor(batch)
     y = torch.tensor(truth)
@@ -187,35 +173,11 @@ def fit(recorded: Sequence[Recorded], params: Any, iterations: int = 600) -> dic
     near = np.exp(-(((truth - params.a_target) / TARGET_BAND) ** 2))
     mask = torch.tensor(valid * (1.0 + TARGET_WEIGHT * near), dtype=torch.float64)
     share = torch.tensor(np.asarray(params.data_share, dtype=np.float64))
-
-    def logit(p: float) -> float:
-        p = min(max(p, 1e-6), 1 - 1e-6)
-        return math.log(p / (1 - p))
-
-    start = {
-        "a0": logit(params.a0), "a_max": logit((params.a_max - params.a0) / (1 - params.a0)),
-        "p0": math.log(params.p0), "alpha": math.log(params.alpha),
-        "noise_b0": math.log(max(params.noise_b0, 1e-6)), "noise_p_b": math.log(params.noise_p_b),
-        "noise_gamma": logit(params.noise_gamma / 4.0), "eta_local": logit(params.eta_local),
-        "non_iid": logit(params.non_iid), "coverage_tau_rounds": math.log(params.coverage_tau),
-        "coverage_ceiling": _inverse_softplus(params.coverage_ceiling),
-    }  # fmt: skip
+    start = _unconstrained_start(params)
     raw = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in start.items()}
 
-    def values(raw: dict[str, Any]) -> dict[str, Any]:
-        a0 = torch.sigmoid(raw["a0"])
-        return {
-            "a0": a0, "a_max": a0 + (1 - a0) * torch.sigmoid(raw["a_max"]),
-            "p0": torch.exp(raw["p0"]), "alpha": torch.exp(raw["alpha"]),
-            "noise_b0": torch.exp(raw["noise_b0"]), "noise_p_b": torch.exp(raw["noise_p_b"]),
-            "noise_gamma": 4.0 * torch.sigmoid(raw["noise_gamma"]),
-            "eta_local": torch.sigmoid(raw["eta_local"]), "non_iid": torch.sigmoid(raw["non_iid"]),
-            "coverage_tau_rounds": torch.exp(raw["coverage_tau_rounds"]),
-            "coverage_ceiling": torch.nn.functional.softplus(raw["coverage_ceiling"]),
-        }  # fmt: skip
-
     def loss(raw: dict[str, Any]) -> Any:
-        v = values(raw)
+        v = _constrained(raw)
         cover = 1 - v["non_iid"] * ((1 - torch.exp(-a / v["coverage_tau_rounds"])) * share).sum(-1)
         progress = torch.zeros(episodes, dtype=torch.float64)
         predicted = []
@@ -240,11 +202,76 @@ def fit(recorded: Sequence[Recorded], params: Any, iterations: int = 600) -> dic
         value.backward()
         optimiser.step()
     after, predicted = loss(raw)
-    fitted = {k: float(v.detach()) for k, v in values(raw).items()}
+    fitted = {k: float(v.detach()) for k, v in _constrained(raw).items()}
     fitted["rmse_before"] = math.sqrt(before)
     fitted["rmse_after"] = math.sqrt(float(after.detach()))
     fitted["_predicted"] = predicted.detach().numpy()  # type: ignore[assignment]
     return fitted
+
+
+def _round_table(
+    recorded: Sequence[Recorded], params: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The recorded rounds as the surrogate replays them, each ``(episodes, longest episode)``.
+
+    ``absent`` (with a trailing site axis): rounds since each site last finished a round, the
+    coverage bookkeeping of the simulator (an idle round leaves them as they were); ``batch``: the
+    batch the round taught (0 if it taught nothing); ``valid``: the entries an episode has
+    (shorter episodes are padded); ``truth``: the real accuracy after the round.
+    """
+    episodes = len(recorded)
+    length = max(len(r.accuracy) for r in recorded)
+    n = params.n_sites
+    absent = np.zeros((episodes, length, n))
+    batch = np.zeros((episodes, length))
+    valid = np.zeros((episodes, length), dtype=bool)
+    truth = np.zeros((episodes, length))
+    site_batch = np.asarray(params.site_batch, dtype=np.float64)
+    for e, r in enumerate(recorded):
+        away = np.zeros(n)
+        for t in range(len(r.accuracy)):
+            if not r.idle[t]:
+                away = np.where(r.done[t], 0.0, away + 1.0)
+            absent[e, t] = away
+            batch[e, t] = float(site_batch[r.done[t]].sum()) if r.taught[t] else 0.0
+            truth[e, t] = r.accuracy[t]
+            valid[e, t] = True
+    return absent, batch, valid, truth
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def _unconstrained_start(params: Any) -> dict[str, float]:
+    """The scenario's values of the fitted parameters, as the unconstrained numbers Adam moves
+    (the inverse of ``_constrained``), so that every step keeps each parameter in its range."""
+    return {
+        "a0": _logit(params.a0), "a_max": _logit((params.a_max - params.a0) / (1 - params.a0)),
+        "p0": math.log(params.p0), "alpha": math.log(params.alpha),
+        "noise_b0": math.log(max(params.noise_b0, 1e-6)), "noise_p_b": math.log(params.noise_p_b),
+        "noise_gamma": _logit(params.noise_gamma / 4.0), "eta_local": _logit(params.eta_local),
+        "non_iid": _logit(params.non_iid), "coverage_tau_rounds": math.log(params.coverage_tau),
+        "coverage_ceiling": _inverse_softplus(params.coverage_ceiling),
+    }  # fmt: skip
+
+
+def _constrained(raw: dict[str, Any]) -> dict[str, Any]:
+    """The parameters from their unconstrained tensors: each in its range whatever Adam does
+    (positive, a share, ``a0 <= a_max <= 1``), and differentiable for the fit."""
+    import torch
+
+    a0 = torch.sigmoid(raw["a0"])
+    return {
+        "a0": a0, "a_max": a0 + (1 - a0) * torch.sigmoid(raw["a_max"]),
+        "p0": torch.exp(raw["p0"]), "alpha": torch.exp(raw["alpha"]),
+        "noise_b0": torch.exp(raw["noise_b0"]), "noise_p_b": torch.exp(raw["noise_p_b"]),
+        "noise_gamma": 4.0 * torch.sigmoid(raw["noise_gamma"]),
+        "eta_local": torch.sigmoid(raw["eta_local"]), "non_iid": torch.sigmoid(raw["non_iid"]),
+        "coverage_tau_rounds": torch.exp(raw["coverage_tau_rounds"]),
+        "coverage_ceiling": torch.nn.functional.softplus(raw["coverage_ceiling"]),
+    }  # fmt: skip
 
 
 def _inverse_softplus(x: float) -> float:

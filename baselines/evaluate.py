@@ -57,7 +57,7 @@ from powertrip_env.baselines.evaluation import (
     Evaluation,
 )
 from powertrip_env.baselines.figures import accuracy_figure, tta_figure
-from powertrip_env.baselines.models import ALGOS, EvaluationError, load_agent, model_label
+from powertrip_env.baselines.models import ALGOS, load_agent, model_label
 from powertrip_env.baselines.registry import REFERENCES, default_policy_names, make_policy
 from powertrip_env.baselines.report_args import (
     check_env_id,
@@ -67,7 +67,7 @@ from powertrip_env.baselines.report_args import (
 )
 from powertrip_env.baselines.statistics import day_bootstrap_ci95, start_days
 from powertrip_env.episodes import SPLITS
-from powertrip_env.errors import is_whole
+from powertrip_env.errors import EvaluationError, is_whole
 from powertrip_env.render import has_matplotlib, save_png
 from powertrip_env.scenario import scenario_names
 from powertrip_env.scenario.power_data import iso_utc

@@ -38,7 +38,6 @@ import numpy as np
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.evaluate import evaluate
 from powertrip_env.baselines.headroom import headroom
-from powertrip_env.baselines.models import EvaluationError
 from powertrip_env.baselines.report_args import (
     make_env,
     parse_report_args,
@@ -46,6 +45,7 @@ from powertrip_env.baselines.report_args import (
     report_parser,
 )
 from powertrip_env.dynamics import delta_progress, rounds_to_target
+from powertrip_env.errors import EvaluationError
 from powertrip_env.simulation import load_simulation
 
 REPLICAS = (2, 4, 8)

@@ -47,8 +47,8 @@ from powertrip_env.atomic import (
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES
 from powertrip_env.baselines.evaluate import evaluate
 from powertrip_env.baselines.lower_bound import lower_bound_h
-from powertrip_env.baselines.models import EvaluationError
 from powertrip_env.baselines.report_args import make_env, powertrip_env_ids
+from powertrip_env.errors import EvaluationError
 
 ONE_SHOT_BELOW = 1.02
 POLICIES = ("BeamPlanner", "BestFixedSet", "MyopicOptimal", "PowerTrip", "AllSites")

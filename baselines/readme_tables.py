@@ -74,7 +74,8 @@ def table_for(env_id: str, episodes: int, seed: int, progress: bool) -> str:
     return "\n".join(line for line in lines if not line.startswith("# ")).strip("\n") + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """``powertrip readme-tables``' options; the module's docstring is its description."""
     parser = argparse.ArgumentParser(prog="powertrip readme-tables", description=__doc__)
     parser.add_argument("--env", action="append", help="an ID to refresh (default: every ID)")
     parser.add_argument("--episodes", type=int, default=30)
@@ -100,6 +101,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "and its profile from (default: run the benchmark)",
     )
     parser.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point: refresh the chosen blocks of the README; returns 0.
+
+    Every argument and every marker is checked before the first table is computed, since a
+    full refresh runs for a long time and a typo found at its end would waste all of it; the
+    README is written once, at the end, so a stop half-way leaves it as it was.
+    """
+    parser = _parser()
     args = parser.parse_args(argv)
     env_ids = args.env or list(powertrip_env.ENV_IDS)
     unknown = sorted(set(env_ids) - set(powertrip_env.ENV_IDS))
@@ -129,14 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evaluating {env_id} ...", file=sys.stderr)
         text = splice(text, env_id, table_for(env_id, args.episodes, args.seed, progress))
     if HEADROOM in blocks:
-        summaries = []
-        for env_id in env_ids:
-            print(f"headroom of {env_id} ...", file=sys.stderr)
-            summary, _ = headroom.headroom(
-                env_id, episodes=args.episodes, seed=args.seed, progress=progress
-            )
-            summaries.append(summary)
-        text = splice(text, HEADROOM, headroom.to_markdown(summaries))
+        text = splice(text, HEADROOM, _headroom_table(env_ids, args, progress))
     if FIDELITY in blocks:
         print("fidelity of PowerTrip-v0 ...", file=sys.stderr)
         report = fidelity.fidelity(
@@ -150,28 +155,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         text = splice(text, SENSITIVITY, sensitivity.to_markdown(swept))
     if LEADERBOARD in blocks:
-        profile = args.readme.parent / PROFILE
-        profile.parent.mkdir(parents=True, exist_ok=True)
-        if args.leaderboard_from is not None:
-            board = (args.leaderboard_from / "leaderboard.md").read_text(encoding="utf-8")
-            png = (args.leaderboard_from / "profile.png").read_bytes()
-        else:
-            print("the benchmark over the suite ...", file=sys.stderr)
-            frame, facts = benchmark.benchmark(episodes=args.episodes, seed=args.seed)
-            board, _ = benchmark.report(frame, facts)
-            scored = frame[frame["policy"] != benchmark.BOUND]
-            png_path = leaderboard.performance_profile(
-                leaderboard.on_every_task(scored),
-                benchmark.REFERENCE,
-                benchmark.TOP,
-                profile.with_suffix(".tmp.png"),
-            )
-            png = png_path.read_bytes()
-            png_path.unlink()
-        text = splice(text, LEADERBOARD, readme_board(board))
-        write_bytes(profile, png)
+        text = _splice_leaderboard(text, args)
     write_text(args.readme, text)
     return 0
+
+
+def _headroom_table(env_ids: list[str], args: argparse.Namespace, progress: bool) -> str:
+    """The headroom table over ``env_ids``: one ``headroom`` run per ID, in the given order."""
+    summaries = []
+    for env_id in env_ids:
+        print(f"headroom of {env_id} ...", file=sys.stderr)
+        summary, _ = headroom.headroom(
+            env_id, episodes=args.episodes, seed=args.seed, progress=progress
+        )
+        summaries.append(summary)
+    return headroom.to_markdown(summaries)
+
+
+def _splice_leaderboard(text: str, args: argparse.Namespace) -> str:
+    """``text`` with the benchmark's tables in the leaderboard block; writes the profile PNG.
+
+    The board and its profile come from one benchmark (run here, or the ``--leaderboard-from``
+    folder), so the README's table and its picture never describe two different runs.
+    """
+    profile = args.readme.parent / PROFILE
+    profile.parent.mkdir(parents=True, exist_ok=True)
+    if args.leaderboard_from is not None:
+        board = (args.leaderboard_from / "leaderboard.md").read_text(encoding="utf-8")
+        png = (args.leaderboard_from / "profile.png").read_bytes()
+    else:
+        print("the benchmark over the suite ...", file=sys.stderr)
+        frame, facts = benchmark.benchmark(episodes=args.episodes, seed=args.seed)
+        board, _ = benchmark.report(frame, facts)
+        scored = frame[frame["policy"] != benchmark.BOUND]
+        png_path = leaderboard.performance_profile(
+            leaderboard.on_every_task(scored),
+            benchmark.REFERENCE,
+            benchmark.TOP,
+            profile.with_suffix(".tmp.png"),
+        )
+        png = png_path.read_bytes()
+        png_path.unlink()
+    text = splice(text, LEADERBOARD, readme_board(board))
+    write_bytes(profile, png)
+    return text
 
 
 if __name__ == "__main__":

@@ -17,8 +17,7 @@ from gymnasium.envs.registration import registry
 
 import powertrip_env
 from powertrip_env.atomic import OutputDirError, check_output_dir
-from powertrip_env.baselines.models import EvaluationError
-from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.errors import EvaluationError, ScenarioError, TraceError
 
 
 def powertrip_env_ids() -> list[str]:

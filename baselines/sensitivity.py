@@ -32,9 +32,9 @@ import gymnasium as gym
 
 import powertrip_env
 from powertrip_env.baselines.headroom import POLICIES, headroom
-from powertrip_env.baselines.models import EvaluationError
 from powertrip_env.baselines.report_args import parse_report_args, report_cli, report_parser
 from powertrip_env.baselines.validate import kendall_tau
+from powertrip_env.errors import EvaluationError
 
 
 @dataclass(frozen=True)

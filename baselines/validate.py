@@ -53,8 +53,8 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines.evaluate import evaluate
-from powertrip_env.baselines.models import EvaluationError
 from powertrip_env.baselines.statistics import BOOTSTRAP_RESAMPLES, day_bootstrap_ci95, start_days
+from powertrip_env.errors import EvaluationError
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 

@@ -30,9 +30,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
 
 import powertrip_env  # noqa: F401  (registers the IDs)
 from powertrip_env.agents import hyperparams
+from powertrip_env.agents.arguments import DEFAULT_N_ENVS, DEFAULT_TIMESTEPS
 from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 from powertrip_env.agents.candidates import CandidateSets
-from powertrip_env.agents.training import DEFAULT_N_ENVS, DEFAULT_TIMESTEPS
 
 
 def native(n_envs: int) -> VecEnv:

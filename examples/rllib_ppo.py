@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from powertrip_env.baselines.evaluate import evaluate
-    from powertrip_env.baselines.models import EvaluationError
+    from powertrip_env.errors import EvaluationError
     from powertrip_env.integrations import rllib
 
     # 1. The configuration: the scenario is resolved here, once, and shipped by value.

@@ -19,6 +19,12 @@ class TraceError(ValueError):
     """A power-trace file is unreadable, malformed or out of range."""
 
 
+class EvaluationError(ValueError):
+    """Bad input to a tool (names, files, folders, saved models): every command line prints it
+    as one line and exits 2. Here, below every tool, so that each can raise it and each command
+    line catch it without importing another tool."""
+
+
 def is_whole(value: Any) -> bool:
     """Whether an argument is a whole number: a Python or numpy integer, never a bool (which
     Python counts as an int, but no count, seed or size means True). Every check of a count,

@@ -213,7 +213,7 @@ def test_sensitivity_runs_each_setting_on_the_same_episodes():
 
 
 def test_sensitivity_refuses_catalogue_settings_on_inline_sites(tmp_path):
-    from powertrip_env.baselines.models import EvaluationError
+    from powertrip_env.errors import EvaluationError
 
     wan = sensitivity.SETTINGS[1]
     with pytest.raises(EvaluationError, match="inline"):

@@ -290,7 +290,8 @@ def test_a_candidate_agent_loads_in_a_process_that_never_imported_agents(
 def test_a_model_in_an_unknown_space_is_refused_naming_it(tmp_path) -> None:
     from stable_baselines3 import PPO
 
-    from powertrip_env.baselines.models import EvaluationError, load_agent
+    from powertrip_env.baselines.models import load_agent
+    from powertrip_env.errors import EvaluationError
 
     env = gym.wrappers.FlattenObservation(gym.make("CartPole-v1"))
     path = tmp_path / "cartpole.zip"

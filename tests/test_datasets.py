@@ -24,7 +24,9 @@ from minari.dataset.minari_dataset import parse_dataset_id
 
 import powertrip_env
 from powertrip_env.baselines import candidates, datasets
-from powertrip_env.baselines.datasets import DatasetError, dataset_id, load_imitation, nearest_slot
+from powertrip_env.baselines.dataset_recording import nearest_slot
+from powertrip_env.baselines.dataset_store import DATASET_VERSION, DOCS, DatasetError, dataset_id
+from powertrip_env.baselines.datasets import load_imitation
 from powertrip_env.baselines.registry import LOOKAHEAD
 
 SMALL = "PowerTrip-Digits-v0"
@@ -75,7 +77,7 @@ def test_ids_are_namespaced_versioned_and_parse_for_every_suite_task() -> None:
             assert parse_dataset_id(ident) == (
                 f"powertrip/{env_id}",
                 policy.lower(),
-                datasets.DATASET_VERSION,
+                DATASET_VERSION,
             )
 
 
@@ -87,7 +89,7 @@ def test_the_datasets_and_their_namespaces_are_listed_by_minari(root: Path) -> N
     assert listed == {*SMALL_IDS, CUT_ID}
     assert set(namespaces) == {"powertrip", f"powertrip/{SMALL}", f"powertrip/{FLAGSHIP}"}
     for ns, data in meta.items():
-        assert datasets.DOCS in data["description"], ns
+        assert DOCS in data["description"], ns
     assert meta[f"powertrip/{SMALL}"]["env_id"] == SMALL
     # nothing half-written or staged is left beside them
     hidden = [p for p in root.rglob(".*")]
@@ -355,7 +357,8 @@ def test_the_module_imports_and_labels_without_minari() -> None:
     code = (
         "import sys\nsys.modules['minari'] = None\n"
         "from powertrip_env.baselines import datasets\n"
-        "assert datasets.nearest_slot([[1, 0], [0, 1]], [0, 1]) == 1\n"
+        "from powertrip_env.baselines.dataset_recording import nearest_slot\n"
+        "assert nearest_slot([[1, 0], [0, 1]], [0, 1]) == 1\n"
         "try:\n    datasets.record('PowerTrip-v0', 'PowerTrip')\n"
         "except datasets.DatasetError as exc:\n    print(exc)\n"
     )

@@ -17,13 +17,13 @@ from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.evaluate import _summarise, evaluate, main
 from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, Evaluation
 from powertrip_env.baselines.figures import mean_curve
-from powertrip_env.baselines.models import EvaluationError
 from powertrip_env.baselines.statistics import (
     BOOTSTRAP_RESAMPLES,
     ci95_half_width,
     day_bootstrap_ci95,
     start_days,
 )
+from powertrip_env.errors import EvaluationError
 
 OUTPUT_FILES = {"episodes.csv", "summary.md", "tta.png", "accuracy_vs_time.png"}
 
@@ -532,7 +532,7 @@ def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario,
     from sb3_contrib import MaskablePPO
 
     from powertrip_env.agents.site_policy import MaskableSitePolicy
-    from powertrip_env.baselines.models import _saved_algo
+    from powertrip_env.baselines.sb3_zip import _saved_algo
 
     env = gym.make("PowerTrip-v0", scenario=str(small_scenario), obs_mode="dict")
     model = MaskablePPO(MaskableSitePolicy, env, n_steps=32, batch_size=32, n_epochs=1)

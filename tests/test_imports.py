@@ -9,8 +9,9 @@ The layers, bottom first (a module may import from its own layer and the ones be
   the environment.
 * ``powertrip_env.agents`` (``agents/``): the Stable-Baselines3 pieces; they use the baselines
   (the reference policy, the evaluation harness) and register their policy classes with
-  ``powertrip_env.baselines.models``, the loader of saved agents, which never imports them (it
-  imports ``models.PLUGINS`` by name when a saved model names a class no one registered yet).
+  ``powertrip_env.baselines.model_registry``, read by the loader of saved agents, which never
+  imports them (it imports ``model_registry.PLUGINS`` by name when a saved model names a class no
+  one registered yet).
 * ``powertrip_env.cli`` (the ``powertrip`` command) and ``train_agent.py``: nothing imports them.
 
 A module belongs to the deepest listed name that holds it, so ``powertrip_env`` stands for its

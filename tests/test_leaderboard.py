@@ -14,16 +14,18 @@ import pytest
 
 from powertrip_env.baselines import leaderboard
 from powertrip_env.baselines.leaderboard import (
-    SCORE_COLUMNS,
     TASK_FACTS,
-    aggregate,
-    iqm,
-    normalised_scores,
-    per_task_table,
     performance_profile,
     profile_fractions,
     to_json,
     to_markdown,
+)
+from powertrip_env.baselines.leaderboard_scores import (
+    SCORE_COLUMNS,
+    aggregate,
+    iqm,
+    normalised_scores,
+    per_task_table,
 )
 from powertrip_env.baselines.statistics import day_bootstrap_ci95, start_days
 

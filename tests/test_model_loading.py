@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from powertrip_env.baselines.evaluate import evaluate, main
-from powertrip_env.baselines.models import EvaluationError, pretrained_model_path
+from powertrip_env.baselines.models import pretrained_model_path
+from powertrip_env.errors import EvaluationError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -174,7 +174,8 @@ def test_the_example_exits_2_naming_a_bad_scenario(tmp_path) -> None:
 
 
 def test_evaluate_refuses_an_rllib_folder_given_as_an_sb3_model(tmp_path) -> None:
-    from powertrip_env.baselines.models import EvaluationError, load_model
+    from powertrip_env.baselines.models import load_model
+    from powertrip_env.errors import EvaluationError
 
     folder = tmp_path / "ckpt"
     folder.mkdir()

@@ -19,7 +19,8 @@ from powertrip_env.agents import pretrain, training
 from powertrip_env.agents.extractors import SiteEncoder
 from powertrip_env.agents.site_policy import SiteActionHead
 from powertrip_env.baselines.evaluate import evaluate
-from powertrip_env.baselines.models import EvaluationError, pretrained_model_path
+from powertrip_env.baselines.models import pretrained_model_path
+from powertrip_env.errors import EvaluationError
 from powertrip_env.integrations.torch_sites import PADDED_LOGIT
 from powertrip_env.scenario import load_scenario
 from powertrip_env.scenario.sampling import SiteSampler

@@ -1,0 +1,208 @@
+"""``train_agent.py``'s command line: the parser that ``powertrip_env.agents.training`` reads.
+
+The options are added in groups, one small function each, in the order ``--help`` lists them;
+``given_options`` tells which ones a command line gave, which ``--resume`` needs. Only shapes
+are checked here (``powertrip_env.agents.checks``' argument types); what the values mean is
+checked by ``training.setup``, once every option is known.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from powertrip_env.agents import checks, hyperparams
+
+# The candidate-set agent on PowerTrip-v0, whose last slot is the tuned horizon rule: over a
+# 300k-step run its best model on the periodic test-split evaluation came at the first one, 50k
+# steps, and it tied the rule on 30 test episodes (26.55 h against 26.51). 100k steps leave
+# room for a second evaluation; on the native candidate vector env they take about 35 s.
+DEFAULT_TIMESTEPS = 100_000
+# One PowerTrip step costs less than the policy's forward pass, so many envs in one process
+# (one batched forward for all) beat worker processes: 60k PPO steps took 17 s with 16 envs
+# in-process, 29 s with 4, 44 s with 2 or 4 forkserver workers.
+DEFAULT_N_ENVS = 16
+# The final table: the paper's heuristic, the best one-round rule, the strongest deployable
+# baselines (the lookahead rules), and the two clairvoyant references that say how much of the
+# sequential headroom the agent took: the best fixed set and the optimiser (the benchmark's 1).
+DEFAULT_FINAL_POLICIES = "PowerTrip,MyopicOptimal,HorizonRule,ForecastMPC,BestFixedSet,Optimiser"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block; exit 2 as argparse does
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line; see ``--help``. Only shapes are checked here, meanings in ``setup``."""
+    return build_parser().parse_args(argv)
+
+
+def given_options(argv: Sequence[str]) -> set[str]:
+    """The options (argparse ``dest`` names) that ``argv`` gives, whatever their values.
+
+    ``--resume`` takes every setting from the run's ``config.yaml`` except those given, so it
+    must tell ``--seed 0`` typed by the user from the default 0: the same parser with every
+    default suppressed leaves only the given options in the namespace.
+    """
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``train_agent.py``'s argument parser (``parse_args`` and ``given_options`` share it)."""
+    p = _Parser(
+        prog="train_agent.py",
+        description="Train an SB3 agent on a PowerTrip environment, then compare it with the "
+        "baselines on the test split.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_environment_options(p)
+    _add_training_options(p)
+    _add_run_folder_options(p)
+    _add_evaluation_options(p)
+    _add_runtime_options(p)
+    return p
+
+
+def _add_environment_options(p: argparse.ArgumentParser) -> None:
+    """The environment trained on and the one of the final table: IDs, scenarios, padding."""
+    p.add_argument("--env", default="PowerTrip-v0", help="registered environment ID")
+    p.add_argument(
+        "--scenario",
+        action="append",
+        default=None,
+        help="scenario name or TOML file for the env; repeat it to train on several (the "
+        "training envs take them in turn, padded to --max-sites)",
+    )
+    p.add_argument(
+        "--max-sites",
+        type=checks.positive_int,
+        default=None,
+        help="pad observations and actions to this many sites, so that the agent can act on "
+        "any scenario with at most that many (default: none; with several --scenario, their "
+        "largest site count; PowerTrip-Random-v0 registers 32)",
+    )
+    p.add_argument(
+        "--final-env",
+        default=None,
+        help="ID of the final comparison (default: --env; for PowerTrip-Random-v0, "
+        "PowerTrip-v0, whose job it draws sites for)",
+    )
+
+
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    """What is trained and how: algorithm, steps, envs, seed, reward, policy, hyperparameters."""
+    p.add_argument("--algo", default="ppo", choices=sorted(hyperparams.ALGOS))
+    p.add_argument(
+        "--timesteps",
+        type=checks.positive_int,
+        default=DEFAULT_TIMESTEPS,
+        help="environment steps of the whole run (with --resume: default the run's own; a "
+        "larger total extends it)",
+    )
+    p.add_argument(
+        "--n-envs",
+        type=checks.positive_int,
+        default=DEFAULT_N_ENVS,
+        help="parallel training environments",
+    )
+    p.add_argument(
+        "--vec-env",
+        choices=("dummy", "subproc"),
+        default="dummy",
+        help="run the envs in this process (dummy) or in worker processes "
+        "(subproc, forkserver); one PowerTrip step is cheaper than the IPC",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reward-mode", default="excess_gain", help="excess_gain or gain_rate")
+    p.add_argument(
+        "--extractor",
+        choices=hyperparams.EXTRACTORS,
+        default="candidates",
+        help="candidates: choose one of a few candidate site sets built each round from "
+        "predict_round, MlpPolicy on their features (agents/candidates.py); sites: per-site "
+        "actions, dict observation, site encoder and shared per-site action head "
+        "(agents/site_policy.py); mlp: per-site actions, flat observation and SB3's MlpPolicy",
+    )
+    p.add_argument(
+        "--config", default=None, help="hyperparameter YAML (default: agents/configs/<algo>.yaml)"
+    )
+    p.add_argument(
+        "--hp",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a hyperparameter of the config (repeatable), e.g. "
+        "--hp gamma=0.999 --hp policy_kwargs.net_arch=[64,64]",
+    )
+
+
+def _add_run_folder_options(p: argparse.ArgumentParser) -> None:
+    """Where the run is written, and what becomes of a used folder (``--force``, ``--resume``)."""
+    p.add_argument(
+        "--out",
+        default=None,
+        help="run directory, new or empty (default runs/<env>-<algo>-<seed>; with --resume, "
+        "the run's own)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="use a non-empty --out: delete its files (once every argument is checked)",
+    )
+    p.add_argument(
+        "--resume",
+        default=None,
+        metavar="PATH",
+        help="continue the run a saved model .zip belongs to (interrupted.zip, a checkpoint, "
+        "final_model.zip) with the settings in its config.yaml, up to its --timesteps",
+    )
+
+
+def _add_evaluation_options(p: argparse.ArgumentParser) -> None:
+    """The periodic test-split evaluation, the checkpoints and the final comparison."""
+    p.add_argument(
+        "--eval-freq",
+        type=checks.non_negative_int,
+        default=50_000,
+        help="evaluate on the test split every this many steps (0: never)",
+    )
+    p.add_argument("--eval-episodes", type=checks.positive_int, default=10)
+    p.add_argument(
+        "--checkpoint-freq",
+        type=checks.non_negative_int,
+        default=100_000,
+        help="save a checkpoint every this many steps (0: never)",
+    )
+    p.add_argument(
+        "--final-episodes",
+        type=checks.non_negative_int,
+        default=30,
+        help="test episodes of the final comparison (0: skip it)",
+    )
+    p.add_argument(
+        "--final-policies",
+        default=DEFAULT_FINAL_POLICIES,
+        help="baselines in the final table: a comma-separated list of names, 'all' (every "
+        "deployable baseline) and 'references' (BestFixedSet, BeamPlanner, Optimiser)",
+    )
+    p.add_argument(
+        "--eval-seed",
+        type=int,
+        default=0,
+        help="seed of the test episodes in the final table (the same for every run)",
+    )
+
+
+def _add_runtime_options(p: argparse.ArgumentParser) -> None:
+    """How the run uses the machine; none of them changes what is trained."""
+    p.add_argument(
+        "--torch-threads",
+        type=checks.positive_int,
+        default=1,
+        help="torch CPU threads; small networks gain nothing from more",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
