@@ -219,15 +219,8 @@ def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
         p, future, grid, step_s, window if p.fixed_time else None, comm, compute_jitter.min()
     )
 
-    dp_max = float(delta_progress(p, 0.0, float(np.max(batch))))
-    # Rounds up to τ_m = 2^m steps long started in the last 2^m + 1 cells; longer ones are
-    # capped by ΔP_max / τ_(m−1) and may have started anywhere before.
-    levels = _BOUND_LEVELS
-    tau = step_s * (1 << np.arange(levels))
-    cap = np.concatenate([[np.inf], dp_max / tau])  # cap of each window, then the catch-all
-
     reached = _integrate(
-        p, grid, step_s, (varying, history, batch, inv_time), cap, float(state.progress[0]), need
+        p, grid, step_s, (varying, history, batch, inv_time), float(state.progress[0]), need
     )
     return (min(reached, budget_end) - start) / 3600.0
 
@@ -262,7 +255,6 @@ def _integrate(
     grid: np.ndarray,
     step_s: float,
     rounds: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    cap: np.ndarray,
     progress: float,
     need: float,
 ) -> float:
@@ -272,8 +264,12 @@ def _integrate(
     ``rounds`` is (varying, history, batch, inv_time): per start cell the largest batch or the
     least round time, their maxima over every start so far, and the other of the two."""
     varying, history, batch, inv_time = rounds
-    levels = cap.shape[0] - 1
     dp_max = float(delta_progress(p, 0.0, float(np.max(batch))))
+    # Rounds up to τ_m = 2^m steps long started in the last 2^m + 1 cells; longer ones are
+    # capped by ΔP_max / τ_(m−1) and may have started anywhere before.
+    levels = _BOUND_LEVELS
+    tau = step_s * (1 << np.arange(levels))
+    cap = np.concatenate([[np.inf], dp_max / tau])  # cap of each window, then the catch-all
     for j0 in range(0, grid.size - 1, _BOUND_CHUNK):
         j1 = min(j0 + _BOUND_CHUNK, grid.size - 1)
         windows = _window_maxima(varying, j0, j1, levels)  # (j1 - j0, levels, C)
