@@ -14,32 +14,29 @@ import numpy as np
 from powertrip_env import dynamics
 from powertrip_env.clairvoyant import Clairvoyant
 from powertrip_env.dynamics.features import document_env
-from powertrip_env.episodes import base_from
+from powertrip_env.engine import Engine, EngineState, EngineViews
 from powertrip_env.learners import Learner, is_surrogate, make_learner
-from powertrip_env.options import EnvSetup, configure
+from powertrip_env.options import configure, learner_arguments
 from powertrip_env.rewards import RewardFn
 from powertrip_env.scenario import Scenario
 from powertrip_env.scenario.sampling import SiteSampler, as_sampler
-from powertrip_env.view import DecisionView, decision_view
+from powertrip_env.view import DecisionView
 
 
 @dataclass(frozen=True, eq=False)
 class EpisodeState:
-    """Everything ``PowerTripEnv.set_state`` needs to continue an episode exactly: the kernel's
-    state, the episode counter and seed base that the next ``reset()`` draws from, the
-    generator, the catalogue (drawn ones differ per episode) and, under a real learner, the
-    learner itself. Opaque to its users: taken by ``get_state``, given back to ``set_state``."""
+    """Everything ``PowerTripEnv.set_state`` needs to continue an episode exactly: the engine's
+    episode (the kernel's state, the catalogue it runs on, the seeding the next ``reset()``
+    draws from), the generator and, under a real learner, the learner itself. Opaque to its
+    users: taken by ``get_state``, given back to ``set_state``."""
 
-    sim_state: dynamics.SimState | None
-    setup: EnvSetup  # the catalogue, interface and episode starts the episode runs on
-    base: int | None
-    episode: int
+    engine: EngineState
     rng: dict[str, Any]  # np_random's bit-generator state
     history: tuple[tuple[float, float], ...]
     learner: Learner | None  # a copy, under a real learner only (the surrogate keeps none)
 
 
-class PowerTripEnv(gym.Env):
+class PowerTripEnv(EngineViews, gym.Env):
     """
     ## Description
 
@@ -208,24 +205,19 @@ class PowerTripEnv(gym.Env):
         sites: str | SiteSampler | None = None,
     ) -> None:
         self.sampler = as_sampler(sites)
-        self._setup = configure(
+        setup = configure(
             scenario, reward_mode=reward_mode, obs_mode=obs_mode, action_mode=action_mode,
             split=split, jitter=jitter, render_mode=render_mode, max_sites=max_sites,
             render_modes=tuple(self.metadata["render_modes"]), sampler=self.sampler,
         )  # fmt: skip
         self.learner = make_learner(learner)
         self._learns = not is_surrogate(self.learner)  # else the kernel's accuracy stands
-        if self.sampler is not None and self._learns:
-            raise ValueError(
-                f"learner={learner!r} with sites={sites!r}: real training keeps one model per "
-                "site catalogue; drawn catalogues run the surrogate learner only"
-            )
-        self._setup.apply(self)  # sim, params, scenario, interface, starts, reward_fn, ...
-        self.action_space = self.interface.action_space
-        self.observation_space = self.interface.observation_space
-        self.state: dynamics.SimState | None = None  # the episode, as a batch of one
-        self._base: int | None = None  # drawn from np_random when seeded (episodes.base_from)
-        self._episode = 0  # episodes since then
+        learner_arguments(learner, sites, self.sampler, self._learns)
+        self._made = setup  # as made: a drawn catalogue is laid over it every reset
+        self._engine = Engine(setup, 1)  # the episode, as a batch of one
+        self.declare(setup)
+        self.action_space = setup.interface.action_space
+        self.observation_space = setup.interface.observation_space
         self._history: list[tuple[float, float]] = []  # (elapsed s, accuracy) per round
         self._plots = self.render_mode == "rgb_array"  # the one reader of the history
 
@@ -235,38 +227,43 @@ class PowerTripEnv(gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        if seed is not None or self._base is None:  # else the next episode of the same base
-            self._base, self._episode = base_from(self.np_random), 0
+        engine = self._engine
+        if seed is not None or not engine.seeded[0]:  # else the next episode of the same seed
+            engine.seed_row(0, self.np_random)
         if self.sampler is not None:  # a new catalogue, drawn from the generator
-            drawn = self.sampler.draw(self._setup.sim.scenario, self.np_random)
-            self._setup.drawn(drawn).apply(self)
-        self.state, seeds = self.starts.begin(
-            np.array([self._base]), np.array([self._episode]), options
-        )
-        self._episode += 1
+            drawn = self.sampler.draw(self._made.sim.scenario, self.np_random)
+            engine.setup = self._made.drawn(drawn)
+        seeds = engine.restart(_FIRST, options)
         if self._learns:
-            accuracy = self.learner.reset(self.sim, int(seeds[0]))
-            self.state = self.state.replace(accuracy=accuracy)
-        self._history = [(0.0, float(self.state.accuracy[0]))]
-        obs = self.interface.first(self.interface.observe(self.state))
-        return obs, self.interface.first_info(self.interface.reset_info(self.state))
+            accuracy = self.learner.reset(engine.sim, int(seeds[0]))
+            engine.state = engine.state.replace(accuracy=accuracy)
+        self._history = [(0.0, float(engine.state.accuracy[0]))]
+        interface = engine.interface
+        return interface.first(engine.observe()), interface.episode_info(engine.report())
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        if self.state is None:
+        engine = self._engine
+        if engine.state is None:
             raise RuntimeError("call reset() before step()")
-        mask = self.interface.as_masks(action, self.action_space, 1)
-        result, obs = self.interface.step(self.state, mask)
+        interface = engine.interface
+        mask = interface.as_masks(action, self.action_space, 1)
+        result, obs, report = engine.step(mask, lend=not self._learns)
         if self._learns:
             result = self._learn(result)
-        self.state = result.state
-        record = result.record[0].tolist()
-        info = self.interface.episode_info(result, record)
-        reward = float(self.reward_fn(self.params, result)[0])  # as the vector env's rewards
+            report = interface.describe(result)
+        engine.state = result.state
+        info = interface.episode_info(report)
+        column = self.reward_fn.column  # a built-in reward is the kernel's record column
+        if column is None:
+            reward = float(self.reward_fn(engine.params, result)[0])  # as the vector env's
+        else:
+            reward = float(result.record[0, column])
         if self._plots:
             self._history.append((info["elapsed_s"], info["accuracy"]))
-        terminated = record[dynamics.R_TERMINATED] > 0.0
-        truncated = record[dynamics.R_TRUNCATED] > 0.0
-        return self.interface.first(obs), reward, terminated, truncated, info
+        record = result.record[0]
+        terminated = bool(record[dynamics.R_TERMINATED] > 0.0)
+        truncated = bool(record[dynamics.R_TRUNCATED] > 0.0)
+        return interface.first(obs), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
@@ -283,18 +280,16 @@ class PowerTripEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """(2N,) bool for MaskablePPO: per site [may choose 0, may choose 1]; (2M,) when padded."""
-        return self.interface.action_masks(self.available())
+        return self._engine.action_masks()[0]
 
     def decision_view(self) -> DecisionView:
         """What a policy may know now: power, powered GPUs, rates, RTTs, the forecast issued
         now and which sites are joined (``powertrip_env.view``); no future actual."""
-        self._require_state()
-        return decision_view(self.params, self.state, self.scenario)
+        return self._engine.decision_view()
 
     def available(self) -> np.ndarray:
         """(N,) bool: sites that have at least one powered GPU now."""
-        self._require_state()
-        return dynamics.available_now(self.params, self.state)[0]
+        return self._engine.available()[0]
 
     def predict_round(self, mask: Any, *, steady_state: bool = False) -> dynamics.RoundPrediction:
         """What-if round time and progress for one set (N,) or candidate sets (M, N).
@@ -303,19 +298,7 @@ class PowerTripEnv(gym.Env):
         state does not change. ``steady_state=True`` leaves out the join time of sites that
         would join. Returns floats for one set, (M,) arrays for many.
         """
-        self._require_state()
-        m = np.asarray(mask, dtype=bool)
-        if m.ndim not in (1, 2) or m.shape[-1] != self.params.n_sites:
-            raise ValueError(
-                f"mask of shape {m.shape}: expected ({self.params.n_sites},) or "
-                f"(M, {self.params.n_sites})"
-            )
-        pred = dynamics.predict_round(
-            self.params, self.state, m.reshape(1, -1, m.shape[-1]), steady_state=steady_state
-        )
-        if m.ndim == 1:
-            return dynamics.RoundPrediction(*(float(a[0, 0]) for a in pred))
-        return dynamics.RoundPrediction(*(a[0] for a in pred))
+        return self._engine.predict_round(mask, steady_state=steady_state)
 
     def candidates(
         self, rules: Sequence[tuple[float, float]] | None = None
@@ -328,8 +311,7 @@ class PowerTripEnv(gym.Env):
         candidate-set agent's (``dynamics.candidates``). Deployable: the forecast issued now
         and who is joined, no future actual; the state does not change.
         """
-        self._require_state()
-        return dynamics.build_candidates(self.params, self.state, rules)
+        return self._engine.candidates(rules)
 
     def predict_plan(self, plan: Any, rounds: int | None = None) -> dynamics.Trajectory:
         """What-if of M plans over several rounds, judged from the forecast issued now.
@@ -342,14 +324,7 @@ class PowerTripEnv(gym.Env):
         state is on the episode's clock. This is what a receding-horizon planner
         (``powertrip_env.baselines.lookahead.ForecastMPC``) plans with.
         """
-        self._require_state()
-        m = np.asarray(plan, dtype=bool)
-        if m.ndim not in (2, 3) or m.shape[-1] != self.params.n_sites:
-            raise ValueError(
-                f"plan of shape {m.shape}: expected (M, {self.params.n_sites}) or "
-                f"(M, R, {self.params.n_sites})"
-            )
-        return dynamics.predict_plan(self.params, self.state, m, rounds)
+        return self._engine.predict_plan(plan, rounds)
 
     def clairvoyant(self) -> Clairvoyant:
         """CLAIRVOYANT: the episode's future (true power and its own jitter) from now.
@@ -357,15 +332,9 @@ class PowerTripEnv(gym.Env):
         For the references that are named clairvoyant (``baselines/references.py``) and nothing
         else. It works on copies of the state, so the episode is unchanged.
         """
-        self._require_state()
-        return Clairvoyant(self.params, self.state)
+        return self._engine.clairvoyant()
 
     # ------------------------------------------------------------------ for planners
-
-    @property
-    def n_sites(self) -> int:
-        """Sites of the catalogue the episode runs on (a drawn one's, under ``sites=``)."""
-        return self.params.n_sites
 
     def fork(self) -> PowerTripEnv:
         """An independent copy of the episode as it stands, for a planner to try moves on.
@@ -376,43 +345,39 @@ class PowerTripEnv(gym.Env):
         episode starts) is shared, not copied, so a fork costs a fraction of a millisecond under
         the surrogate learner; a real learner is copied with its model.
         """
-        shared = (self.sim, self.params, self.scenario, self.interface, self.starts, self._setup)
+        engine = self._engine
+        shared = (engine.setup, self._made, engine.sim, engine.params, engine.scenario,
+                  engine.interface, engine.starts, engine.state)  # fmt: skip
         return copy.deepcopy(self, {id(x): x for x in shared})
 
     def get_state(self) -> EpisodeState:
         """The episode as it stands, to come back to with ``set_state`` (on this env or another
         made with the same arguments)."""
         return EpisodeState(
-            sim_state=self.state, setup=self._current_setup(), base=self._base,
-            episode=self._episode, rng=copy.deepcopy(self.np_random.bit_generator.state),
+            engine=self._engine.snapshot(),
+            rng=copy.deepcopy(self.np_random.bit_generator.state),
             history=tuple(self._history),
             learner=copy.deepcopy(self.learner) if self._learns else None,
-        )  # fmt: skip
+        )
 
     def set_state(self, state: EpisodeState) -> None:
         """Continue from ``state`` (``get_state``): the next ``step`` is the one that followed
         it, bit for bit. The env must have been made with the same scenario and arguments."""
         if not isinstance(state, EpisodeState):
             raise TypeError(f"set_state takes what get_state returns, not {type(state).__name__}")
-        if self.sampler is None and state.setup.sim.scenario is not self._setup.sim.scenario:
+        theirs, ours = state.engine.setup.sim.scenario, self._made.sim.scenario
+        if self.sampler is None and theirs is not ours:
             raise ValueError(
-                f"set_state: the state is of scenario {state.setup.sim.scenario.name!r}, "
-                f"this env runs {self._setup.sim.scenario.name!r}"
+                f"set_state: the state is of scenario {theirs.name!r} ({theirs.source}), this "
+                f"env runs {ours.name!r} ({ours.source})"
             )
-        state.setup.apply(self)
-        self.state, self._base, self._episode = state.sim_state, state.base, state.episode
+        self._engine.restore(state.engine)
         self.np_random.bit_generator.state = copy.deepcopy(state.rng)
         self._history = list(state.history)
         if state.learner is not None:
             self.learner = copy.deepcopy(state.learner)
 
     # ------------------------------------------------------------------ helpers
-
-    def _current_setup(self) -> EnvSetup:
-        return EnvSetup(
-            sim=self.sim, reward=self.reward_fn, render_mode=self.render_mode,
-            interface=self.interface, starts=self.starts,
-        )  # fmt: skip
 
     def _learn(self, result: dynamics.RoundResult) -> dynamics.RoundResult:
         """The round with the accuracy the learner reached in place of the surrogate's.
@@ -421,13 +386,12 @@ class PowerTripEnv(gym.Env):
         else stay the simulator's; the accuracy, its gain (the reward) and so the episode's
         end come from the learner.
         """
-        before = float(self.state.accuracy[0])
+        before = float(self._engine.state.accuracy[0])
         after = self.learner.round(result, 0)
-        return result.with_accuracy(self.params, before, after)
+        return result.with_accuracy(self._engine.params, before, after)
 
-    def _require_state(self) -> None:
-        if self.state is None:
-            raise RuntimeError("call reset() first")
+
+_FIRST = np.zeros(1, dtype=np.intp)  # the single env's one row
 
 
 # The observation table is declared once, in powertrip_env.dynamics.features.

@@ -40,7 +40,6 @@ INFO_KEYS = (
 # SyncVectorEnv and AsyncVectorEnv stack np.bool_ (which is not an np.number) into object arrays,
 # and a Python bool has no dtype for TorchRL's reader; a 0-d array stacks as bool everywhere.
 INFO_FLAGS = ("idle", "cut", "success")
-_NO_TTA = np.float64(0.0)  # tta_h before the episode's end (a real TTA is > 0)
 
 
 class Interface:
@@ -112,11 +111,6 @@ class Interface:
         (B, M) to the (B, M, F) sites.
         """
         return self._shaped(dynamics.observe(self.params, state, self.width, self.padded))
-
-    def step(self, state: dynamics.SimState, mask: np.ndarray) -> tuple[dynamics.RoundResult, Any]:
-        """One round of every episode and the observations after it, from one kernel call."""
-        result, flat = dynamics.step_observe(self.params, state, mask, self.width, self.padded)
-        return result, self._shaped(flat)
 
     def _shaped(self, flat: np.ndarray) -> Any:
         """The kernel's flat observations in ``obs_mode``'s shape (a dict is split into copies)."""
@@ -190,166 +184,109 @@ class Interface:
 
     # ------------------------------------------------------------------ info
 
-    def tta_h(self, state: dynamics.SimState, terminated: np.ndarray) -> np.ndarray:
-        """Time to accuracy: the elapsed time on success, the time budget on failure.
+    def step(
+        self,
+        state: dynamics.SimState,
+        mask: np.ndarray,
+        scratch: dynamics.Scratch | None = None,
+    ) -> tuple[dynamics.RoundResult, Any, dynamics.Info]:
+        """One round of every episode, the observations and the info's numbers after it, from
+        one kernel call (``scratch``: ``dynamics.step_observe``'s)."""
+        result, flat, info = dynamics.step_observe(
+            self.params, state, mask, self.width, self.padded, scratch
+        )
+        return result, self._shaped(flat), info
 
-        A failed episode did not reach the target within its budget; counting it at the budget
-        keeps every policy's mean comparable (an episode cut short by the round limit would
-        otherwise look fast).
-        """
-        elapsed = self.elapsed_s(state.time_s, state.start_s)
-        return np.where(terminated, elapsed, self.params.time_budget_s) / 3600.0
+    def report(self, state: dynamics.SimState) -> dynamics.Info:
+        """The info's numbers of episodes that have just started: as after a round that did
+        nothing (the keys about the last round hold 0, False, no site and ``straggler`` -1;
+        ``tta_h`` and ``success`` 0.0 and False), so a reset reports the same keys as a step."""
+        return dynamics.report(self.params, state, self.width)
 
-    def elapsed_s(self, time_s: Any, start_s: Any) -> Any:
-        """Seconds since the episode started, never past the time budget.
+    def describe(self, result: dynamics.RoundResult) -> dynamics.Info:
+        """The info's numbers after ``result``, a round whose accuracy a real learner has set
+        (``RoundResult.with_accuracy``); ``step`` computes them for the surrogate's rounds."""
+        return dynamics.describe(self.params, result, self.width)
 
-        The kernel stops a round that reaches the budget exactly at start + budget, but that
-        sum minus start can come back one rounding step above the budget (7200.000000000001 s
-        for a 2 h budget): the clock must not read past the deadline it stopped at.
-        """
-        return np.minimum(time_s - start_s, self.params.time_budget_s)
-
-    def reset_info(self, state: dynamics.SimState) -> dict[str, Any]:
-        """The info of new episodes: every key of ``INFO_KEYS``, as after a round, as (B,) and
-        (B, M) arrays (``first_info`` takes the single env's one episode).
-
-        There was no round yet, so the keys that describe the last round hold their neutral
-        values (0, False, no site, ``straggler`` -1), as do the episode's end (``tta_h`` 0.0,
-        ``success`` False); the others say where the episode starts.
-        """
-        b, width = state.batch, self.width
-        return {
-            "round_time_s": np.zeros(b),
-            "compute_s": np.zeros(b),
-            "comm_s": np.zeros(b),
-            "elapsed_s": self.elapsed_s(state.time_s, state.start_s),
-            "start_time_s": state.start_s.copy(),
-            "trace_time": self.params.trace_t0_s + state.time_s,
-            "accuracy": state.accuracy.copy(),
-            "selected": np.zeros((b, width), dtype=bool),
-            "n_selected": np.zeros(b, dtype=np.int64),
-            "dropped": np.zeros((b, width), dtype=bool),
-            "invalid_selections": np.zeros(b, dtype=np.int64),
-            "idle": np.zeros(b, dtype=bool),
-            "cut": np.zeros(b, dtype=bool),
-            "powered_gpus": np.zeros((b, width), dtype=np.int64),
-            "available": self.pad(dynamics.available_now(self.params, state)),
-            "straggler": np.full(b, -1, dtype=np.int64),
-            "round_energy_kwh": np.zeros(b),
-            "energy_kwh": state.energy_j / dynamics.J_PER_KWH,
-            "rounds": state.rounds,
-            "tta_h": np.zeros(b),
-            "success": np.zeros(b, dtype=bool),
-        }
-
-    @staticmethod
-    def first_info(info: dict[str, Any]) -> dict[str, Any]:
-        """The first episode of a batched info, as the single env reports it: numpy scalars,
-        (M,) per-site arrays and 0-d flags (``INFO_FLAGS``)."""
-        out = {key: value[0] for key, value in info.items()}
-        for key in INFO_FLAGS:
-            out[key] = info[key][0, ...]  # 0-d
+    def batch_info(self, info: dynamics.Info) -> dict[str, Any]:
+        """Every key of ``INFO_KEYS`` as (B,) or (B, M) arrays, the vector env's layout: each a
+        fresh array the vector env may overwrite in the rows that restart."""
+        values, out = info.values, {}
+        for key, kind, col in _SPEC:
+            if kind == _FLOAT:
+                out[key] = values[:, col].copy()
+            elif kind == _INT:
+                out[key] = values[:, col].astype(np.int64)
+            elif kind == _FLAG:
+                out[key] = values[:, col] > 0.0
+            elif kind == _SITE_FLAG:
+                out[key] = info.flags[:, col].copy()
+            else:
+                out[key] = info.powered
         return out
 
-    def round_info(self, result: dynamics.RoundResult) -> dict[str, Any]:
-        """The info after a round: every key of ``INFO_KEYS`` (the single env's class docstring).
+    def episode_info(self, info: dynamics.Info) -> dict[str, Any]:
+        """The first episode's info, as the single env reports it: numpy float64 and int64
+        scalars, 0-d bool arrays for the flags (``INFO_FLAGS``) and (M,) per-site arrays; the
+        same numbers as ``batch_info``'s first row (the vector env's tests compare them).
 
-        ``tta_h`` and ``success`` hold their neutral 0.0 and False until the episode itself ends
-        (target, time budget or round limit; not a ``TimeLimit`` wrapper, which the simulation
-        does not see). (B,) arrays, or (B, M) per site, each a fresh array the vector env may
-        overwrite in the rows that restart (``episode_info`` is the single env's).
+        The single env pays for this at every step, so it is written out for speed: the floats
+        are the kernel's row's own scalars, one indexing each, and the whole numbers shared
+        int64 scalars (immutable, ``_small_ints``) looked up by value, a quarter of the cost of
+        making one.
         """
-        rec, st = result.record.T, result.state.data.T
-        flags = result.sites[:, : dynamics.POWERED_NOW] > 0.0
-        terminated = rec[dynamics.R_TERMINATED] > 0.0
-        ended = terminated | (rec[dynamics.R_TRUNCATED] > 0.0)
+        v, flags = info.values[0], info.flags[0]
+        w, ints = v.tolist(), self._small_ints
+        rounds = int(w[dynamics.I_ROUNDS])
         return {
-            "round_time_s": rec[dynamics.R_ROUND_S].copy(),
-            "compute_s": rec[dynamics.R_COMPUTE_S].copy(),
-            "comm_s": rec[dynamics.R_COMM_S].copy(),
-            "elapsed_s": self.elapsed_s(st[dynamics.TIME], st[dynamics.START]),
-            "start_time_s": st[dynamics.START].copy(),
-            "trace_time": self.params.trace_t0_s + st[dynamics.TIME],
-            "accuracy": st[dynamics.ACC].copy(),
-            "selected": self.pad(flags[:, dynamics.SELECTED]),
-            "n_selected": rec[dynamics.R_N_SELECTED].astype(np.int64),
-            "dropped": self.pad(flags[:, dynamics.DROPPED]),
-            "invalid_selections": rec[dynamics.R_INVALID].astype(np.int64),
-            "idle": rec[dynamics.R_IDLE] > 0.0,
-            "cut": rec[dynamics.R_CUT] > 0.0,
-            "powered_gpus": self.pad(result.sites[:, dynamics.POWERED_NOW].astype(np.int64)),
-            "available": self.pad(dynamics.available_now(self.params, result.state)),
-            "straggler": rec[dynamics.R_STRAGGLER].astype(np.int64),
-            "round_energy_kwh": rec[dynamics.R_ENERGY_J] / dynamics.J_PER_KWH,
-            "energy_kwh": st[dynamics.ENERGY] / dynamics.J_PER_KWH,
-            "rounds": st[dynamics.ROUNDS].astype(np.int64),
-            "tta_h": np.where(ended, self.tta_h(result.state, terminated), 0.0),
-            "success": terminated,
-        }
-
-    def episode_info(self, result: dynamics.RoundResult, r: list[float]) -> dict[str, Any]:
-        """``round_info`` of a batch of one, whose ``result.record`` row is ``r`` as a list: numpy
-        scalars and (M,) per-site arrays, the same numbers as the batched path, built for speed.
-
-        The single env pays for this at every step. Converting a numpy scalar with ``astype``
-        costs about ten times more than building one from a Python number, so the whole
-        numbers and flags are read from the row as Python values: the whole numbers are
-        shared int64 scalars (immutable, ``_small_ints``), the flags new 0-d arrays. The floats
-        are the row's own float64 scalars and take the batched path's arithmetic, bit for bit
-        (the vector env tests compare the two).
-        """
-        rec, st, site = result.record[0], result.state.data[0], result.sites[0]
-        params, ints = self.params, self._small_ints
-        # both flags; the kernel writes 0.0 or 1.0
-        flags = site[: dynamics.POWERED_NOW].astype(bool)
-        selected, dropped = flags[dynamics.SELECTED], flags[dynamics.DROPPED]
-        powered = site[dynamics.POWERED_NOW].astype(np.int64)
-        time_s, start = st[dynamics.TIME], st[dynamics.START]
-        # the row dynamics.available_now reads (dynamics.current_row), for one clock
-        available = params.available[min(int(time_s / params.interval_s), params.rows - 1)].copy()
-        if self.padded:
-            selected, dropped = self.pad(selected), self.pad(dropped)
-            powered, available = self.pad(powered), self.pad(available)
-        rounds = int(st[dynamics.ROUNDS])
-        terminated = r[dynamics.R_TERMINATED] > 0.0
-        if terminated or r[dynamics.R_TRUNCATED] > 0.0:  # as tta_h
-            elapsed = self.elapsed_s(time_s, start)
-            tta_h = (elapsed if terminated else np.float64(params.time_budget_s)) / 3600.0
-        else:
-            tta_h = _NO_TTA
-        return {
-            "round_time_s": rec[dynamics.R_ROUND_S],
-            "compute_s": rec[dynamics.R_COMPUTE_S],
-            "comm_s": rec[dynamics.R_COMM_S],
-            "elapsed_s": self.elapsed_s(time_s, start),
-            "start_time_s": start,
-            "trace_time": params.trace_t0_s + time_s,
-            "accuracy": st[dynamics.ACC],
-            "selected": selected,
-            "n_selected": ints[int(r[dynamics.R_N_SELECTED]) + 1],
-            "dropped": dropped,
-            "invalid_selections": ints[int(r[dynamics.R_INVALID]) + 1],
-            "idle": np.array(r[dynamics.R_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
-            "cut": np.array(r[dynamics.R_CUT] > 0.0),
-            "powered_gpus": powered,
-            "available": available,
-            "straggler": ints[int(r[dynamics.R_STRAGGLER]) + 1],
-            "round_energy_kwh": rec[dynamics.R_ENERGY_J] / dynamics.J_PER_KWH,
-            "energy_kwh": st[dynamics.ENERGY] / dynamics.J_PER_KWH,
+            "round_time_s": v[dynamics.I_ROUND_S],
+            "compute_s": v[dynamics.I_COMPUTE_S],
+            "comm_s": v[dynamics.I_COMM_S],
+            "elapsed_s": v[dynamics.I_ELAPSED],
+            "start_time_s": v[dynamics.I_START],
+            "trace_time": v[dynamics.I_TRACE_TIME],
+            "accuracy": v[dynamics.I_ACC],
+            "selected": flags[dynamics.IF_SELECTED],
+            "n_selected": ints[int(w[dynamics.I_N_SELECTED]) + 1],
+            "dropped": flags[dynamics.IF_DROPPED],
+            "invalid_selections": ints[int(w[dynamics.I_INVALID]) + 1],
+            "idle": np.array(w[dynamics.I_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
+            "cut": np.array(w[dynamics.I_CUT] > 0.0),
+            "powered_gpus": info.powered[0],
+            "available": flags[dynamics.IF_AVAILABLE],
+            "straggler": ints[int(w[dynamics.I_STRAGGLER]) + 1],
+            "round_energy_kwh": v[dynamics.I_ROUND_KWH],
+            "energy_kwh": v[dynamics.I_KWH],
             "rounds": ints[rounds + 1] if rounds < len(ints) - 1 else np.int64(rounds),
-            "tta_h": tta_h,
-            "success": np.array(terminated),
+            "tta_h": v[dynamics.I_TTA_H],
+            "success": np.array(w[dynamics.I_SUCCESS] > 0.0),
         }
 
     @functools.cached_property
     def _small_ints(self) -> tuple[np.int64, ...]:
-        """int64 scalars -1, 0, 1, ... up to the round limit and the site count, by value + 1.
-
-        Site indices, counts and (up to ``max_rounds``) rounds are all in it: looking one up
-        costs a quarter of making it at every step of the single env.
-        """
+        """int64 scalars -1, 0, 1, ... up to the round limit and the site count, by value + 1:
+        site indices, counts and (up to ``max_rounds``) rounds are all in it."""
         top = max(self.params.n_sites, self.params.max_rounds) + 1
         return tuple(np.int64(i) for i in range(-1, top + 1))
+
+
+# How each key of ``INFO_KEYS`` is read from the kernel's ``dynamics.Info``: a float, whole
+# number or flag of its values, one of its per-site flags, or the powered GPUs.
+_FLOAT, _INT, _FLAG, _SITE_FLAG, _POWERED = range(5)
+_WHOLE = ("n_selected", "invalid_selections", "straggler", "rounds")
+
+
+def _where(key: str) -> tuple[str, int, int]:
+    """``key``, how it is read and from which column (-1: the powered GPUs' own array)."""
+    if key == "powered_gpus":
+        return key, _POWERED, -1
+    if key in dynamics.INFO_SITE_FLAGS:
+        return key, _SITE_FLAG, dynamics.INFO_SITE_FLAGS.index(key)
+    kind = _INT if key in _WHOLE else _FLAG if key in INFO_FLAGS else _FLOAT
+    return key, kind, dynamics.INFO_FIELDS.index(key)
+
+
+_SPEC = tuple(_where(key) for key in INFO_KEYS)
 
 
 def _fast_mask(actions: np.ndarray) -> np.ndarray | None:

@@ -1,8 +1,10 @@
-"""The keyword arguments both environments take, checked in one place before either exists.
+"""The keyword arguments of both environments, checked here, in one place, before either exists.
 
 ``configure`` turns them into an ``EnvSetup``: the simulation (jitter applied), the reward, the
-``interface.Interface`` and the ``episodes.EpisodeStarts`` an environment runs on. Every bad value
-raises a ``ValueError`` naming the argument, the value and what is allowed.
+``interface.Interface`` and the ``episodes.EpisodeStarts`` an environment runs on;
+``vector_arguments`` checks what only the vector env takes. Every bad value raises a
+``ValueError`` (an unknown keyword a ``TypeError``) naming the argument, the value and what is
+allowed.
 """
 
 from __future__ import annotations
@@ -44,15 +46,6 @@ class EnvSetup:
             self, sim=sim, interface=self.interface.on(sim.params),
             starts=EpisodeStarts(sim, self.starts.split),
         )  # fmt: skip
-
-    def apply(self, env: Any) -> None:
-        """Set the attributes both environments expose (their spaces differ, and are theirs)."""
-        env.sim, env.params, env.scenario = self.sim, self.sim.params, self.sim.scenario
-        env.site_names = tuple(s.name for s in self.sim.scenario.sites)
-        env.interface, env.starts = self.interface, self.starts
-        env.reward_fn, env.reward_mode = self.reward, self.reward.name
-        env.obs_mode, env.split = self.interface.obs_mode, self.starts.split
-        env.render_mode, env.max_sites = self.render_mode, self.interface.max_sites
 
 
 def configure(
@@ -111,3 +104,43 @@ def _check_max_sites(
     if max_sites < n:
         raise ValueError(f"max_sites={max_sites}: {what}; give max_sites >= {n}, or None")
     return int(max_sites)
+
+
+def vector_arguments(
+    num_envs: Any, max_episode_steps: Any, learner: Any, sites: Any, options: Mapping[str, Any]
+) -> tuple[int, int | None]:
+    """Check what ``PowerTripVectorEnv`` takes besides ``ENV_OPTIONS``; returns ``num_envs``
+    and ``max_episode_steps`` as ints."""
+    unknown = sorted(set(options) - set(ENV_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"PowerTripVectorEnv got unexpected keyword arguments {unknown}; it takes "
+            f"num_envs, scenario, max_episode_steps and {', '.join(ENV_OPTIONS)}"
+        )
+    if sites is not None:
+        raise ValueError(
+            f"sites={sites!r}: the native vector env steps one site catalogue for every "
+            "sub-environment; for catalogues drawn per episode use "
+            "gym.make_vec(ID, num_envs, vectorization_mode='sync')"
+        )
+    if learner != "surrogate":
+        raise ValueError(
+            f"learner={learner!r}: the vector env runs the surrogate learner only (real "
+            "training keeps one model per episode); use gym.make(ID, learner=...)"
+        )
+    if not is_whole(num_envs) or num_envs < 1:
+        raise ValueError(f"num_envs={num_envs!r}: give a whole number of at least 1")
+    if max_episode_steps is not None and (not is_whole(max_episode_steps) or max_episode_steps < 1):
+        raise ValueError(
+            f"max_episode_steps={max_episode_steps!r}: give a whole number of at least 1, or None"
+        )
+    return int(num_envs), None if max_episode_steps is None else int(max_episode_steps)
+
+
+def learner_arguments(learner: Any, sites: Any, sampler: SiteSampler | None, learns: bool) -> None:
+    """The single env's ``learner`` with ``sites``: real training keeps one model per catalogue."""
+    if sampler is not None and learns:
+        raise ValueError(
+            f"learner={learner!r} with sites={sites!r}: real training keeps one model per "
+            "site catalogue; drawn catalogues run the surrogate learner only"
+        )

@@ -1,9 +1,9 @@
 """``PowerTripVectorEnv``: the Gymnasium vector adapter over ``dynamics``, a batch of B episodes.
 
-The dynamics are the simulator's batched functions, the very ones the single env calls with a
-batch of one, so sub-environment i behaves exactly like ``gym.make(ID)`` reset with the same
-seed: same observations, rewards, flags and infos, bit for bit (``tests/test_vector_env.py``
-checks it against Gymnasium's ``SyncVectorEnv``). Randomness is counter-based: seeding a
+It is an ``engine.Engine`` of B rows, as the single env is one of a single row, so
+sub-environment i behaves exactly like ``gym.make(ID)`` reset with the same seed: same
+observations, rewards, flags and infos, bit for bit (``tests/test_vector_env.py`` checks it
+against Gymnasium's ``SyncVectorEnv``). Randomness is counter-based: seeding a
 sub-environment draws one number from a generator seeded alike (``episodes.base_from``), and
 each episode's start time and jitter key are hashes of it and the episode's index, its jitter a
 hash of the key, the round and the site. So a step, autoresets included, is one call of the
@@ -25,12 +25,11 @@ from gymnasium.vector.utils import batch_space
 
 from powertrip_env import dynamics
 from powertrip_env.clairvoyant import Clairvoyant
+from powertrip_env.engine import Engine, EngineViews
 from powertrip_env.env import PowerTripEnv
-from powertrip_env.episodes import base_from
-from powertrip_env.errors import is_whole
-from powertrip_env.options import ENV_OPTIONS, configure
+from powertrip_env.options import ENV_OPTIONS, configure, vector_arguments
 from powertrip_env.scenario import Scenario
-from powertrip_env.view import DecisionView, decision_view
+from powertrip_env.view import DecisionView
 
 # The single env's signature is where the options' defaults are written (and documented).
 _SINGLE_ENV_DEFAULTS = {
@@ -38,7 +37,7 @@ _SINGLE_ENV_DEFAULTS = {
 }
 
 
-class PowerTripVectorEnv(gym.vector.VectorEnv):
+class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
     """B PowerTrip episodes advanced together by one call of the compiled simulator.
 
     Created by ``gym.make_vec("PowerTrip-v0", num_envs=B)`` (the registered
@@ -90,50 +89,20 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         sites: str | None = None,
         **options: Any,
     ) -> None:
-        unknown = sorted(set(options) - set(ENV_OPTIONS))
-        if unknown:
-            raise TypeError(
-                f"PowerTripVectorEnv got unexpected keyword arguments {unknown}; it takes "
-                f"num_envs, scenario, max_episode_steps and {', '.join(ENV_OPTIONS)}"
-            )
-        if sites is not None:
-            raise ValueError(
-                f"sites={sites!r}: the native vector env steps one site catalogue for every "
-                "sub-environment; for catalogues drawn per episode use "
-                "gym.make_vec(ID, num_envs, vectorization_mode='sync')"
-            )
-        if learner != "surrogate":
-            raise ValueError(
-                f"learner={learner!r}: the vector env runs the surrogate learner only (real "
-                "training keeps one model per episode); use gym.make(ID, learner=...)"
-            )
-        if not is_whole(num_envs) or num_envs < 1:
-            raise ValueError(f"num_envs={num_envs!r}: give a whole number of at least 1")
-        if max_episode_steps is not None and (
-            not is_whole(max_episode_steps) or max_episode_steps < 1
-        ):
-            raise ValueError(
-                f"max_episode_steps={max_episode_steps!r}: give a whole number of at least 1, "
-                "or None"
-            )
+        self.num_envs, self.max_episode_steps = vector_arguments(
+            num_envs, max_episode_steps, learner, sites, options
+        )
         options = {**_SINGLE_ENV_DEFAULTS, **options}
         setup = configure(scenario, render_modes=tuple(self.metadata["render_modes"]), **options)
-        setup.apply(self)  # sim, params, scenario, interface, starts, reward_fn, ...
-        self.num_envs = int(num_envs)
-        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self.single_action_space = self.interface.action_space
-        self.single_observation_space = self.interface.observation_space
+        self._engine = Engine(setup, self.num_envs)
+        self.declare(setup)
+        self.single_action_space = setup.interface.action_space
+        self.single_observation_space = setup.interface.observation_space
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         # as Gymnasium's own vector envs expose it (TorchRL and others read the attribute)
         self.autoreset_mode = AutoresetMode.NEXT_STEP
-
-        b = self.num_envs
-        self.state: dynamics.SimState | None = None
-        self._bases = np.zeros(b, dtype=np.int64)  # per sub-env, from its seeding (base_from)
-        self._seeded = np.zeros(b, dtype=bool)
-        self._episodes = np.zeros(b, dtype=np.int64)  # episodes since each sub-env's seeding
-        self._autoreset = np.zeros(b, dtype=bool)
+        self._autoreset = np.zeros(self.num_envs, dtype=bool)
 
     # ------------------------------------------------------------------ gym API
 
@@ -144,60 +113,53 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every sub-environment, or those in ``options["reset_mask"]``."""
-        b = self.num_envs
-        if seed is None:
-            seeds: list[int | None] = [None] * b
-        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
-            seeds = [int(seed) + i for i in range(b)]
-        else:
-            seeds = list(seed)
-            if len(seeds) != b:
-                raise ValueError(
-                    f"seed: a list of seeds needs one per sub-environment ({b}), got {len(seeds)}"
-                )
+        engine, b = self._engine, self.num_envs
+        seeds = self._seeds(seed)
         options = dict(options) if options else {}
         reset_mask = options.pop("reset_mask", None)
         if reset_mask is None:
             rows = np.ones(b, dtype=bool)
         else:
             rows = self._check_reset_mask(reset_mask)
-            if self.state is None:
-                raise RuntimeError("call reset() without a reset_mask first")
+            engine.require_state()  # a partial reset continues a batch
         for i in np.flatnonzero(rows):
-            if seeds[i] is not None or not self._seeded[i]:  # as a single env's reset(seed)
-                self._bases[i] = base_from(seeding.np_random(seeds[i])[0])
-                self._seeded[i], self._episodes[i] = True, 0
-        self._restart(rows, options or None)
+            if seeds[i] is not None or not engine.seeded[i]:  # as a single env's reset(seed)
+                engine.seed_row(i, seeding.np_random(seeds[i])[0])
+        engine.restart(np.flatnonzero(rows), options or None)
         self._autoreset[rows] = False
-        return self.interface.observe(self.state), self._reset_info(rows)
+        info = engine.interface.batch_info(engine.report())
+        if not rows.all():  # the other rows are unreported: zero and masked out
+            for value in info.values():
+                value[~rows] = 0
+        return engine.observe(), self._masked(info, rows)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        if self.state is None:
+        engine = self._engine
+        if engine.state is None:
             raise RuntimeError("call reset() before step()")
-        masks = self.interface.as_masks(actions, self.action_space, self.num_envs)
+        interface = engine.interface
+        masks = interface.as_masks(actions, self.action_space, self.num_envs)
         restart = self._autoreset
         # Every row steps (one kernel call is cheapest whole); rows that restart are then
         # replaced by their reset, and their action is ignored.
-        result, obs = self.interface.step(self.state, masks)
-        stepped = result.state
-        rewards = self.reward_fn(self.params, result)  # as the single env's reward
+        result, obs, report = engine.step(masks)
+        rewards = self.reward_fn(engine.params, result)  # as the single env's reward
         terminated, truncated = result.terminated, result.truncated
         limit = self._step_limit()
         if limit is not None:
-            truncated = truncated | (stepped.rounds >= limit)  # as TimeLimit does
+            truncated = truncated | (result.state.rounds >= limit)  # as TimeLimit does
         # every key for every row: after the round, or (rows that restart) their reset info
-        info = self.interface.round_info(result)
-
-        self.state = stepped
+        info = interface.batch_info(report)
+        engine.state = result.state
         if restart.any():
-            self._restart(restart, None)
             index = np.flatnonzero(restart)
-            fresh_state = self.state.take(index)
-            self.interface.put(obs, index, self.interface.observe(fresh_state))
+            engine.restart(index, None)
+            fresh = engine.state.take(index)
+            interface.put(obs, index, engine.observe(fresh))
             rewards[restart] = 0.0
             terminated[restart] = False
             truncated[restart] = False
-            for key, value in self.interface.reset_info(fresh_state).items():
+            for key, value in interface.batch_info(engine.report(fresh)).items():
                 info[key][index] = value
         self._autoreset = terminated | truncated
         return obs, rewards, terminated, truncated, self._masked(info, np.ones(self.num_envs, bool))
@@ -217,38 +179,51 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
 
     def action_masks(self) -> np.ndarray:
         """(B, 2N) bool for MaskablePPO: per site [may choose 0, may choose 1]; (B, 2M) padded."""
-        return self.interface.action_masks(self.available())
+        return self._engine.action_masks()
 
     def decision_view(self, i: int = 0) -> DecisionView:
         """What a policy may know now in sub-environment ``i`` (``PowerTripEnv.decision_view``)."""
-        if self.state is None:
-            raise RuntimeError("call reset() first")
-        return decision_view(self.params, self.state, self.scenario, int(i))
+        return self._engine.decision_view(i)
+
+    def predict_round(
+        self, mask: Any, i: int = 0, *, steady_state: bool = False
+    ) -> dynamics.RoundPrediction:
+        """Sub-environment ``i``'s what-if of one set or candidate sets
+        (``PowerTripEnv.predict_round``)."""
+        return self._engine.predict_round(mask, steady_state=steady_state, i=i)
 
     def candidates(
         self, rules: Sequence[tuple[float, float]] | None = None
     ) -> dynamics.CandidateBatch:
         """Every sub-environment's candidate sets for the coming round, in one compiled call
         (``PowerTripEnv.candidates``)."""
-        if self.state is None:
-            raise RuntimeError("call reset() first")
-        return dynamics.build_candidates(self.params, self.state, rules)
+        return self._engine.candidates(rules)
 
     def clairvoyant(self) -> Clairvoyant:
         """CLAIRVOYANT: every sub-environment's future from now (``PowerTripEnv.clairvoyant``),
         for the references and teachers whose names say they read it; its ``state`` is the
         batch, and it works on copies."""
-        if self.state is None:
-            raise RuntimeError("call reset() first")
-        return Clairvoyant(self.params, self.state)
+        return self._engine.clairvoyant()
 
     def available(self) -> np.ndarray:
         """(B, N) bool: sites that have at least one powered GPU now."""
-        if self.state is None:
-            raise RuntimeError("call reset() first")
-        return dynamics.available_now(self.params, self.state)
+        return self._engine.available()
 
     # ------------------------------------------------------------------ helpers
+
+    def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
+        """One seed per sub-environment: ``s + i`` from one int, a list as given."""
+        b = self.num_envs
+        if seed is None:
+            return [None] * b
+        if isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+            return [int(seed) + i for i in range(b)]
+        seeds = list(seed)
+        if len(seeds) != b:
+            raise ValueError(
+                f"seed: a list of seeds needs one per sub-environment ({b}), got {len(seeds)}"
+            )
+        return seeds
 
     def _step_limit(self) -> int | None:
         """``max_episode_steps``, from the constructor or else the registration."""
@@ -270,26 +245,6 @@ class PowerTripVectorEnv(gym.vector.VectorEnv):
                 "with at least one True"
             )
         return reset_mask.copy()
-
-    def _restart(self, rows: np.ndarray, options: dict[str, Any] | None) -> None:
-        """New episodes in the sub-environments at bool ``rows``: one call for all of them."""
-        index = np.flatnonzero(rows)
-        fresh, _ = self.starts.begin(self._bases[index], self._episodes[index], options)
-        self._episodes[index] += 1
-        if self.state is None or index.size == self.num_envs:
-            self.state = fresh
-        else:
-            self.state = self.state.put(index, fresh)
-
-    def _reset_info(self, rows: np.ndarray) -> dict[str, Any]:
-        """The single env's reset info for the sub-environments at bool ``rows``; the other
-        rows (a partial reset) are unreported: masked out and zero, as ``SyncVectorEnv``
-        leaves them."""
-        info = self.interface.reset_info(self.state)
-        if not rows.all():
-            for value in info.values():
-                value[~rows] = 0
-        return self._masked(info, rows)
 
     @staticmethod
     def _masked(info: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:

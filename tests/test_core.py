@@ -19,7 +19,7 @@ import pytest
 from scenario_files import INTERVAL_S, site, write_scenario
 
 from powertrip_env import dynamics
-from powertrip_env.interface import Interface
+from powertrip_env.dynamics.info import no_round
 from powertrip_env.simulation import load_simulation
 
 QUOTA = 100 * 600  # local_steps · site_batch
@@ -351,8 +351,14 @@ def test_tta_is_the_elapsed_time_on_success_and_the_budget_on_failure(tmp_path):
     state = dynamics.initial_state(sim.params, np.array([100.0, 100.0])).replace(
         time_s=np.array([1900.0, 2000.0])
     )
-    layout = Interface(sim.params, obs_mode="flat", action_mode="multibinary", max_sites=None)
-    np.testing.assert_array_equal(layout.tta_h(state, np.array([True, False])), [0.5, 1.0])
+    rec, srec = no_round(2, sim.params.n_sites)
+    rec[:, dynamics.R_TERMINATED] = [1.0, 0.0]  # the first reached the target, the second
+    rec[:, dynamics.R_TRUNCATED] = [0.0, 1.0]  # ran out of its (1 h) budget
+    info = dynamics.describe(sim.params, dynamics.RoundResult(state, rec, srec), width=1)
+    tta = info.values[:, dynamics.INFO_FIELDS.index("tta_h")]
+    np.testing.assert_array_equal(tta, [0.5, 1.0])
+    success = info.values[:, dynamics.INFO_FIELDS.index("success")]
+    np.testing.assert_array_equal(success, [1.0, 0.0])
 
 
 # --------------------------------------------------------------------------- learning progress

@@ -13,6 +13,8 @@ The layers, bottom first (a module may import from its own layer and the ones be
   imports them (it imports ``model_registry.PLUGINS`` by name when a saved model names a class no
   one registered yet).
 * ``powertrip_env.cli`` (the ``powertrip`` command) and ``train_agent.py``: nothing imports them.
+  ``powertrip_env.baselines.docs_site`` (``powertrip docs``) stands with them: the site's CLI
+  page reads every command's parser, the agents' included.
 
 A module belongs to the deepest listed name that holds it, so ``powertrip_env`` stands for its
 ``__init__`` (the registration) and for any module no deeper name lists: such a module may
@@ -59,12 +61,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # where episodes start
     ("powertrip_env.interface", "powertrip_env.episodes"),
     ("powertrip_env.options",),  # the constructor arguments, checked into the layers below
+    ("powertrip_env.engine",),  # B episodes of one setup: the one implementation of both envs
     ("powertrip_env.env", "powertrip_env.vector_env"),  # the Gymnasium adapters
     # the registration (``__init__``) and other libraries' glue over the adapters
     ("powertrip_env.integrations", "powertrip_env"),
     ("powertrip_env.baselines",),  # policies, references, the harness and its tools
     ("powertrip_env.agents",),  # SB3 pieces and the training run
-    ("powertrip_env.cli", "train_agent"),  # the command lines
+    # the command lines, and the documentation site's generator, which documents every one of
+    # them (it reads each command's parser, the agents' included)
+    ("powertrip_env.cli", "powertrip_env.baselines.docs_site", "train_agent"),
 )  # fmt: skip
 """The project's layers, bottom first: module or package names (a package stands for
 everything under it that no deeper name lists). Extend it as the package grows."""
@@ -76,7 +81,7 @@ DYNAMICS_LAYERS: tuple[tuple[str, ...], ...] = tuple(
         ("site_table", "learning"),  # the per-row site table; progress and rewards
         ("params",),  # a scenario as the kernel's arrays
         ("state", "tables", "jitter"),  # packed state, power tables, counter-based randomness
-        ("round",),  # a round on the true trace
+        ("round", "info"),  # a round on the true trace; what an environment reports of it
         ("predict", "observation", "formulas"),  # the what-if, the observation, the formulas
         ("candidates",),  # candidate sets ranked by the what-if
         ("plans",),  # plans played rounds ahead

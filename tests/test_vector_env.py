@@ -533,7 +533,7 @@ def test_a_batch_predicts_each_candidate_as_it_would_alone_under_non_iid_data():
 def test_autoresets_draw_every_new_episode_in_one_call_without_generators(monkeypatch):
     """Counter-based episodes: an autoreset neither seeds nor draws from a generator per
     sub-environment; the restarting rows' start times and keys come from one kernel call."""
-    from powertrip_env import vector_env
+    from powertrip_env import engine
 
     venv = gym.make_vec("PowerTrip-LoRA-v0", num_envs=8)
     venv.reset(seed=0)
@@ -544,7 +544,7 @@ def test_autoresets_draw_every_new_episode_in_one_call_without_generators(monkey
         "episode_draws",
         lambda b, e, lo, hi: calls.append(len(b)) or original(b, e, lo, hi),
     )
-    monkeypatch.setattr(vector_env, "base_from", lambda rng: seedings.append(1))
+    monkeypatch.setattr(engine, "base_from", lambda rng: seedings.append(1))
     n = venv.unwrapped.params.n_sites
     restarted = 0
     for _ in range(300):

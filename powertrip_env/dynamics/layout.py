@@ -109,6 +109,24 @@ RECORD_FIELDS = (
 SITE_RECORD = ("selected", "dropped", "powered")
 SELECTED, DROPPED, POWERED_NOW = range(len(SITE_RECORD))
 
+# What an environment reports of each episode after a round (or at reset, as after no round):
+# the numbers of its info dict, computed by the kernel in the step's own call (``info.py``).
+# (B, len(INFO_FIELDS)) float64, whole numbers and flags as 0.0/1.0; interface.INFO_KEYS says
+# which key each is and the type it is reported as.
+INFO_FIELDS = (
+    "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time",
+    "accuracy", "n_selected", "invalid_selections", "idle", "cut", "straggler",
+    "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success",
+)  # fmt: skip
+(
+    I_ROUND_S, I_COMPUTE_S, I_COMM_S, I_ELAPSED, I_START, I_TRACE_TIME, I_ACC, I_N_SELECTED,
+    I_INVALID, I_IDLE, I_CUT, I_STRAGGLER, I_ROUND_KWH, I_KWH, I_ROUNDS, I_TTA_H, I_SUCCESS,
+) = range(len(INFO_FIELDS))  # fmt: skip
+# Its per-site flags, (B, len(INFO_SITE_FLAGS), width) bool (zeros for padded sites), and the
+# powered GPUs, (B, width) int64.
+INFO_SITE_FLAGS = ("selected", "dropped", "available")
+IF_SELECTED, IF_DROPPED, IF_AVAILABLE = range(len(INFO_SITE_FLAGS))
+
 # --------------------------------------------------------------------------- a round's scratch
 
 # Per site, while a round runs: (len(WORK_FIELDS), N).
@@ -138,3 +156,4 @@ PARALLEL_CHUNKS = 64  # pieces of the batch the threads share out
 # --------------------------------------------------------------------------- units
 
 J_PER_KWH = 3.6e6  # the kernel counts energy in joules; info, views and reports give kWh
+S_PER_H = 3600.0  # and time in seconds; TTAs are reported in hours

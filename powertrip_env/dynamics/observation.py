@@ -3,14 +3,15 @@
 Every site feature but one depends only on the trace row, so ``build_params`` computes them
 once per scenario (``site_table``) and an observation is a copy of the current row plus the
 episode's joined slots and its global features (`_observe_batch`). The columns are declared in
-``features.py``; ``step_observe`` runs a round and observes in one call into compiled code.
+``features.py``; ``step_observe`` runs a round, observes and reports the info in one call into
+compiled code.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numba
 import numpy as np
@@ -26,6 +27,7 @@ from powertrip_env.dynamics.features import (
     N_GLOBAL,
     N_SITE_FEATURES,
 )
+from powertrip_env.dynamics.info import Info, _fill_info
 from powertrip_env.dynamics.jit import compiled, jit
 from powertrip_env.dynamics.layout import (
     ACC,
@@ -35,16 +37,20 @@ from powertrip_env.dynamics.layout import (
     C_T0,
     C_TIME_SCALE,
     COVERAGE,
+    INFO_FIELDS,
+    INFO_SITE_FLAGS,
     JOINED,
     LAST_ROUND,
     NO_JITTER,
     PARALLEL_CHUNKS,
     PARALLEL_MIN_BATCH,
+    RECORD_FIELDS,
+    SITE_RECORD,
     START,
     TIME,
 )
 from powertrip_env.dynamics.round import _step_batch
-from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool, _round_buffers
+from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool
 from powertrip_env.dynamics.tables import _row
 
 if TYPE_CHECKING:
@@ -82,14 +88,20 @@ def _observe_batch(c, site_obs, state, out, width, valid):
 
 
 @jit
-def _step_observe(c, site, table, site_obs, state, masks, jitter, rec, srec, out, width, valid):
-    """`_step_batch` then `_observe_batch`: what an environment step needs, in one call."""
+def _step_observe(
+    c, site, table, site_obs, state, masks, jitter, rec, srec, out, width, valid, iv, fl, pw
+):
+    """`_step_batch`, `_observe_batch` and `_fill_info`: all an environment step needs, in one
+    call (``iv``, ``fl``, ``pw``: the ``Info`` arrays)."""
     _step_batch(c, site, table, state, masks, jitter, rec, srec)
     _observe_batch(c, site_obs, state, out, width, valid)
+    _fill_info(c, table, state, rec, srec, iv, fl, pw)
 
 
 @compiled(nogil=True, error_model="numpy", parallel=True)
-def _step_observe_parallel(c, site, table, site_obs, state, masks, rec, srec, out, width, valid):
+def _step_observe_parallel(
+    c, site, table, site_obs, state, masks, rec, srec, out, width, valid, iv, fl, pw
+):
     """`_step_observe` on all cores: the batch in chunks, each episode as in the serial call."""
     b = state.shape[0]
     chunks = min(b, PARALLEL_CHUNKS)
@@ -97,7 +109,7 @@ def _step_observe_parallel(c, site, table, site_obs, state, masks, rec, srec, ou
         lo, hi = ch * b // chunks, (ch + 1) * b // chunks
         _step_observe(
             c, site, table, site_obs, state[lo:hi], masks[lo:hi], NO_JITTER, rec[lo:hi],
-            srec[lo:hi], out[lo:hi], width, valid,
+            srec[lo:hi], out[lo:hi], width, valid, iv[lo:hi], fl[lo:hi], pw[lo:hi],
         )  # fmt: skip
 
 
@@ -109,19 +121,57 @@ def _obs_buffer(batch: int, width: int, valid: bool) -> np.ndarray:
 
 
 def step_observe(
-    params: SimParams, state: SimState, mask: np.ndarray, width: int, valid: bool
-) -> tuple[RoundResult, np.ndarray]:
-    """`step_round` and the new observations, flat (B, width·F + G [+ width]), in one call."""
-    data, record, sites = _round_buffers(params, state)
+    params: SimParams,
+    state: SimState,
+    mask: np.ndarray,
+    width: int,
+    valid: bool,
+    scratch: Scratch | None = None,
+) -> tuple[RoundResult, np.ndarray, Info]:
+    """`step_round`, the new observations, flat (B, width·F + G [+ width]), and the info's
+    numbers (``info.Info``, per-site parts of ``width`` sites), in one call.
+
+    ``scratch`` (``Scratch.fit``) lends the round's record and the info's values, which a caller
+    that reads them before its next step need not have made anew (the environments' steps);
+    the state, the observations and the per-site flags are fresh arrays every call.
+    """
+    data = state.data.copy()
     b = data.shape[0]
+    if scratch is None:
+        scratch = Scratch.fit(None, b, params.n_sites)
     obs = _obs_buffer(b, width, valid)
+    info = Info(
+        scratch.values, np.empty((b, len(INFO_SITE_FLAGS), width), np.bool_),
+        np.empty((b, width), np.int64),
+    )  # fmt: skip
+    record, sites = scratch.record, scratch.sites
     args = (params.consts, params.site, params.table, params.site_obs, data, _c_bool(mask))
     if b >= PARALLEL_MIN_BATCH and numba.get_num_threads() > 1:
         with _PARALLEL_LOCK:  # numba's "workqueue" thread pool is documented not thread-safe
-            _step_observe_parallel(*args, record, sites, obs, width, valid)
+            _step_observe_parallel(*args, record, sites, obs, width, valid, *info)
     else:
-        _step_observe(*args, NO_JITTER, record, sites, obs, width, valid)
-    return RoundResult(SimState(data), record, sites), obs
+        _step_observe(*args, NO_JITTER, record, sites, obs, width, valid, *info)
+    return RoundResult(SimState(data), record, sites), obs, info
+
+
+class Scratch(NamedTuple):
+    """What a step writes and its caller reads before the next: the round's record, its
+    per-site record and the info's values, for a batch of B episodes of N sites."""
+
+    record: np.ndarray
+    sites: np.ndarray
+    values: np.ndarray
+
+    @staticmethod
+    def fit(scratch: Scratch | None, batch: int, n_sites: int) -> Scratch:
+        """``scratch`` if it fits ``batch`` episodes of ``n_sites`` sites, else new arrays."""
+        if scratch is not None and scratch.sites.shape == (batch, len(SITE_RECORD), n_sites):
+            return scratch
+        return Scratch(
+            np.empty((batch, len(RECORD_FIELDS))),
+            np.empty((batch, len(SITE_RECORD), n_sites)),
+            np.empty((batch, len(INFO_FIELDS))),
+        )
 
 
 def observe(params: SimParams, state: SimState, width: int, valid: bool) -> np.ndarray:
