@@ -11,6 +11,7 @@ from gymnasium.envs.registration import register, registry
 
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.scenario import Scenario, load_scenario, scenario_names
+from powertrip_env.scenario.types import DEFAULT_MAX_ROUNDS
 
 __version__ = "0.2.0"
 
@@ -42,7 +43,7 @@ SUITE_IDS: tuple[str, ...] = (
 # covers every shipped scenario, PowerTrip-Large-v0 included). Their catalogue changes per
 # episode, so they have no native vector env: gym.make_vec runs them in a SyncVectorEnv.
 SAMPLED_ENV_IDS: dict[str, tuple[str, int]] = {"PowerTrip-Random-v0": ("default", 32)}
-MAX_EPISODE_STEPS = 1000
+MAX_EPISODE_STEPS = DEFAULT_MAX_ROUNDS  # as the simulation's own limit
 # Where Gymnasium finds the environments; tools compare registry entries against these to tell
 # PowerTrip IDs (including a user's own registrations) from other environments.
 ENTRY_POINT = "powertrip_env.env:PowerTripEnv"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from powertrip_env.dynamics.candidates import build_candidates
+from powertrip_env.dynamics.layout import S_PER_H
 from powertrip_env.dynamics.params import forecast_world
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.tables import current_row
@@ -107,7 +108,7 @@ def _play(
         ended[live] = result.terminated | result.truncated
         success[live] = result.terminated
     elapsed = np.where(success, state.time_s - state.start_s, params.time_budget_s)
-    return Trajectory(state, success, ended, elapsed / 3600.0)
+    return Trajectory(state, success, ended, elapsed / S_PER_H)
 
 
 def predict_plan(

@@ -17,6 +17,7 @@ from powertrip_env.errors import ScenarioError
 from powertrip_env.scenario.fields import Table
 from powertrip_env.scenario.paths import resolve_file
 from powertrip_env.scenario.types import (
+    DEFAULT_MAX_ROUNDS,
     Episode,
     GpuType,
     LearnerConfig,
@@ -256,7 +257,7 @@ def load_episode(t: Table, trace: Table) -> Episode:
     test_days = trace.day_range("test_days", (22, 31))
     episode = Episode(
         time_budget_h=t.number("time_budget_h", lo=0.0, lo_open=True, hi=24.0 * 7),
-        max_rounds=t.integer("max_rounds", 1000, lo=1),
+        max_rounds=t.integer("max_rounds", DEFAULT_MAX_ROUNDS, lo=1),
         h_ref_h=t.number("h_ref_h", lo=0.0, lo_open=True),
         idle_s=t.number("idle_s", 0.0, lo=0.0),
         jitter_sigma=t.number("jitter_sigma", 0.05, lo=0.0, hi=1.0),

@@ -92,6 +92,11 @@ class Network:
     join_mode: str = "blocking"  # "blocking": the round waits for a joiner; or "non_blocking"
 
 
+# An episode's round limit unless its scenario sets [episode] max_rounds; the registered IDs'
+# max_episode_steps is the same number, so TimeLimit and the simulation end an episode alike.
+DEFAULT_MAX_ROUNDS = 1000
+
+
 @dataclass(frozen=True)
 class Episode:
     """Episode length, reference time and the simulator's nuisance parameters."""
