@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from powertrip_env.dynamics import (
-    S_PER_H,
     comm_time_s,
     delta_progress,
     join_bound_dp,
@@ -151,7 +150,7 @@ class _RoundGrid:
         return self.future.finish_s(begin, self.p.quota * self.compute_min)
 
     def hours(self, end_s: float) -> float:
-        return (min(end_s, self.budget_end) - self.start) / S_PER_H
+        return (min(end_s, self.budget_end) - self.start) / 3600.0
 
 
 def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
@@ -223,7 +222,7 @@ def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
     reached = _integrate(
         p, grid, step_s, (varying, history, batch, inv_time), float(state.progress[0]), need
     )
-    return (min(reached, budget_end) - start) / S_PER_H
+    return (min(reached, budget_end) - start) / 3600.0
 
 
 def _round_table(

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from powertrip_env import dynamics
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy, subset_matrix
 from powertrip_env.baselines.policies import (
     MyopicOptimal,
@@ -272,7 +271,7 @@ class BeamPlanner(Policy):
         best_tta, best_plan, self.source = first.tta_h, list(first.masks), first.name
 
         # The exchange rate between time and progress when scoring: the best start's pace.
-        rate = need / (best_tta * dynamics.S_PER_H) if best_tta > 0.0 else need / p.time_budget_s
+        rate = need / (best_tta * 3600.0) if best_tta > 0.0 else need / p.time_budget_s
         beam = future.state
         plans: list[list[np.ndarray]] = [[]]
         for _ in range(p.max_rounds - self._first_round):
@@ -281,7 +280,7 @@ class BeamPlanner(Policy):
             parents, masks = self._children(future, beam, plans)
             child = future.simulate(masks, beam.take(parents), rounds=1)
             child_state = child.state
-            elapsed_h = (child_state.time_s - child_state.start_s) / dynamics.S_PER_H
+            elapsed_h = (child_state.time_s - child_state.start_s) / 3600.0
             won = child.success
             if won.any():
                 i = int(np.argmin(np.where(won, elapsed_h, np.inf)))
