@@ -1,7 +1,7 @@
 """Produce the shipped general agent (agents/pretrained) and its zero-shot table.
 
     powertrip pretrain            # train on the suite's four tasks, ship the best model
-    powertrip pretrain --table    # the zero-shot table: RESULTS.md and README.md
+    powertrip pretrain --table    # the zero-shot tables: RESULTS.md and docs/training.md
 
 Training is ``train_agent.py``'s run (``powertrip_env.agents.training``) with the arguments in
 ``TRAIN_ARGS``: PPO over candidate site sets (``agents/candidates.py``, whose features do not
@@ -32,9 +32,9 @@ import pandas as pd
 
 from powertrip_env.agents import training
 from powertrip_env.atomic import atomic_path, write_text
+from powertrip_env.baselines.doc_blocks import BlockFiles
 from powertrip_env.baselines.evaluate import evaluate
 from powertrip_env.baselines.models import PRETRAINED, pretrained_model_path
-from powertrip_env.baselines.readme_tables import splice
 from powertrip_env.baselines.registry import default_policy_names
 from powertrip_env.scenario.sampling import SiteSampler
 
@@ -67,7 +67,7 @@ TARGETS = [
      "examples/scenarios/solar-12.toml"),
 ]  # fmt: skip
 BASELINES = ["PowerTrip", "MyopicOptimal", "HorizonRule", "ForecastMPC", "BestFixedSet"]
-README_BLOCK = "zero-shot"
+ZERO_SHOT_BLOCK = "zero-shot"
 
 # Beyond MyopicOptimal's 16 sites: (label, env ID, gym.make arguments). Every deployable
 # heuristic that runs there (``default_policy_names``) and the two clairvoyant references.
@@ -212,7 +212,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        default=Path("README.md"),
+        help="the README whose checkout to update: it or a page under docs/ beside it holds each "
+        "table's block (default: README.md in the current folder)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     dest = pretrained_model_path().parent
@@ -220,16 +226,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return train(args.run_dir, dest, args.force)
     if not args.readme.is_file():
         parser.error(f"--readme {str(args.readme)!r}: not found; run from the repository root")
-    text = args.readme.read_text(encoding="utf-8")
-    for block in (README_BLOCK, BEYOND_16_BLOCK):
-        splice(text, block, "")  # fail before the long run if a block is missing
+    pages = BlockFiles(args.readme)
+    try:
+        pages.locate(ZERO_SHOT_BLOCK, BEYOND_16_BLOCK)  # fail before the long run if one is missing
+    except ValueError as exc:
+        parser.error(f"--readme {str(args.readme)!r}: {exc}")
     table = zero_shot_table(args.episodes, args.seed, not args.no_progress)
     beyond = beyond_16_table(args.episodes, args.seed, not args.no_progress)
     write_text(
         dest / "RESULTS.md",
         f"# Zero-shot results of the pretrained agent\n\n{table}\n## Beyond 16 sites\n\n{beyond}",
     )
-    write_text(args.readme, splice(splice(text, README_BLOCK, table), BEYOND_16_BLOCK, beyond))
+    pages.splice(ZERO_SHOT_BLOCK, table)
+    pages.splice(BEYOND_16_BLOCK, beyond)
+    pages.write()
     print(table)
     print(beyond)
     return 0

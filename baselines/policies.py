@@ -194,7 +194,7 @@ class PowerTrip(Policy):
 class PowerTripRTT(PowerTrip):
     """PowerTrip with the abstract's score read literally: available power over the RTT to the
     aggregator. The aggregator's own site, a few milliseconds from itself, then always ranks
-    first; kept to show what that costs (README, "Baselines")."""
+    first; kept to show what that costs (docs/evaluation.md)."""
 
     name = "PowerTripRTT"
 

@@ -1,29 +1,33 @@
-"""Regenerate README.md's baseline tables and its headroom table with the harness.
+"""Regenerate the documentation's tables of results with the harness: README.md's and docs/'.
 
-The tables in README.md are harness output, never typed by hand: each sits between
-``<!-- results:ID -->`` and ``<!-- /results:ID -->`` markers and this command replaces it with a
-fresh ``summary.md`` table; the block ``<!-- results:headroom -->`` gets
-``powertrip_env.baselines.headroom``'s table over every ID, and ``fidelity`` and ``sensitivity`` get
-the flagship's calibration table (``powertrip_env.baselines.fidelity``) and its sweep
-(``powertrip_env.baselines.sensitivity``, 10 episodes a setting), and ``leaderboard`` the
-benchmark's tables over the suite (``powertrip_env.baselines.benchmark``; its performance profile is
-copied to ``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes both from a
-finished ``powertrip benchmark --out DIR`` instead of running it). ``powertrip readme-tables``
-re-runs every registered ID and updates ``README.md`` in the current folder (run it from the
-repository root, or pass ``--readme``): an installed package has no README of its own to find.
+The tables are harness output, never typed by hand: each sits between ``<!-- results:NAME -->``
+and ``<!-- /results:NAME -->`` markers, in README.md or in one page of ``docs/``
+(``powertrip_env.baselines.doc_blocks`` finds the file that holds each), and this command
+replaces it with a fresh table. ``<!-- results:ID -->`` gets the harness's ``summary.md`` for
+the ID; ``headroom`` gets ``powertrip_env.baselines.headroom``'s table over every ID,
+``fidelity`` and ``sensitivity`` the flagship's calibration table
+(``powertrip_env.baselines.fidelity``) and its sweep (``powertrip_env.baselines.sensitivity``,
+10 episodes a setting), and ``leaderboard`` the benchmark's tables over the suite
+(``powertrip_env.baselines.benchmark``; its performance profile is copied to
+``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes both from a finished
+``powertrip benchmark --out DIR`` instead of running it). ``powertrip readme-tables`` re-runs
+every registered ID and updates the README.md in the current folder and the pages under the
+docs/ folder beside it (run it from the repository root, or pass ``--readme``): an installed
+package has no documentation of its own to find. The site's pages that show these tables are
+generated from them: run ``powertrip docs`` afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import powertrip_env
-from powertrip_env.atomic import write_bytes, write_text
+from powertrip_env.atomic import write_bytes
 from powertrip_env.baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
+from powertrip_env.baselines.doc_blocks import BlockFiles
 from powertrip_env.baselines.evaluate import evaluate
 
 HEADROOM = "headroom"  # the block of the headroom table
@@ -41,19 +45,6 @@ RESULT_IDS = [
 ]
 
 DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in
-
-
-def splice(text: str, env_id: str, table: str) -> str:
-    """Replace the block between the markers of ``env_id`` in ``text`` with ``table``."""
-    pattern = re.compile(
-        rf"(<!-- results:{re.escape(env_id)} -->\n).*?(<!-- /results:{re.escape(env_id)} -->)",
-        re.DOTALL,
-    )
-    if not pattern.search(text):
-        raise ValueError(
-            f"README has no '<!-- results:{env_id} -->' ... '<!-- /results:{env_id} -->' block"
-        )
-    return pattern.sub(lambda m: m.group(1) + table.rstrip("\n") + "\n" + m.group(2), text)
 
 
 def readme_board(board: str) -> str:
@@ -84,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         "--readme",
         type=Path,
         default=DEFAULT_README,
-        help="the README to update (default: README.md in the current folder)",
+        help="the README whose checkout to update: it and the pages under docs/ beside it hold "
+        "the blocks (default: README.md in the current folder)",
     )
     parser.add_argument(
         "--tables",
@@ -105,11 +97,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point: refresh the chosen blocks of the README; returns 0.
+    """Command-line entry point: refresh the chosen blocks of the documentation; returns 0.
 
     Every argument and every marker is checked before the first table is computed, since a
-    full refresh runs for a long time and a typo found at its end would waste all of it; the
-    README is written once, at the end, so a stop half-way leaves it as it was.
+    full refresh runs for a long time and a typo found at its end would waste all of it; each
+    page is written once, at the end, so a stop half-way leaves them all as they were.
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -122,7 +114,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"--readme {str(args.readme)!r}: file not found ({args.readme.absolute()}); run "
             "from the repository root or pass --readme PATH"
         )
-    text = args.readme.read_text(encoding="utf-8")
     tabled = [env_id for env_id in env_ids if env_id in RESULT_IDS]
     blocks = {
         "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD],
@@ -131,32 +122,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         "calibration": [FIDELITY, SENSITIVITY],
         "leaderboard": [LEADERBOARD],
     }[args.tables]
-    for block in blocks:
-        try:
-            splice(text, block, "")  # fail before any long run if a marker is missing
-        except ValueError as exc:
-            parser.error(f"--readme {str(args.readme)!r}: {exc}")
+    pages = BlockFiles(args.readme)
+    try:
+        pages.locate(*blocks)  # fail before any long run if a marker is missing
+    except ValueError as exc:
+        parser.error(f"--readme {str(args.readme)!r}: {exc}")
     progress = not args.no_progress
     for env_id in (b for b in blocks if b not in (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD)):
         print(f"evaluating {env_id} ...", file=sys.stderr)
-        text = splice(text, env_id, table_for(env_id, args.episodes, args.seed, progress))
+        pages.splice(env_id, table_for(env_id, args.episodes, args.seed, progress))
     if HEADROOM in blocks:
-        text = splice(text, HEADROOM, _headroom_table(env_ids, args, progress))
+        pages.splice(HEADROOM, _headroom_table(env_ids, args, progress))
     if FIDELITY in blocks:
         print("fidelity of PowerTrip-v0 ...", file=sys.stderr)
         report = fidelity.fidelity(
             "PowerTrip-v0", episodes=args.episodes, seed=args.seed, progress=progress
         )
-        text = splice(text, FIDELITY, fidelity.to_markdown(report))
+        pages.splice(FIDELITY, fidelity.to_markdown(report))
     if SENSITIVITY in blocks:
         print("sensitivity of PowerTrip-v0 ...", file=sys.stderr)
         swept = sensitivity.sensitivity(
             "PowerTrip-v0", episodes=SENSITIVITY_EPISODES, seed=args.seed, progress=progress
         )
-        text = splice(text, SENSITIVITY, sensitivity.to_markdown(swept))
+        pages.splice(SENSITIVITY, sensitivity.to_markdown(swept))
     if LEADERBOARD in blocks:
-        text = _splice_leaderboard(text, args)
-    write_text(args.readme, text)
+        _splice_leaderboard(pages, args)
+    for path in pages.write():
+        print(f"updated {path}", file=sys.stderr)
+    print("then run `powertrip docs` to refresh the site's pages built from them", file=sys.stderr)
     return 0
 
 
@@ -172,8 +165,8 @@ def _headroom_table(env_ids: list[str], args: argparse.Namespace, progress: bool
     return headroom.to_markdown(summaries)
 
 
-def _splice_leaderboard(text: str, args: argparse.Namespace) -> str:
-    """``text`` with the benchmark's tables in the leaderboard block; writes the profile PNG.
+def _splice_leaderboard(pages: BlockFiles, args: argparse.Namespace) -> None:
+    """Put the benchmark's tables in the leaderboard block of ``pages``; writes the profile PNG.
 
     The board and its profile come from one benchmark (run here, or the ``--leaderboard-from``
     folder), so the README's table and its picture never describe two different runs.
@@ -196,9 +189,8 @@ def _splice_leaderboard(text: str, args: argparse.Namespace) -> str:
         )
         png = png_path.read_bytes()
         png_path.unlink()
-    text = splice(text, LEADERBOARD, readme_board(board))
+    pages.splice(LEADERBOARD, readme_board(board))
     write_bytes(profile, png)
-    return text
 
 
 if __name__ == "__main__":

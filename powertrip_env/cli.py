@@ -66,7 +66,12 @@ COMMANDS: dict[str, Command] = {
         "powertrip_env.baselines.tune", "tune the lookahead rules' horizon and margin on train days"
     ),
     "readme-tables": Command(
-        "powertrip_env.baselines.readme_tables", "regenerate README.md's generated tables"
+        "powertrip_env.baselines.readme_tables",
+        "regenerate the tables of results in README.md and docs/",
+    ),
+    "docs": Command(
+        "powertrip_env.baselines.docs_site",
+        "write the documentation site's generated pages, or --check them",
     ),
 }
 

@@ -105,7 +105,7 @@ class PowerTripEnv(EngineViews, gym.Env):
     selected, `straggler` -1), and `tta_h` and `success` are 0.0 and False until the episode
     itself ends (a real TTA is > 0; a `TimeLimit` cut is not the episode's end). Names are not
     in info: the straggler's is `env.unwrapped.site_names[info["straggler"]]` when it is >= 0.
-    README's "Quick start" says what each key means.
+    docs/environment.md ("What info holds") says what each key means.
 
     | Key                                | dtype, shape  | After reset                 |
     |------------------------------------|---------------|-----------------------------|
@@ -171,7 +171,8 @@ class PowerTripEnv(EngineViews, gym.Env):
 
     Registered IDs: `PowerTrip-v0` (the flagship, scenario `default`), `PowerTrip-LoRA-v0`,
     `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`, `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`,
-    `PowerTrip-Digits-v0`, and `PowerTrip-Random-v0` (the flagship's job on drawn sites,
+    `PowerTrip-Digits-v0`, `PowerTrip-NonBlocking-v0`, `PowerTrip-Solar-v0`,
+    `PowerTrip-Wide-v0`, and `PowerTrip-Random-v0` (the flagship's job on drawn sites,
     `max_sites=32`).
 
     ## Vectorized environment

@@ -62,8 +62,7 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
       ``autoreset_mode`` attribute, as on Gymnasium's vector envs): the step after a
       sub-environment ends returns its reset observation and reset info, reward 0, and both
       flags False, and ignores its action. Libraries that need same-step resets (TorchRL,
-      skrl) take a ``SyncVectorEnv`` with ``AutoresetMode.SAME_STEP`` (README, "Other RL
-      libraries").
+      skrl) take a ``SyncVectorEnv`` with ``AutoresetMode.SAME_STEP`` (docs/other-libraries.md).
     * Seeding: ``reset(seed=s)`` seeds sub-environment i with ``s + i`` (a list gives one seed
       each); later autoresets start that sub-environment's next episode, as a single env's
       ``reset()`` without a seed does.

@@ -25,7 +25,14 @@ from powertrip_env.baselines.statistics import (
 )
 from powertrip_env.errors import EvaluationError
 
-OUTPUT_FILES = {"episodes.csv", "summary.md", "tta.png", "accuracy_vs_time.png"}
+OUTPUT_FILES = {
+    "episodes.csv",
+    "summary.md",
+    "tta.png",
+    "tta_paired.png",
+    "accuracy_vs_time.png",
+    "timeline.png",
+}
 
 
 # --------------------------------------------------------------------------- statistics
@@ -416,7 +423,7 @@ def test_zero_episodes_is_refused(tmp_path, capsys):
 
 
 def test_readme_tables_splice_replaces_only_the_named_block() -> None:
-    from powertrip_env.baselines.readme_tables import splice
+    from powertrip_env.baselines.doc_blocks import splice
 
     text = (
         "intro\n<!-- results:PowerTrip-v0 -->\nold table\n<!-- /results:PowerTrip-v0 -->\n"
@@ -429,15 +436,58 @@ def test_readme_tables_splice_replaces_only_the_named_block() -> None:
         splice(text, "PowerTrip-Large-v0", "x")
 
 
-def test_readme_has_a_results_block_for_every_registered_id() -> None:
-    from powertrip_env.baselines.readme_tables import splice
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def test_the_docs_hold_one_results_block_for_every_registered_id() -> None:
+    """Each block lives in exactly one file: README.md or a page under docs/ (``holder`` raises
+    when none or several hold it)."""
+    from powertrip_env.baselines.doc_blocks import holder
     from powertrip_env.baselines.readme_tables import RESULT_IDS
 
+    readme = Path(__file__).resolve().parents[1] / "README.md"
     for env_id in (*RESULT_IDS, "headroom", "fidelity", "sensitivity", "leaderboard"):
-        splice(text, env_id, "")  # raises if the block is missing
+        assert holder(env_id, readme).suffix == ".md"
+    assert holder("leaderboard", readme) == readme  # the front door keeps the leaderboard
     assert set(powertrip_env.ENV_IDS) - set(RESULT_IDS) <= set(powertrip_env.SUITE_IDS)
+
+
+def test_readme_tables_updates_a_block_where_it_lives_now(tmp_path, monkeypatch) -> None:
+    """A block moved to a page under docs/ is found and updated there; the README's own blocks
+    in the README; nothing else in either file changes."""
+    import powertrip_env.baselines.readme_tables as readme_tables
+
+    (tmp_path / "docs" / "deep").mkdir(parents=True)
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# mine\n<!-- results:PowerTrip-v0 -->\nold\n<!-- /results:PowerTrip-v0 -->\n"
+    )
+    page = tmp_path / "docs" / "deep" / "page.md"
+    page.write_text(
+        "# page\n<!-- results:PowerTrip-KWS-v0 -->\nold\n<!-- /results:PowerTrip-KWS-v0 -->\n"
+    )
+    monkeypatch.setattr(readme_tables, "table_for", lambda env_id, *a: f"| {env_id} |\n")
+    argv = ["--readme", str(readme), "--env", "PowerTrip-v0", "--env", "PowerTrip-KWS-v0"]
+    assert readme_tables.main([*argv, "--tables", "results", "--no-progress"]) == 0
+    assert readme.read_text() == (
+        "# mine\n<!-- results:PowerTrip-v0 -->\n| PowerTrip-v0 |\n<!-- /results:PowerTrip-v0 -->\n"
+    )
+    assert page.read_text() == (
+        "# page\n<!-- results:PowerTrip-KWS-v0 -->\n| PowerTrip-KWS-v0 |\n"
+        "<!-- /results:PowerTrip-KWS-v0 -->\n"
+    )
+
+
+def test_readme_tables_refuses_a_block_held_twice(tmp_path, monkeypatch, capsys) -> None:
+    import powertrip_env.baselines.readme_tables as readme_tables
+
+    block = "<!-- results:PowerTrip-v0 -->\nold\n<!-- /results:PowerTrip-v0 -->\n"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text(block)
+    (tmp_path / "docs" / "copy.md").write_text(block)
+    monkeypatch.setattr(readme_tables, "table_for", lambda *a: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as info:
+        readme_tables.main(["--readme", str(tmp_path / "README.md"), "--env", "PowerTrip-v0"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "2 files" in err and "copy.md" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("tables", ["all", "results", "headroom", "calibration", "leaderboard"])

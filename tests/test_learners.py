@@ -210,7 +210,7 @@ def test_shards_follow_the_data_shares_and_the_dirichlet_skew() -> None:
 
 
 def test_users_bring_their_own_model_and_per_site_datasets() -> None:
-    # The README's example: any nn.Module factory, one (inputs, labels) pair per site.
+    # docs/real-training.md's example: any nn.Module factory, one (inputs, labels) pair per site.
     g = torch.Generator().manual_seed(0)
     x = torch.randn(400, 5, generator=g)
     y = (x[:, 0] > 0).long()

@@ -1,7 +1,7 @@
-"""README's "Other RL libraries": each snippet runs as written, and the libraries read info.
+"""docs/other-libraries.md: each snippet runs as written, and the libraries read info.
 
-The snippets are read from README.md (each follows an ``<!-- other-libraries:NAME -->`` line) and
-run in a fresh interpreter in an empty folder, so the README cannot drift from what was tested
+The snippets are read from the page (each follows an ``<!-- other-libraries:NAME -->`` line) and
+run in a fresh interpreter in an empty folder, so the page cannot drift from what was tested
 and the snippets need no file of the checkout. A snippet that needs TorchRL, Tianshou or skrl is
 skipped where that library is not installed (the project does not depend on them: ``pip install
 torchrl tianshou skrl`` beside it to run them); the CleanRL-style loop needs Gymnasium only and
@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "other-libraries.md"
 SNIPPET = re.compile(r"<!-- other-libraries:(\S+) -->\n```python\n(.*?)```", re.DOTALL)
 
 
-def readme_snippets() -> dict[str, str]:
-    """The README's snippets of the section, by the name in their marker."""
-    return dict(SNIPPET.findall((ROOT / "README.md").read_text(encoding="utf-8")))
+def page_snippets() -> dict[str, str]:
+    """The page's snippets, by the name in their marker."""
+    return dict(SNIPPET.findall(PAGE.read_text(encoding="utf-8")))
 
 
 def run_python(code: str, cwd: Path, timeout: float = 600) -> str:
@@ -45,29 +46,29 @@ def run_python(code: str, cwd: Path, timeout: float = 600) -> str:
 
 
 def test_the_section_has_the_four_snippets():
-    assert set(readme_snippets()) == {"cleanrl", "torchrl", "tianshou", "skrl"}
+    assert set(page_snippets()) == {"cleanrl", "torchrl", "tianshou", "skrl"}
 
 
-def test_readme_cleanrl_style_loop_runs_and_reports_episode_ends(tmp_path):
-    out = run_python(readme_snippets()["cleanrl"], tmp_path)
+def test_the_cleanrl_style_loop_runs_and_reports_episode_ends(tmp_path):
+    out = run_python(page_snippets()["cleanrl"], tmp_path)
     assert re.search(r"env \d: TTA \d+\.\d h, success (True|False)", out), out[-2000:]
 
 
-def test_readme_torchrl_snippet_runs_and_reads_tta_at_episode_ends(tmp_path):
+def test_the_torchrl_snippet_runs_and_reads_tta_at_episode_ends(tmp_path):
     pytest.importorskip("torchrl")
-    out = run_python(readme_snippets()["torchrl"], tmp_path)
+    out = run_python(page_snippets()["torchrl"], tmp_path)
     assert "tensor([" in out and "tensor([]" not in out, out[-2000:]  # some episodes ended
 
 
-def test_readme_tianshou_snippet_runs_and_stores_info_in_the_buffer(tmp_path):
+def test_the_tianshou_snippet_runs_and_stores_info_in_the_buffer(tmp_path):
     pytest.importorskip("tianshou")
-    out = run_python(readme_snippets()["tianshou"], tmp_path)
+    out = run_python(page_snippets()["tianshou"], tmp_path)
     assert re.search(r"\[\s*\d", out), out[-2000:]  # the TTA of at least one finished episode
 
 
-def test_readme_skrl_snippet_runs(tmp_path):
+def test_the_skrl_snippet_runs(tmp_path):
     pytest.importorskip("skrl")
-    run_python(readme_snippets()["skrl"] + "\nassert observations.shape == (4, 156)\n", tmp_path)
+    run_python(page_snippets()["skrl"] + "\nassert observations.shape == (4, 156)\n", tmp_path)
 
 
 def test_torchrl_gym_env_with_num_envs_reads_every_info_key_as_a_tensor(tmp_path):
@@ -99,7 +100,7 @@ def test_skrl_ppo_trains_on_the_multidiscrete_action_mode(tmp_path):
     """skrl has no MultiBinary: its PPO with a MultiCategoricalMixin policy over
     ``action_mode="multidiscrete"`` trains on a same-step-autoreset vector env."""
     pytest.importorskip("skrl")
-    code = readme_snippets()["skrl"] + textwrap.dedent(
+    code = page_snippets()["skrl"] + textwrap.dedent(
         """
         from torch import nn
         from skrl.agents.torch.ppo import PPO

@@ -18,6 +18,7 @@ import train_agent
 from powertrip_env.agents import pretrain, training
 from powertrip_env.agents.extractors import SiteEncoder
 from powertrip_env.agents.site_policy import SiteActionHead
+from powertrip_env.baselines.doc_blocks import read_block
 from powertrip_env.baselines.evaluate import evaluate
 from powertrip_env.baselines.models import pretrained_model_path
 from powertrip_env.errors import EvaluationError
@@ -311,19 +312,17 @@ def test_the_pretrain_command_is_a_valid_training_run(tmp_path: Path) -> None:
     )
 
 
-def test_readme_shows_the_table_the_pretrained_agent_achieved() -> None:
+def test_the_docs_show_the_table_the_pretrained_agent_achieved() -> None:
     results = (pretrained_model_path().parent / "RESULTS.md").read_text(encoding="utf-8")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = readme.split("<!-- results:zero-shot -->\n")[1].split("<!-- /results:zero-shot -->")[0]
+    block = read_block("zero-shot", REPO / "README.md")  # README.md or the docs/ page holding it
     assert block.strip() and block.strip() in results
     for label, *_ in pretrain.TARGETS:
         assert f"| {label} |" in block
 
 
-def test_readme_shows_the_beyond_16_table_the_pretrained_agent_achieved() -> None:
+def test_the_docs_show_the_beyond_16_table_the_pretrained_agent_achieved() -> None:
     results = (pretrained_model_path().parent / "RESULTS.md").read_text(encoding="utf-8")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = readme.split("<!-- results:beyond-16 -->\n")[1].split("<!-- /results:beyond-16 -->")[0]
+    block = read_block("beyond-16", REPO / "README.md")  # README.md or the docs/ page holding it
     assert block.strip() and block.strip() in results
     for label, *_ in pretrain.BEYOND_16:
         assert label in block.splitlines()[0]

@@ -15,7 +15,7 @@ Why the loader is strict and cached:
   shows them: line 1 is the header, so the first data row is line 2.**
 * pandas is used once, at load time; the simulator only sees plain read-only numpy arrays.
   Loading the same unchanged file again returns the *same* ``PowerTrace`` object, so every env
-  instance in a process shares one copy of the data (README.md, Performance).
+  instance in a process shares one copy of the data (docs/performance.md).
 """
 
 from __future__ import annotations
