@@ -28,7 +28,10 @@ __all__ = [
     "write_text",
 ]
 
-RESULT_FILES = ("summary.md", "episodes.csv", "tta.png", "accuracy_vs_time.png")
+RESULT_FILES = (
+    "summary.md", "episodes.csv", "tta.png", "accuracy_vs_time.png", "tta_paired.png",
+    "timeline.png",
+)  # fmt: skip
 """What ``powertrip_env.baselines.evaluate`` writes for one comparison; ``summary.md`` is the set's
 marker."""
 

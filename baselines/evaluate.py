@@ -12,13 +12,15 @@ Command line::
     powertrip evaluate --policies PowerTrip,AllSites --model runs/ppo.zip --algo ppo
     powertrip evaluate --scenario my_sites.toml --episodes 10
 
-writes ``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png`` to ``--out``
-(default ``results/<env>-<split>``, or ``results/<env>-<scenario stem>-<split>`` with
-``--scenario``) as one set, and prints the summary. A ``--out`` that holds an earlier run's files
-is refused unless ``--force``, which replaces them once the new set is complete. Bad arguments
-(unknown policy or environment, a broken scenario or trace, a missing or incompatible model, a
-model that could only be loaded by running code stored in it, a used or unwritable output
-folder) exit with code 2 and a message, before any episode runs.
+writes ``episodes.csv``, ``summary.md``, ``tta.png``, ``tta_paired.png``,
+``accuracy_vs_time.png`` and ``timeline.png`` (the first episode, or the one whose seed
+``--timeline SEED`` gives) to ``--out`` (default ``results/<env>-<split>``, or
+``results/<env>-<scenario stem>-<split>`` with ``--scenario``) as one set, and prints the
+summary. A ``--out`` that holds an earlier run's files is refused unless ``--force``, which
+replaces them once the new set is complete. Bad arguments (unknown policy or environment, a
+broken scenario or trace, a missing or incompatible model, a model that could only be loaded by
+running code stored in it, a used or unwritable output folder, a ``--timeline`` seed that is
+not one of the run's episodes) exit with code 2 and a message, before any episode runs.
 
 A model file is code: SB3 pickles the policy class and other objects into its zips, and
 unpickling runs whatever the file names. Models are loaded without unpickling anything in them
@@ -56,7 +58,7 @@ from powertrip_env.baselines.evaluation import (
     SUMMARY_COLUMNS,
     Evaluation,
 )
-from powertrip_env.baselines.figures import accuracy_figure, tta_figure
+from powertrip_env.baselines.figures import FIGURES
 from powertrip_env.baselines.models import ALGOS, load_agent, model_label
 from powertrip_env.baselines.registry import REFERENCES, default_policy_names, make_policy
 from powertrip_env.baselines.report_args import (
@@ -66,6 +68,13 @@ from powertrip_env.baselines.report_args import (
     powertrip_env_ids,
 )
 from powertrip_env.baselines.statistics import day_bootstrap_ci95, start_days
+from powertrip_env.baselines.timeline import (
+    Timeline,
+    TimelineRecorder,
+    build_timeline,
+    check_timeline_seed,
+    power_rows,
+)
 from powertrip_env.episodes import SPLITS
 from powertrip_env.errors import EvaluationError, is_whole
 from powertrip_env.render import has_matplotlib, save_png
@@ -85,9 +94,13 @@ class _Entry:
 
 
 def run_episode(
-    env: gym.Env, policy: Policy, seed: int
+    env: gym.Env, policy: Policy, seed: int, recorder: TimelineRecorder | None = None
 ) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray]]:
-    """One episode of ``policy``: its CSV row (without policy/episode) and accuracy curve."""
+    """One episode of ``policy``: its CSV row (without policy/episode) and accuracy curve.
+
+    A ``recorder`` reads the decision view before every round and info after it: what
+    ``timeline.png`` draws is then this very episode, as the policy played it here.
+    """
     obs, info = env.reset(seed=seed)
     policy.reset(env)
     start = iso_utc(info["trace_time"])
@@ -97,10 +110,14 @@ def run_episode(
     comm_s = busy_s = 0.0  # over the non-idle rounds
     width = env.action_space.shape[0]
     while True:
+        if recorder is not None:
+            recorder.before(env)
         action = policy.act(obs, info)
         if len(action) < width:  # a baseline acts on the N real sites of a padded env
             action = np.concatenate([action, np.zeros(width - len(action), action.dtype)])
         obs, _, terminated, truncated, info = env.step(action)
+        if recorder is not None:
+            recorder.after(info)
         hours.append(info["elapsed_s"] / 3600.0)
         acc.append(info["accuracy"])
         if not info["idle"]:
@@ -167,6 +184,7 @@ def evaluate(
     out_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
     force: bool = False,
+    timeline: int | None = None,
 ) -> Evaluation:
     """Run policies and saved agents on the same episodes and summarise time-to-accuracy.
 
@@ -182,12 +200,14 @@ def evaluate(
             ``maskable_ppo``; labelled by file stem. The env is made with the observation and
             action modes the agent was trained with.
         env_kwargs: extra ``gym.make`` arguments (e.g. ``scenario=...``, ``jitter=False``).
-        out_dir: if given, write ``episodes.csv``, ``summary.md``, ``tta.png`` and
-            ``accuracy_vs_time.png`` there, as a set (see ``write_outputs``). A folder that
-            already holds files is refused before anything runs, unless ``force``.
+        out_dir: if given, write ``episodes.csv``, ``summary.md`` and the figures there, as a
+            set (see ``write_outputs``). A folder that already holds files is refused before
+            anything runs, unless ``force``.
         progress: show a progress bar on stderr (only when stderr is a terminal).
         force: replace the files of an earlier run in ``out_dir`` (all of them, once this
             run's set is complete).
+        timeline: the reset seed (``seed + e``) of the episode ``timeline.png`` draws, recorded
+            while it is evaluated; None for the first, ``seed``.
 
     Returns:
         An ``Evaluation``. Raises ``EvaluationError`` (a ``ValueError``) for bad input, before
@@ -199,6 +219,7 @@ def evaluate(
     if split not in SPLITS:
         raise EvaluationError(f"split={split!r}: allowed {', '.join(SPLITS)}")
     base_kwargs = {**dict(env_kwargs or {}), "split": split}
+    timeline_seed = check_timeline_seed(timeline, seed, episodes)
 
     probe = make_env(env_id, **base_kwargs)
     n_sites = probe.unwrapped.n_sites
@@ -211,42 +232,56 @@ def evaluate(
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         check_out_dir(out, force)  # after the cheap checks, before the long run
-    rows, curves = _play_entries(env_id, entries, episodes, seed, progress)
+    rows, curves, drawn = _play_entries(env_id, entries, episodes, seed, progress, timeline_seed)
 
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     order = [e.label for e in entries]
-    result = Evaluation(env_id, split, frame, _summarise(frame, order), curves, scenario)
+    result = Evaluation(env_id, split, frame, _summarise(frame, order), curves, scenario, drawn)
     if out is not None:
         write_outputs(result, out, force=force)
     return result
 
 
 def _play_entries(
-    env_id: str, entries: Sequence[_Entry], episodes: int, seed: int, progress: bool
-) -> tuple[list[dict[str, Any]], dict[str, list[tuple[np.ndarray, np.ndarray]]]]:
-    """Every entry's paired episodes: the CSV rows and, per label, the accuracy curves. Entries
-    with the same spaces share one env (episode e is ``reset(seed=seed + e)`` either way)."""
+    env_id: str,
+    entries: Sequence[_Entry],
+    episodes: int,
+    seed: int,
+    progress: bool,
+    timeline_seed: int,
+) -> tuple[list[dict[str, Any]], dict[str, list[tuple[np.ndarray, np.ndarray]]], Timeline]:
+    """Every entry's paired episodes: the CSV rows, per label the accuracy curves, and the
+    timeline of the episode of ``timeline_seed``, recorded as it is played. Entries with the
+    same spaces share one env (episode e is ``reset(seed=seed + e)`` either way)."""
+    recorders = [TimelineRecorder(entry.label) for entry in entries]
     rows: list[dict[str, Any]] = []
     curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {e.label: [] for e in entries}
+    start = ""  # the drawn episode's start time
     bar = _progress_bar(len(entries) * episodes, progress)
     envs: dict[tuple[Any, ...], gym.Env] = {}  # one env per (obs_mode, action_mode, max_sites)
     try:
-        for entry in entries:
+        for entry, recorder in zip(entries, recorders, strict=True):
             key = tuple(entry.env_kwargs.get(k) for k in ("obs_mode", "action_mode", "max_sites"))
             if key not in envs:
                 envs[key] = gym.make(env_id, **entry.env_kwargs)
             env = envs[key]
             bar.set_postfix_str(entry.label)
             for e in range(episodes):
-                row, curve = run_episode(env, entry.policy, seed + e)
+                drawn = seed + e == timeline_seed
+                row, curve = run_episode(env, entry.policy, seed + e, recorder if drawn else None)
+                if drawn:
+                    recorder.finish(row["tta_h"], row["success"])
+                    start = row["start_time"]
                 rows.append({"policy": entry.label, "episode": e, **row})
                 curves[entry.label].append(curve)
                 bar.update(1)
+        idle = power_rows(next(iter(envs.values())), timeline_seed)  # the power it met
     finally:
         bar.close()
         for env in envs.values():
             env.close()
-    return rows, curves
+    timeline = build_timeline(timeline_seed, timeline_seed - seed, start, recorders, idle)
+    return rows, curves, timeline
 
 
 def _entries(
@@ -310,7 +345,7 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 def write_outputs(
     result: Evaluation, out_dir: str | os.PathLike[str], *, force: bool = False
 ) -> None:
-    """``episodes.csv``, ``summary.md``, ``tta.png`` and ``accuracy_vs_time.png``, as a set.
+    """``episodes.csv``, ``summary.md`` and the figures (``figures.FIGURES``), as a set.
 
     The files are written into a hidden folder beside ``out_dir`` that becomes ``out_dir`` only
     once all are written (``powertrip_env.atomic.result_dir``): a Ctrl-C half-way leaves the
@@ -332,13 +367,15 @@ def _write_files(result: Evaluation, folder: Path) -> None:
     write_text(folder / "summary.md", result.to_markdown())
     if not has_matplotlib():
         print(
-            "note: matplotlib is not installed, so tta.png and accuracy_vs_time.png were not "
-            "written (pip install 'powertrip-env[train]' adds it)",
+            f"note: matplotlib is not installed, so {', '.join(FIGURES)} were not written "
+            "(pip install 'powertrip-env[train]' adds it)",
             file=sys.stderr,
         )
         return
-    for name, plot in (("tta.png", tta_figure), ("accuracy_vs_time.png", accuracy_figure)):
-        save_png(plot(result), folder / name)
+    for name, plot in FIGURES.items():
+        fig = plot(result)
+        if fig is not None:  # an Evaluation made by hand may have no timeline to draw
+            save_png(fig, folder / name)
 
 
 # --------------------------------------------------------------------------- command line
@@ -378,6 +415,13 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         choices=sorted(ALGOS),
         help="algorithm of each --model, or one for all (ppo)",
+    )
+    parser.add_argument(
+        "--timeline",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="the episode timeline.png draws, by its seed: seed + e for episode e (--seed)",
     )
     parser.add_argument("--out", default=None, help="output folder (results/<env>-<split>)")
     parser.add_argument("--force", action="store_true", help="replace the results already in --out")
@@ -430,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out_dir=out,
             progress=not args.no_progress,
             force=args.force,
+            timeline=args.timeline,
         )
     if stop.code:
         return stop.code

@@ -7,11 +7,15 @@ the run (``evaluate``), the figures (``figures``) and the tools that read its fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from powertrip_env.baselines.statistics import BOOTSTRAP_RESAMPLES, start_days
+
+if TYPE_CHECKING:
+    from powertrip_env.baselines.timeline import Timeline
 
 EPISODE_COLUMNS = (
     "policy",
@@ -46,7 +50,8 @@ REFERENCE = "PowerTrip"
 
 @dataclass
 class Evaluation:
-    """Per-episode results, per-policy summary and accuracy curves of one evaluation."""
+    """Per-episode results, per-policy summary, accuracy curves and the timeline of one
+    episode, of one evaluation."""
 
     env_id: str
     split: str
@@ -54,6 +59,7 @@ class Evaluation:
     summary: pd.DataFrame  # one row per policy, PowerTrip first if present; SUMMARY_COLUMNS
     curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     scenario: str = ""  # the scenario file run instead of the ID's own, if one was given
+    timeline: Timeline | None = None  # every policy's rounds in one episode (timeline.png)
 
     @property
     def title(self) -> str:

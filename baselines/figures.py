@@ -1,18 +1,24 @@
-"""The harness's figures: TTA per policy (``tta.png``) and mean accuracy against time
-(``accuracy_vs_time.png``), drawn from an ``Evaluation`` off-screen (matplotlib's Agg).
+"""The harness's figures, drawn from an ``Evaluation`` off-screen (matplotlib's Agg): TTA per
+policy (``tta.png``), each episode's TTA against PowerTrip's in the same episode
+(``tta_paired.png``), mean accuracy against time (``accuracy_vs_time.png``) and one episode site
+by site (``timeline.png``, ``powertrip_env.baselines.timeline``). ``FIGURES`` names them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from powertrip_env.baselines.evaluation import Evaluation
+from powertrip_env.baselines.evaluation import REFERENCE, Evaluation
+from powertrip_env.baselines.timeline import timeline_figure
 from powertrip_env.render import agg_figure
 
 _CURVE_POINTS = 200
+_MARKERS = "osD^vP<>Xh*p"
+PAIRED_SIZE_IN = (11.0, 7.0)  # the square-ish plot and, on its right, a legend of ~15 policies
+PAIRED_DPI = 120
 
 
 def tta_figure(result: Evaluation) -> Any:
@@ -65,3 +71,78 @@ def accuracy_figure(result: Evaluation) -> Any:
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", ncol=2)
     return fig
+
+
+def paired_figure(result: Evaluation) -> Any:
+    """Each episode's TTA of every policy against PowerTrip's TTA in the same episode.
+
+    The box plots compare distributions; the episodes are paired (the same start and jitter for
+    every policy), so a policy can lose on average and still win the episodes of some days,
+    which only the pairs show. A point above the diagonal is an episode PowerTrip was faster
+    in. Without PowerTrip in the run the first policy is the one compared with.
+    """
+    labels = list(result.summary["policy"])
+    ref = REFERENCE if REFERENCE in labels else labels[0]
+    eps = result.episodes
+    base = eps[eps["policy"] == ref].set_index("episode")["tta_h"]
+    fig = agg_figure(*PAIRED_SIZE_IN, dpi=PAIRED_DPI, layout="constrained")
+    ax = fig.add_subplot()
+    others = [label for label in labels if label != ref]
+    colours = _colours(len(others))
+    for k, label in enumerate(others):
+        mine = eps[eps["policy"] == label].set_index("episode").reindex(base.index)
+        y, ok = mine["tta_h"].to_numpy(float), mine["success"].to_numpy(bool)
+        slower, faster = int((y > base).sum()), int((y < base).sum())
+        tally = f"{label}: slower in {slower}, faster in {faster} of {len(base)}"
+        style = {"marker": _MARKERS[k % len(_MARKERS)], "s": 36, "linewidths": 1.2}
+        ax.scatter(base[ok], y[ok], color=colours[k], label=tally, **style)
+        ax.scatter(base[~ok], y[~ok], facecolors="none", edgecolors=colours[k], **style)
+    # Each axis spans its own values: PowerTrip's TTAs often vary far less than the others', and
+    # on a square plot they would be one column. The diagonal is still y = x.
+    x_lim = _padded(base.to_numpy(float))
+    y_lim = _padded(eps.loc[eps["policy"] != ref, "tta_h"].to_numpy(float), *x_lim)
+    ends = [min(x_lim[0], y_lim[0]), max(x_lim[1], y_lim[1])]
+    ax.plot(ends, ends, color="0.4", lw=1, ls="--", label=f"as fast as {ref} (y = x)")
+    ax.set(xlim=x_lim, ylim=y_lim)
+    note = "" if ref == REFERENCE else f" (first policy: {REFERENCE} was not evaluated)"
+    ax.set_xlabel(f"{ref}'s TTA in the episode (h){note}")
+    ax.set_ylabel("the policy's TTA in the same episode (h)")
+    ax.set_title(f"{result.title}, {result.split} split: TTA per episode against {ref}")
+    ax.grid(alpha=0.3)
+    if not others:
+        ax.text(0.5, 0.5, f"only {ref} was evaluated: nothing to pair", transform=ax.transAxes,
+                ha="center")  # fmt: skip
+    key = f"above the diagonal: slower than {ref}\nhollow: target not reached (TTA at budget)"
+    fig.legend(loc="outside right upper", fontsize="small", title=key,
+               title_fontsize="small")  # fmt: skip
+    return fig
+
+
+def _padded(values: np.ndarray, *more: float) -> tuple[float, float]:
+    """An axis range around ``values`` (and ``more``) with a margin of 5% each side."""
+    lo, hi = float(np.min([*values, *more])), float(np.max([*values, *more]))
+    pad = 0.05 * max(hi - lo, 1e-3 * max(abs(hi), 1e-9))
+    return lo - pad, hi + pad
+
+
+def _colours(n: int) -> list[Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(k % cmap.N) for k in range(n)]
+
+
+def _timeline(result: Evaluation) -> Any:
+    if result.timeline is None:
+        return None
+    return timeline_figure(result.timeline, f"{result.title}, {result.split} split")
+
+
+FIGURES: dict[str, Callable[[Evaluation], Any]] = {
+    "tta.png": tta_figure,
+    "tta_paired.png": paired_figure,
+    "accuracy_vs_time.png": accuracy_figure,
+    "timeline.png": _timeline,
+}
+"""What ``evaluate`` writes besides its tables: file name, and the figure of an ``Evaluation``
+(None: nothing to draw)."""

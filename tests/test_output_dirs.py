@@ -34,7 +34,14 @@ TOOLS = {
     "evaluate": Tool(
         evaluate,
         lambda sc: ["--scenario", str(sc), "--policies", "AllSites,TopPower-2", "--episodes", "1"],
-        {"episodes.csv", "summary.md", "tta.png", "accuracy_vs_time.png"},
+        {
+            "episodes.csv",
+            "summary.md",
+            "tta.png",
+            "tta_paired.png",
+            "accuracy_vs_time.png",
+            "timeline.png",
+        },
         "run_episode",
     ),
     "headroom": Tool(

@@ -467,7 +467,8 @@ def test_force_replaces_the_earlier_run_with_only_the_new_one(
     assert code == 0, err
     names = {name for name in files_in(folder) if not name.startswith("tb/")}
     assert names == {"config.yaml", "final_model.zip", "checkpoints/model_64_steps.zip",
-                     "summary.md", "episodes.csv", "tta.png", "accuracy_vs_time.png"}  # fmt: skip
+                     "summary.md", "episodes.csv", "tta.png", "tta_paired.png",
+                     "accuracy_vs_time.png", "timeline.png"}  # fmt: skip
     assert [p.name for p in (folder / "tb").iterdir()] == ["ppo_1"]
     assert (folder / "tb" / "ppo_1" / "events").exists() is False
     assert "| ppo (final_model) |" in (folder / "summary.md").read_text(encoding="utf-8")
