@@ -63,11 +63,12 @@ from powertrip_env.dynamics.layout import (
     START,
     TIME,
 )
+from powertrip_env.dynamics.state import RoundResult
 from powertrip_env.dynamics.tables import _row
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
-    from powertrip_env.dynamics.state import RoundResult, SimState
+    from powertrip_env.dynamics.state import SimState
 
 
 class Info(NamedTuple):
@@ -160,7 +161,4 @@ def describe(params: SimParams, result: RoundResult, width: int) -> Info:
 def report(params: SimParams, state: SimState, width: int) -> Info:
     """The info of episodes that have just started (``state``): as after a round that did
     nothing, so the keys about the last round hold their neutral values."""
-    out = info_buffers(state.batch, width)
-    rec, srec = no_round(state.batch, params.n_sites)
-    _fill_info(params.consts, params.table, state.data, rec, srec, *out)
-    return out
+    return describe(params, RoundResult(state, *no_round(state.batch, params.n_sites)), width)
