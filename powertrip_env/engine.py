@@ -52,7 +52,6 @@ class Engine:
         self.bases = np.zeros(batch, dtype=np.int64)  # per row, from its seeding (seed_row)
         self.seeded = np.zeros(batch, dtype=bool)
         self.episodes = np.zeros(batch, dtype=np.int64)  # episodes since each row's seeding
-        self._scratch: dynamics.Scratch | None = None  # what a step lends its caller (step)
 
     @property
     def setup(self) -> EnvSetup:
@@ -65,6 +64,7 @@ class Engine:
         self._setup = setup
         self.sim, self.params, self.scenario = setup.sim, setup.sim.params, setup.sim.scenario
         self.interface, self.starts = setup.interface, setup.starts
+        self._scratch = setup.interface.scratch(self.batch)  # what a step lends its caller
         self.site_names = tuple(s.name for s in self.scenario.sites)
 
     # ------------------------------------------------------------------ episodes
@@ -92,12 +92,10 @@ class Engine:
         arrays, overwritten by the next step: the caller reads them before it (both envs do);
         a real learner, which may keep what it is shown, gets arrays of its own.
         """
-        scratch = None
-        if lend:
-            scratch = self._scratch = dynamics.Scratch.fit(
-                self._scratch, self.batch, self.params.n_sites
-            )
-        return self.interface.step(self.require_state(), masks, scratch)
+        state = self.state
+        if state is None:
+            raise RuntimeError("call reset() first")
+        return self.interface.step(state, masks, self._scratch if lend else None)
 
     def observe(self, state: dynamics.SimState | None = None) -> Any:
         """The batch's observations (or ``state``'s), in ``obs_mode``'s shape."""

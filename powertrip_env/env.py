@@ -247,23 +247,22 @@ class PowerTripEnv(EngineViews, gym.Env):
         if engine.state is None:
             raise RuntimeError("call reset() before step()")
         interface = engine.interface
-        mask = interface.as_masks(action, self.action_space, 1)
+        mask = interface.as_masks(action, self.action_space, None)
         result, obs, report = engine.step(mask, lend=not self._learns)
         if self._learns:
             result = self._learn(result)
             report = interface.describe(result)
         engine.state = result.state
         info = interface.episode_info(report)
+        record = result.record[0].tolist()  # one read of the row into Python floats, exact
         column = self.reward_fn.column  # a built-in reward is the kernel's record column
         if column is None:
             reward = float(self.reward_fn(engine.params, result)[0])  # as the vector env's
         else:
-            reward = float(result.record[0, column])
+            reward = record[column]
         if self._plots:
             self._history.append((info["elapsed_s"], info["accuracy"]))
-        record = result.record[0]
-        terminated = bool(record[dynamics.R_TERMINATED] > 0.0)
-        truncated = bool(record[dynamics.R_TRUNCATED] > 0.0)
+        terminated, truncated = record[_TERMINATED] > 0.0, record[_TRUNCATED] > 0.0
         return interface.first(obs), reward, terminated, truncated, info
 
     def render(self) -> str | np.ndarray | None:
@@ -393,6 +392,7 @@ class PowerTripEnv(EngineViews, gym.Env):
 
 
 _FIRST = np.zeros(1, dtype=np.intp)  # the single env's one row
+_TERMINATED, _TRUNCATED = dynamics.R_TERMINATED, dynamics.R_TRUNCATED  # its record's columns
 
 
 # The observation table is declared once, in powertrip_env.dynamics.features.

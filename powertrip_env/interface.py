@@ -22,6 +22,28 @@ import numpy as np
 from gymnasium import spaces
 
 from powertrip_env import dynamics
+from powertrip_env.dynamics import (
+    I_ACC,
+    I_COMM_S,
+    I_COMPUTE_S,
+    I_CUT,
+    I_ELAPSED,
+    I_IDLE,
+    I_INVALID,
+    I_KWH,
+    I_N_SELECTED,
+    I_ROUND_KWH,
+    I_ROUND_S,
+    I_ROUNDS,
+    I_START,
+    I_STRAGGLER,
+    I_SUCCESS,
+    I_TRACE_TIME,
+    I_TTA_H,
+    IF_AVAILABLE,
+    IF_DROPPED,
+    IF_SELECTED,
+)
 from powertrip_env.errors import check_choice
 
 OBS_MODES = ("flat", "dict")
@@ -142,37 +164,34 @@ class Interface:
 
     # ------------------------------------------------------------------ actions
 
-    def as_masks(self, actions: Any, space: spaces.Space, batch: int) -> np.ndarray:
+    def as_masks(self, actions: Any, space: spaces.Space, batch: int | None) -> np.ndarray:
         """Check a batch of actions and return them as a (B, N) bool mask.
 
-        Accepts 0/1 values of any integer, bool or float dtype (SB3 emits float32), and refuses
-        everything else with a message that names the expected ``space`` (the caller's, single
-        or batched). Padded, the actions are (B, M) and the padded columns are dropped after
-        the check.
+        ``batch`` is the vector env's B, which takes (B, M) actions, or None for the single
+        env's one action of shape (M,), returned as a batch of one. Accepts 0/1 values of any
+        integer, bool or float dtype (SB3 emits float32), and refuses everything else with a
+        message that names the expected ``space`` (the caller's, single or batched). Padded,
+        the actions have M > N columns and the padded ones are dropped after the check.
         """
         n, width = self.n_sites, self.width
-        if type(actions) is np.ndarray and actions.shape[-1] == width:
-            if actions.shape == (width,) and batch == 1:
-                actions = actions.reshape(1, width)
-            if actions.shape == (batch, width):
-                mask = _fast_mask(actions)
-                if mask is not None:
-                    return mask if width == n else mask[:, :n]
+        shape = (width,) if batch is None else (batch, width)
+        if type(actions) is np.ndarray and actions.shape == shape:
+            mask = _fast_mask(actions)
+            if mask is not None:
+                mask = mask[None] if batch is None else mask
+                return mask if width == n else mask[:, :n]
         arr = np.asarray(actions)
-        if arr.shape == (width,) and batch == 1:
-            arr = arr.reshape(1, width)
         if (
-            arr.shape != (batch, width)
+            arr.shape != shape
             or arr.dtype.kind not in "biuf"
             or not np.all((arr == 0) | (arr == 1))
         ):
-            shape = f"({width},)" if batch == 1 else f"({batch}, {width})"
             padded = f"; entries {n}..{width - 1} are padding and ignored" if width > n else ""
             raise ValueError(
                 f"action {actions!r} is not in the action space {space}: expected an array of "
                 f"shape {shape} with values 0 or 1 (1 = the site takes part this round){padded}"
             )
-        return arr.astype(bool)[:, :n]
+        return arr.reshape(-1, width).astype(bool)[:, :n]
 
     def action_masks(self, available: np.ndarray) -> np.ndarray:
         """MaskablePPO's masks from per-site availability (..., N): (..., 2M) bool, per site
@@ -195,7 +214,11 @@ class Interface:
         result, flat, info = dynamics.step_observe(
             self.params, state, mask, self.width, self.padded, scratch
         )
-        return result, self._shaped(flat), info
+        return result, flat if self.obs_mode == "flat" else self._shaped(flat), info
+
+    def scratch(self, batch: int) -> dynamics.Scratch:
+        """What ``step`` may lend a batch of ``batch`` episodes laid out by this interface."""
+        return dynamics.Scratch.fit(None, batch, self.n_sites, self.width, self.padded)
 
     def report(self, state: dynamics.SimState) -> dynamics.Info:
         """The info's numbers of episodes that have just started: as after a round that did
@@ -230,36 +253,37 @@ class Interface:
         scalars, 0-d bool arrays for the flags (``INFO_FLAGS``) and (M,) per-site arrays; the
         same numbers as ``batch_info``'s first row (the vector env's tests compare them).
 
-        The single env pays for this at every step, so it is written out for speed: the floats
-        are the kernel's row's own scalars, one indexing each, and the whole numbers shared
-        int64 scalars (immutable, ``_small_ints``) looked up by value, a quarter of the cost of
-        making one.
+        The single env pays for this at every step, so it is written out for speed: the row is
+        read into Python once (``tolist``, exact), each float made from it (cheaper than indexing
+        the array), the whole numbers are shared int64 scalars (immutable, ``_small_ints``)
+        looked up by value; the flags are fresh 0-d arrays, since Gymnasium's checker warns of
+        an info that shares an array with another.
         """
         v, flags = info.values[0], info.flags[0]
-        w, ints = v.tolist(), self._small_ints
-        rounds = int(w[dynamics.I_ROUNDS])
+        w, ints, flag = v.tolist(), self._small_ints, np.array
+        rounds = int(w[I_ROUNDS])
         return {
-            "round_time_s": v[dynamics.I_ROUND_S],
-            "compute_s": v[dynamics.I_COMPUTE_S],
-            "comm_s": v[dynamics.I_COMM_S],
-            "elapsed_s": v[dynamics.I_ELAPSED],
-            "start_time_s": v[dynamics.I_START],
-            "trace_time": v[dynamics.I_TRACE_TIME],
-            "accuracy": v[dynamics.I_ACC],
-            "selected": flags[dynamics.IF_SELECTED],
-            "n_selected": ints[int(w[dynamics.I_N_SELECTED]) + 1],
-            "dropped": flags[dynamics.IF_DROPPED],
-            "invalid_selections": ints[int(w[dynamics.I_INVALID]) + 1],
-            "idle": np.array(w[dynamics.I_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
-            "cut": np.array(w[dynamics.I_CUT] > 0.0),
+            "round_time_s": v[I_ROUND_S],
+            "compute_s": v[I_COMPUTE_S],
+            "comm_s": v[I_COMM_S],
+            "elapsed_s": v[I_ELAPSED],
+            "start_time_s": v[I_START],
+            "trace_time": v[I_TRACE_TIME],
+            "accuracy": v[I_ACC],
+            "selected": flags[IF_SELECTED],
+            "n_selected": ints[int(w[I_N_SELECTED]) + 1],
+            "dropped": flags[IF_DROPPED],
+            "invalid_selections": ints[int(w[I_INVALID]) + 1],
+            "idle": flag(w[I_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
+            "cut": flag(w[I_CUT] > 0.0),
             "powered_gpus": info.powered[0],
-            "available": flags[dynamics.IF_AVAILABLE],
-            "straggler": ints[int(w[dynamics.I_STRAGGLER]) + 1],
-            "round_energy_kwh": v[dynamics.I_ROUND_KWH],
-            "energy_kwh": v[dynamics.I_KWH],
+            "available": flags[IF_AVAILABLE],
+            "straggler": ints[int(w[I_STRAGGLER]) + 1],
+            "round_energy_kwh": v[I_ROUND_KWH],
+            "energy_kwh": v[I_KWH],
             "rounds": ints[rounds + 1] if rounds < len(ints) - 1 else np.int64(rounds),
-            "tta_h": v[dynamics.I_TTA_H],
-            "success": np.array(w[dynamics.I_SUCCESS] > 0.0),
+            "tta_h": v[I_TTA_H],
+            "success": flag(w[I_SUCCESS] > 0.0),
         }
 
     @functools.cached_property

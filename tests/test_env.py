@@ -699,8 +699,22 @@ def test_idle_round_on_a_shipped_scenario_advances_one_interval(env_id, scenario
         "11111111",
         np.full(8, np.nan),
         None,
+        np.array(1, dtype=np.int8),
+        np.ones((1, 8), dtype=np.int8),
     ],
-    ids=["long", "2d", "short", "two", "minus-one", "half", "string", "nan", "none"],
+    ids=[
+        "long",
+        "2d",
+        "short",
+        "two",
+        "minus-one",
+        "half",
+        "string",
+        "nan",
+        "none",
+        "0-d",
+        "batch-of-one",
+    ],
 )
 def test_malformed_action_raises_value_error_naming_the_space(action_mode, bad):
     env = gym.make(LORA, action_mode=action_mode)  # 8 sites, as the bad actions assume

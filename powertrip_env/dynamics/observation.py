@@ -131,21 +131,24 @@ def step_observe(
     """`step_round`, the new observations, flat (B, width·F + G [+ width]), and the info's
     numbers (``info.Info``, per-site parts of ``width`` sites), in one call.
 
-    ``scratch`` (``Scratch.fit``) lends the round's record and the info's values, which a caller
-    that reads them before its next step need not have made anew (the environments' steps);
-    the state, the observations and the per-site flags are fresh arrays every call.
+    ``scratch`` (``Scratch.fit``, for this batch, ``params``' sites, ``width`` and ``valid``)
+    lends the round's record and the info's values, which a caller that reads them before its
+    next step need not have made anew (the environments' steps); the state, the observations
+    and the per-site flags are fresh arrays every call.
     """
-    data = state.data.copy()
-    b = data.shape[0]
+    b = state.batch
     if scratch is None:
-        scratch = Scratch.fit(None, b, params.n_sites)
-    obs = _obs_buffer(b, width, valid)
+        scratch = Scratch.fit(None, b, params.n_sites, width, valid)
+    data = state.data.copy()
+    obs = np.empty(scratch.obs_shape, np.float32)
     info = Info(
-        scratch.values, np.empty((b, len(INFO_SITE_FLAGS), width), np.bool_),
-        np.empty((b, width), np.int64),
+        scratch.values, np.empty(scratch.flags_shape, np.bool_),
+        np.empty(scratch.powered_shape, np.int64),
     )  # fmt: skip
+    if mask.dtype != np.bool_ or not mask.flags.c_contiguous:
+        mask = _c_bool(mask)
+    args = (params.consts, params.site, params.table, params.site_obs, data, mask)
     record, sites = scratch.record, scratch.sites
-    args = (params.consts, params.site, params.table, params.site_obs, data, _c_bool(mask))
     if b >= PARALLEL_MIN_BATCH and numba.get_num_threads() > 1:
         with _PARALLEL_LOCK:  # numba's "workqueue" thread pool is documented not thread-safe
             _step_observe_parallel(*args, record, sites, obs, width, valid, *info)
@@ -156,21 +159,35 @@ def step_observe(
 
 class Scratch(NamedTuple):
     """What a step writes and its caller reads before the next: the round's record, its
-    per-site record and the info's values, for a batch of B episodes of N sites."""
+    per-site record and the info's values, for a batch of B episodes of N sites; and the
+    shapes of the arrays each step makes anew (observations, per-site flags, powered GPUs) for
+    ``width`` sites, worked out once here rather than at every step."""
 
     record: np.ndarray
     sites: np.ndarray
     values: np.ndarray
+    obs_shape: tuple[int, int]
+    flags_shape: tuple[int, int, int]
+    powered_shape: tuple[int, int]
 
     @staticmethod
-    def fit(scratch: Scratch | None, batch: int, n_sites: int) -> Scratch:
-        """``scratch`` if it fits ``batch`` episodes of ``n_sites`` sites, else new arrays."""
-        if scratch is not None and scratch.sites.shape == (batch, len(SITE_RECORD), n_sites):
+    def fit(scratch: Scratch | None, batch: int, n_sites: int, width: int, valid: bool) -> Scratch:
+        """``scratch`` if it fits ``batch`` episodes of ``n_sites`` sites laid out over
+        ``width`` (with the ``valid`` flags or not), else new arrays."""
+        obs_shape = (batch, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0))
+        if (
+            scratch is not None
+            and scratch.sites.shape == (batch, len(SITE_RECORD), n_sites)
+            and scratch.obs_shape == obs_shape
+        ):
             return scratch
         return Scratch(
             np.empty((batch, len(RECORD_FIELDS))),
             np.empty((batch, len(SITE_RECORD), n_sites)),
             np.empty((batch, len(INFO_FIELDS))),
+            obs_shape,
+            (batch, len(INFO_SITE_FLAGS), width),
+            (batch, width),
         )
 
 
