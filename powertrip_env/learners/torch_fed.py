@@ -22,6 +22,7 @@ test_set=...)`` with one ``(inputs, labels)`` pair of tensors per site.
 from __future__ import annotations
 
 import gzip
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from powertrip_env.scenario import LearnerConfig, data_dir
+from powertrip_env.scenario import LearnerConfig, Scenario, data_dir
 
 if TYPE_CHECKING:
     from powertrip_env import dynamics
@@ -81,6 +82,55 @@ def split_data(
         owner = np.searchsorted(cuts, np.arange(len(train)), side="right")
     shards = [(x[train[owner == i]], y[train[owner == i]]) for i in range(len(shares))]
     return shards, (x[test], y[test])
+
+
+def scenario_data(scenario: Scenario, cfg: LearnerConfig) -> tuple[list[Dataset], Dataset]:
+    """The sites' shards and the held-out test set of ``scenario`` under ``cfg``.
+
+    The one place the data of a scenario's sites is cut, so that every process that trains a
+    site (this learner, or a Flower client of ``powertrip_env.integrations.flower``) holds the
+    same shard, bit for bit.
+    """
+    shares = [float(site.data_share) for site in scenario.sites]
+    return split_data(
+        load_digits(), shares, test_fraction=cfg.test_fraction,
+        dirichlet_alpha=cfg.dirichlet_alpha, seed=cfg.data_seed,
+    )  # fmt: skip
+
+
+def local_sgd(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    steps: int,
+    batch: int,
+    lr: float,
+    generator: torch.Generator,
+) -> float:
+    """A site's round: ``steps`` plain SGD steps on minibatches of ``batch`` drawn from its
+    shard with ``generator``, in place on ``model``; returns the last minibatch's loss.
+
+    Written once for the in-process learner and the Flower client, so that both train a site
+    the same way.
+    """
+    params = list(model.parameters())
+    loss = math.nan
+    for _ in range(steps):
+        idx = torch.randint(len(y), (batch,), generator=generator)
+        value = nn.functional.cross_entropy(model(x[idx]), y[idx])
+        grads = torch.autograd.grad(value, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads, strict=True):
+                p.sub_(lr * g)
+        loss = float(value.detach())
+    return loss
+
+
+def held_out_accuracy(model: nn.Module, test_set: Dataset) -> float:
+    """The share of ``test_set`` that ``model`` classifies right."""
+    x, y = test_set
+    with torch.no_grad():
+        return float((model(x).argmax(dim=-1) == y).float().mean())
 
 
 def mlp_factory(inputs: int, hidden: int, classes: int) -> Callable[[], nn.Module]:
@@ -157,13 +207,9 @@ class TorchFedLearner:
                 )
             self.shards, self.test_set = shards, test
             return
-        shares = tuple(float(s) for s in sim.params.data_share)
-        key = (shares, cfg.dataset, cfg.test_fraction, cfg.dirichlet_alpha, cfg.data_seed)
+        key = (tuple(float(s) for s in sim.params.data_share), cfg)
         if key != self._data_key:
-            self.shards, self.test_set = split_data(
-                load_digits(), shares, test_fraction=cfg.test_fraction,
-                dirichlet_alpha=cfg.dirichlet_alpha, seed=cfg.data_seed,
-            )  # fmt: skip
+            self.shards, self.test_set = scenario_data(sim.scenario, cfg)
             self._data_key = key
 
     # ------------------------------------------------------------------ round
@@ -185,17 +231,15 @@ class TorchFedLearner:
         return self.accuracy
 
     def _local_training(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The site's parameters after the round's local SGD steps from the global model."""
-        vector_to_parameters(self.weights, self.model.parameters())
-        params = list(self.model.parameters())
-        loss_fn = nn.functional.cross_entropy
-        for _ in range(self.local_steps):
-            idx = torch.randint(len(y), (self.batch,), generator=self.generator)
-            grads = torch.autograd.grad(loss_fn(self.model(x[idx]), y[idx]), params)
-            with torch.no_grad():
-                for p, g in zip(params, grads, strict=True):
-                    p.sub_(self.cfg.lr * g)
-        return parameters_to_vector(params).detach().clone()
+        """The site's parameters after the round's local SGD steps from the global model.
+
+        The model gets a copy of the global weights: ``vector_to_parameters`` makes the
+        parameters views of the vector it is given, so training on ``self.weights`` itself
+        would carry each site's steps into the next site's start.
+        """
+        vector_to_parameters(self.weights.clone(), self.model.parameters())
+        local_sgd(self.model, x, y, self.local_steps, self.batch, self.cfg.lr, self.generator)
+        return parameters_to_vector(self.model.parameters()).detach().clone()
 
     def aggregate(self, trained: Sequence[torch.Tensor], sizes: Sequence[int]) -> None:
         """FedAvg, or DiLoCo's outer Nesterov step, over the sites' parameters."""
@@ -211,7 +255,5 @@ class TorchFedLearner:
 
     def evaluate(self) -> float:
         """Accuracy of the global model on the held-out set."""
-        x, y = self.test_set
         vector_to_parameters(self.weights, self.model.parameters())
-        with torch.no_grad():
-            return float((self.model(x).argmax(dim=-1) == y).float().mean())
+        return held_out_accuracy(self.model, self.test_set)
