@@ -18,7 +18,7 @@ from powertrip_env.baselines import calibrate
 from powertrip_env.baselines.validate import kendall_tau
 from powertrip_env.baselines.validate import main as validate_main
 from powertrip_env.learners import SurrogateLearner, make_learner
-from powertrip_env.learners.torch_fed import TorchFedLearner, load_digits, split_data
+from powertrip_env.learners.torch_fed import TorchFedLearner, load_digits, local_sgd, split_data
 from powertrip_env.scenario import LearnerConfig
 
 
@@ -145,6 +145,29 @@ def test_a_dropped_or_absent_site_contributes_nothing(digits_env) -> None:
         learner.round(_round(8, done=[0, 1, 2], idle=idle, cut=cut), 0)
         torch.testing.assert_close(learner.weights, before)
     assert torch.equal(torch.get_rng_state(), state)  # the global generator is never touched
+
+
+def test_every_completing_site_starts_from_the_global_model(digits_env) -> None:
+    # FedAvg: each site trains from the same global weights, then the models are averaged by
+    # shard size. Trained one after another on the same weights, the sites would instead each
+    # start where the previous one stopped.
+    digits_env.reset(seed=0)
+    learner = digits_env.unwrapped.learner
+    start = learner.weights.clone()
+    learner.generator.manual_seed(7)
+    learner.round(_round(8, done=[0, 3, 5]), 0)
+    generator = torch.Generator().manual_seed(7)
+    trained, sizes = [], []
+    for site in (0, 3, 5):
+        x, y = learner.shards[site]
+        model = learner._factory()()
+        torch.nn.utils.vector_to_parameters(start.clone(), model.parameters())
+        local_sgd(model, x, y, learner.local_steps, learner.batch, learner.cfg.lr, generator)
+        trained.append(torch.nn.utils.parameters_to_vector(model.parameters()).detach())
+        sizes.append(len(y))
+    w = torch.tensor(sizes, dtype=start.dtype)
+    expected = (torch.stack(trained) * (w / w.sum())[:, None]).sum(dim=0)
+    torch.testing.assert_close(learner.weights, expected)
 
 
 def _episode(env, seed: int, rounds: int) -> list[float]:
