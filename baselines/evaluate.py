@@ -141,7 +141,7 @@ def run_episode(
     return row, (np.asarray(hours), np.asarray(acc))
 
 
-def _summarise(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+def summary_table(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
     """One row per policy; the CI is the day bootstrap of ``day_bootstrap_ci95``."""
     rows = []
     for label in order:
@@ -236,7 +236,7 @@ def evaluate(
 
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     order = [e.label for e in entries]
-    result = Evaluation(env_id, split, frame, _summarise(frame, order), curves, scenario, drawn)
+    result = Evaluation(env_id, split, frame, summary_table(frame, order), curves, scenario, drawn)
     if out is not None:
         write_outputs(result, out, force=force)
     return result

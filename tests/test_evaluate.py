@@ -14,7 +14,7 @@ from scenario_files import write_scenario as write_toy_scenario
 
 import powertrip_env
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluate import _summarise, evaluate, main
+from powertrip_env.baselines.evaluate import evaluate, main, summary_table
 from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, Evaluation
 from powertrip_env.baselines.figures import mean_curve
 from powertrip_env.baselines.statistics import (
@@ -122,7 +122,7 @@ def test_summary_reports_the_day_bootstrap_and_says_so():
         "AllSites": [48.0] * 9,
     }
     frame = _frame(tta, times)
-    summary = _summarise(frame, ["PowerTrip", "AllSites"])
+    summary = summary_table(frame, ["PowerTrip", "AllSites"])
     low, high = day_bootstrap_ci95(tta["PowerTrip"], DAYS3)
     row = summary.iloc[0]
     assert (row.ci95_lo_h, row.ci95_hi_h, row.ci95_tta_h) == (low, high, (high - low) / 2)
@@ -137,7 +137,7 @@ def test_summary_reports_the_day_bootstrap_and_says_so():
 
 def test_summary_of_episodes_on_one_day_shows_no_interval():
     frame = _frame({"PowerTrip": [20.0, 22.0]}, ["2022-07-01T01:00:00Z", "2022-07-01T23:00:00Z"])
-    summary = _summarise(frame, ["PowerTrip"])
+    summary = summary_table(frame, ["PowerTrip"])
     assert np.isnan(summary.loc[0, "ci95_tta_h"]) and np.isnan(summary.loc[0, "ci95_lo_h"])
     text = Evaluation("PowerTrip-v0", "test", frame, summary).to_markdown()
     assert "| PowerTrip | 2 | 21.000 | – |" in text

@@ -66,7 +66,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the registration (``__init__``) and other libraries' glue over the adapters
     ("powertrip_env.integrations", "powertrip_env"),
     ("powertrip_env.baselines",),  # policies, references, the harness and its tools
-    ("powertrip_env.agents",),  # SB3 pieces and the training run
+    # SB3 pieces and the training run; the Flower strategy, which runs the baselines' policies
+    # and saved agents in a federation (its nodes and clients stand with the other integrations)
+    ("powertrip_env.agents", "powertrip_env.integrations.flower"),
     # the command lines, and the documentation site's generator, which documents every one of
     # them (it reads each command's parser, the agents' included)
     ("powertrip_env.cli", "powertrip_env.baselines.docs_site", "train_agent"),
