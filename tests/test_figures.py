@@ -13,7 +13,7 @@ import pytest
 
 from powertrip_env.baselines import figures
 from powertrip_env.baselines import timeline as timeline_module
-from powertrip_env.baselines.evaluate import _summarise, evaluate, main
+from powertrip_env.baselines.evaluate import evaluate, main, summary_table
 from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, Evaluation
 from powertrip_env.errors import EvaluationError
 
@@ -144,7 +144,7 @@ def _evaluation(tta: dict[str, list[float]], success: dict[str, list[bool]]) -> 
         for e, x in enumerate(values)
     ]  # fmt: skip
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
-    return Evaluation("PowerTrip-v0", "test", frame, _summarise(frame, list(tta)))
+    return Evaluation("PowerTrip-v0", "test", frame, summary_table(frame, list(tta)))
 
 
 def test_paired_figure_shows_each_episode_against_powertrip():
