@@ -132,7 +132,8 @@ class FederatedRound:
     round: int  # 1, 2, ... within the episode
     selected: tuple[str, ...]  # the sites the policy chose
     completed: tuple[str, ...]  # the chosen sites that finished (their replies were aggregated)
-    excluded: tuple[str, ...]  # sites whose reply was discarded: dropped out, or the round cut
+    excluded: tuple[str, ...]  # chosen sites that counted for none: dropped out, the round cut,
+    # no data, or no reply within the timeout
     idle: bool  # no chosen site had power: nothing was sent
     cut: bool  # the round ended at the episode's time budget
     elapsed_h: float  # the simulated clock after the round
@@ -364,9 +365,10 @@ class _Run:
         excluded: list[str] = []
         metrics: dict[str, float] = {}
         if not idle and selected.size:
-            replies = self._train(number, selected)
-            for site, reply in replies:
-                if cut or site not in finished or not _examples(reply):
+            replies = dict(self._train(number, selected))
+            for site in selected.tolist():  # a chosen site that sent no reply counts for none
+                reply = replies.get(site)
+                if reply is None or cut or site not in finished or not _examples(reply):
                     excluded.append(names[site])
                 else:
                     kept.append(reply)
