@@ -19,6 +19,9 @@ from scenario_files import site, write_scenario
 
 pytestmark = pytest.mark.rllib
 ray = pytest.importorskip("ray")
+# ray alone (the flower extra brings it, for Flower's simulation) is not RLlib, whose own
+# dependencies come with ray[rllib]
+pytest.importorskip("ray.rllib")
 torch = pytest.importorskip("torch")
 
 from ray.rllib.core.columns import Columns  # noqa: E402
