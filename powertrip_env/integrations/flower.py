@@ -362,6 +362,7 @@ class _Run:
         idle, cut = bool(result.idle[i]), bool(result.cut[i])
         finished = set(np.flatnonzero(result.selected[i] & ~result.dropped[i]).tolist())
         kept: list[Message] = []
+        completed: list[str] = []
         excluded: list[str] = []
         metrics: dict[str, float] = {}
         if not idle and selected.size:
@@ -372,6 +373,7 @@ class _Run:
                     excluded.append(names[site])
                 else:
                     kept.append(reply)
+                    completed.append(names[site])
             if kept:
                 arrays, aggregated = self.strategy.aggregate_train(number, kept)
                 if arrays is not None:
@@ -380,12 +382,12 @@ class _Run:
                     self.result.train_metrics_clientapp[number] = aggregated
                     metrics = {k: float(v) for k, v in aggregated.items()}  # type: ignore[arg-type]
                 self.accuracy = self._evaluate(number)
-        completed = tuple(names[reply_site] for reply_site in self._sites_of(kept))
         state = result.state
         elapsed_h = float(state.time_s[i] - state.start_s[i]) / 3600.0
+        chosen = tuple(names[s] for s in selected)
         self.rounds.append(
-            FederatedRound(number, tuple(names[s] for s in selected), completed, tuple(excluded),
-                           idle, cut, elapsed_h, self.accuracy, metrics)
+            FederatedRound(number, chosen, tuple(completed), tuple(excluded), idle, cut,
+                           elapsed_h, self.accuracy, metrics)
         )  # fmt: skip
         return self.accuracy
 
@@ -401,9 +403,6 @@ class _Run:
         replies = self.grid.send_and_receive(messages, timeout=self.timeout)
         by_site = [(self.strategy.nodes[r.metadata.src_node_id], r) for r in replies]
         return sorted((pair for pair in by_site if not pair[1].has_error()), key=lambda p: p[0])
-
-    def _sites_of(self, replies: Sequence[Message]) -> list[int]:
-        return [self.strategy.nodes[r.metadata.src_node_id] for r in replies]
 
     def _evaluate(self, number: int) -> float:
         """The global model's accuracy: ``evaluate_fn``'s, else the federated evaluation's."""

@@ -114,7 +114,7 @@ def local_sgd(
     the same way.
     """
     params = list(model.parameters())
-    loss = math.nan
+    value = None
     for _ in range(steps):
         idx = torch.randint(len(y), (batch,), generator=generator)
         value = nn.functional.cross_entropy(model(x[idx]), y[idx])
@@ -122,8 +122,7 @@ def local_sgd(
         with torch.no_grad():
             for p, g in zip(params, grads, strict=True):
                 p.sub_(lr * g)
-        loss = float(value.detach())
-    return loss
+    return math.nan if value is None else float(value.detach())  # read once, not every step
 
 
 def held_out_accuracy(model: nn.Module, test_set: Dataset) -> float:
