@@ -24,8 +24,8 @@ import numpy as np
 from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
-from powertrip_env.agents.reference import PowerTripReference
 from powertrip_env.agents.saving import save_model, write_text
+from powertrip_env.agents.yardstick import PowerTripYardstick
 
 METRIC_KEYS = (
     "powertrip/tta_h",
@@ -48,9 +48,9 @@ class PowerTripMetrics(BaseCallback):
       rounds (idle rounds select nobody and would only dilute it).
     * ``powertrip/energy_kwh``: energy of the whole episode.
     * ``powertrip/return_vs_powertrip``: the episode's return minus PowerTrip's return from the
-      same start (``powertrip_env.agents.reference``). Running PowerTrip costs about as much as the
-      agent's own episode, so only every ``reference_every``-th finished episode is compared; the
-      mean is over those. Omitted when ``reference`` is None or no episode was compared.
+      same start (``powertrip_env.agents.yardstick``). Running PowerTrip costs about as much as the
+      agent's own episode, so only every ``yardstick_every``-th finished episode is compared; the
+      mean is over those. Omitted when ``yardstick`` is None or no episode was compared.
     * ``powertrip/episodes``: how many episodes the means are over.
 
     Values are recorded at the end of every rollout and accumulate until the logger dumps (SB3
@@ -60,15 +60,15 @@ class PowerTripMetrics(BaseCallback):
 
     def __init__(
         self,
-        reference: PowerTripReference | None = None,
-        reference_every: int = 10,
+        yardstick: PowerTripYardstick | None = None,
+        yardstick_every: int = 10,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
-        if reference_every < 1:
-            raise ValueError(f"reference_every={reference_every} must be at least 1")
-        self.reference = reference
-        self.reference_every = reference_every
+        if yardstick_every < 1:
+            raise ValueError(f"yardstick_every={yardstick_every} must be at least 1")
+        self.yardstick = yardstick
+        self.yardstick_every = yardstick_every
         self.finished_episodes = 0
         self._pending: list[dict[str, float]] = []  # finished since the last record
         self._window: list[dict[str, float]] = []  # recorded, not yet dumped
@@ -105,9 +105,9 @@ class PowerTripMetrics(BaseCallback):
             "return_vs_powertrip": math.nan,
         }
         # Compare the 1st, (k+1)-th, (2k+1)-th... episode, so even a short run gets a value.
-        if self.reference is not None and (self.finished_episodes - 1) % self.reference_every == 0:
-            start = self.reference.start_time_s(info)
-            row["return_vs_powertrip"] = self._return[i] - self.reference.episode_return(start)
+        if self.yardstick is not None and (self.finished_episodes - 1) % self.yardstick_every == 0:
+            start = self.yardstick.start_time_s(info)
+            row["return_vs_powertrip"] = self._return[i] - self.yardstick.episode_return(start)
         return row
 
     def _on_rollout_end(self) -> None:
@@ -125,8 +125,8 @@ class PowerTripMetrics(BaseCallback):
                 self.logger.record(key, float(np.mean(values)))
 
     def _on_training_end(self) -> None:
-        if self.reference is not None:
-            self.reference.close()
+        if self.yardstick is not None:
+            self.yardstick.close()
 
 
 class _SeededEvaluation:

@@ -55,7 +55,7 @@ from powertrip_env.atomic import (
 )
 from powertrip_env.baselines import leaderboard
 from powertrip_env.baselines.evaluate import evaluate
-from powertrip_env.baselines.evaluation import REFERENCE
+from powertrip_env.baselines.evaluation import YARDSTICK
 from powertrip_env.baselines.lower_bound import lower_bound_h
 from powertrip_env.baselines.models import ALGOS
 from powertrip_env.baselines.registry import default_policy_names
@@ -97,7 +97,7 @@ def run_task(
         probe.reset(seed=seed + e)
         bounds.append({"policy": BOUND, "episode": e, "tta_h": lower_bound_h(probe.unwrapped)})
     probe.close()
-    starts = frame.loc[frame["policy"] == REFERENCE, ["episode", "start_time"]]
+    starts = frame.loc[frame["policy"] == YARDSTICK, ["episode", "start_time"]]
     frame = pd.concat([frame, pd.DataFrame(bounds).merge(starts, on="episode")], ignore_index=True)
     frame.insert(0, "task", env_id)
 
@@ -155,8 +155,8 @@ def report(episodes: pd.DataFrame, facts: dict[str, dict[str, Any]]) -> tuple[st
         "reference in any episode.",
         "",
     ]
-    board = leaderboard.to_markdown(scored, zero=REFERENCE, top=TOP, title="Leaderboard")
-    summary = leaderboard.to_json(scored, zero=REFERENCE, top=TOP, task_facts=facts)
+    board = leaderboard.to_markdown(scored, zero=YARDSTICK, top=TOP, title="Leaderboard")
+    summary = leaderboard.to_json(scored, zero=YARDSTICK, top=TOP, task_facts=facts)
     return "\n".join(lines) + board, summary
 
 
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text(folder / "leaderboard.md", markdown + "\n")
             scored = frame[frame["policy"] != BOUND]
             profiled = leaderboard.on_every_task(scored)
-            leaderboard.performance_profile(profiled, REFERENCE, TOP, folder / "profile.png")
+            leaderboard.performance_profile(profiled, YARDSTICK, TOP, folder / "profile.png")
     if stop.code:
         return stop.code
     print(markdown)

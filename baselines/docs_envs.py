@@ -108,7 +108,10 @@ def _kind(env_id: str) -> str:
         return "task: one of the benchmark's sequential problems (`powertrip_env.SUITE_IDS`)"
     if env_id in powertrip_env.SAMPLED_ENV_IDS:
         return "a new site catalogue every episode (`powertrip_env.SAMPLED_ENV_IDS`)"
-    return "setting: a one-shot subset choice, kept for the workload it models"
+    return (
+        "setting: kept for the workload it models, not a benchmark task (its headroom below "
+        "says how sequential it is)"
+    )
 
 
 def summary_table(env_id: str) -> list[str]:
@@ -227,7 +230,7 @@ def scenario_section(env_id: str) -> list[str]:
     """The ID's scenario: what it models and why, its sites, GPUs, job and budget."""
     spec = gym.spec(env_id)
     scenario = load_scenario(spec.kwargs["scenario"])
-    source = f"powertrip_env/scenarios/{Path(scenario.source).name}"
+    source = f"powertrip_env/scenario/shipped/{Path(scenario.source).name}"
     out = [
         f"`{scenario.name}` ([`{source}`](../scenarios.md#the-shipped-scenarios)):",
         f"{scenario.description}. From the head of its file:",

@@ -54,8 +54,8 @@ from powertrip_env.atomic import (
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.evaluation import (
     EPISODE_COLUMNS,
-    REFERENCE,
     SUMMARY_COLUMNS,
+    YARDSTICK,
     Evaluation,
 )
 from powertrip_env.baselines.figures import FIGURES
@@ -164,7 +164,7 @@ def summary_table(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
             }
         )
     summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS[:-1])
-    ref = summary.loc[summary["policy"] == REFERENCE, "mean_tta_h"]
+    ref = summary.loc[summary["policy"] == YARDSTICK, "mean_tta_h"]
     if len(ref):
         summary["vs_powertrip_pct"] = 100.0 * (summary["mean_tta_h"] / float(ref.iloc[0]) - 1.0)
     else:
@@ -321,7 +321,7 @@ def _entries(
         if label in seen:
             raise EvaluationError(f"policy {label!r} appears twice; give each policy once")
         seen.add(label)
-    entries.sort(key=lambda e: e.label != REFERENCE)  # stable: PowerTrip first, rest in order
+    entries.sort(key=lambda e: e.label != YARDSTICK)  # stable: PowerTrip first, rest in order
     return entries
 
 

@@ -45,7 +45,8 @@ SUMMARY_COLUMNS = (
     "mean_sites",
     "vs_powertrip_pct",
 )
-REFERENCE = "PowerTrip"
+# The paper's heuristic, the policy every table is compared with ("vs PowerTrip", a score of 0).
+YARDSTICK = "PowerTrip"
 
 
 @dataclass
@@ -96,7 +97,7 @@ class Evaluation:
             _ci_note(n_days),
             "- Every policy ran the same start times and jitter streams (episode e uses seed "
             "seed + e), so differences are paired.",
-            f"- vs PowerTrip: change of mean TTA relative to {REFERENCE} (negative is faster).",
+            f"- vs PowerTrip: change of mean TTA relative to {YARDSTICK} (negative is faster).",
             "- sites/round: effective sites per non-idle round.",
         ]
         return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from powertrip_env.baselines.evaluation import REFERENCE, Evaluation
+from powertrip_env.baselines.evaluation import YARDSTICK, Evaluation
 from powertrip_env.baselines.timeline import timeline_figure
 from powertrip_env.render import agg_figure
 
@@ -82,7 +82,7 @@ def paired_figure(result: Evaluation) -> Any:
     in. Without PowerTrip in the run the first policy is the one compared with.
     """
     labels = list(result.summary["policy"])
-    ref = REFERENCE if REFERENCE in labels else labels[0]
+    ref = YARDSTICK if YARDSTICK in labels else labels[0]
     eps = result.episodes
     base = eps[eps["policy"] == ref].set_index("episode")["tta_h"]
     fig = agg_figure(*PAIRED_SIZE_IN, dpi=PAIRED_DPI, layout="constrained")
@@ -104,7 +104,7 @@ def paired_figure(result: Evaluation) -> Any:
     ends = [min(x_lim[0], y_lim[0]), max(x_lim[1], y_lim[1])]
     ax.plot(ends, ends, color="0.4", lw=1, ls="--", label=f"as fast as {ref} (y = x)")
     ax.set(xlim=x_lim, ylim=y_lim)
-    note = "" if ref == REFERENCE else f" (first policy: {REFERENCE} was not evaluated)"
+    note = "" if ref == YARDSTICK else f" (first policy: {YARDSTICK} was not evaluated)"
     ax.set_xlabel(f"{ref}'s TTA in the episode (h){note}")
     ax.set_ylabel("the policy's TTA in the same episode (h)")
     ax.set_title(f"{result.title}, {result.split} split: TTA per episode against {ref}")

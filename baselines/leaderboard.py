@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from powertrip_env.baselines.evaluation import REFERENCE
+from powertrip_env.baselines.evaluation import YARDSTICK
 from powertrip_env.baselines.leaderboard_scores import (
     TOP,
     aggregate,
@@ -41,7 +41,7 @@ PROFILE_TAUS = (-1.0, 1.5, 251)
 
 def profile_fractions(
     episodes: pd.DataFrame,
-    zero: str = REFERENCE,
+    zero: str = YARDSTICK,
     top: str = TOP,
     taus: Sequence[float] | np.ndarray | None = None,
 ) -> pd.DataFrame:
@@ -144,7 +144,7 @@ def on_every_task(episodes: pd.DataFrame) -> pd.DataFrame:
 
 def to_markdown(
     episodes: pd.DataFrame,
-    zero: str = REFERENCE,
+    zero: str = YARDSTICK,
     top: str = TOP,
     *,
     title: str = "Leaderboard",
@@ -277,7 +277,7 @@ def _plain(value: Any, where: str) -> Any:
 
 def to_json(
     episodes: pd.DataFrame,
-    zero: str = REFERENCE,
+    zero: str = YARDSTICK,
     top: str = TOP,
     *,
     task_facts: Mapping[str, Mapping[str, Any]],

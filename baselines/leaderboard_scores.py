@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from powertrip_env.baselines.evaluation import REFERENCE
+from powertrip_env.baselines.evaluation import YARDSTICK
 from powertrip_env.baselines.statistics import (
     BOOTSTRAP_RESAMPLES,
     _bootstrap_seed,
@@ -252,7 +252,7 @@ def _scores(board: _Board, task: _Task) -> _Scores:
 
 
 def normalised_scores(
-    episodes: pd.DataFrame, zero: str = REFERENCE, top: str = TOP
+    episodes: pd.DataFrame, zero: str = YARDSTICK, top: str = TOP
 ) -> pd.DataFrame:
     """Per-episode normalised scores, with each task's score beside them.
 
@@ -405,7 +405,7 @@ def _percentiles(samples: np.ndarray | None, p: int) -> list[float]:
 
 def aggregate(
     episodes: pd.DataFrame,
-    zero: str = REFERENCE,
+    zero: str = YARDSTICK,
     top: str = TOP,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> dict[str, dict[str, Any]]:
@@ -447,7 +447,7 @@ def aggregate(
 
 def per_task_table(
     episodes: pd.DataFrame,
-    zero: str = REFERENCE,
+    zero: str = YARDSTICK,
     top: str = TOP,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> pd.DataFrame:

@@ -94,12 +94,15 @@ class ForecastMPC(Policy):
     def scores(self, sets: np.ndarray) -> np.ndarray:
         """(M,) minus the predicted time to the target (s) of each set kept for ``lookahead``
         rounds: its time if it reaches the target in them, else the time at which it would at
-        the progress rate of those rounds. Higher is better."""
+        the progress rate of those rounds (never, if the coverage it ends with caps the accuracy
+        below the target). Higher is better."""
         now = self.env.decision_view()
         out = self.env.predict_plan(sets, rounds=self.lookahead)
         elapsed = out.state.time_s - now.clock_s
         gained = out.state.progress - now.surrogate_progress
-        remaining = now.progress_needed - now.surrogate_progress
+        # at the coverage the set leaves the model with: a set that leaves label-skewed sites
+        # out may cap the accuracy below the target, which no progress rate overcomes
+        remaining = out.progress_needed - now.surrogate_progress
         with np.errstate(divide="ignore", invalid="ignore"):
             projected = np.where(gained > 0, elapsed * remaining / gained, np.inf)
         return -np.where(out.success, elapsed, projected)

@@ -183,7 +183,7 @@ def _splice_leaderboard(pages: BlockFiles, args: argparse.Namespace) -> None:
         scored = frame[frame["policy"] != benchmark.BOUND]
         png_path = leaderboard.performance_profile(
             leaderboard.on_every_task(scored),
-            benchmark.REFERENCE,
+            benchmark.YARDSTICK,
             benchmark.TOP,
             profile.with_suffix(".tmp.png"),
         )

@@ -15,7 +15,7 @@ from powertrip_env.scenario.types import DEFAULT_MAX_ROUNDS
 
 __version__ = "0.2.0"
 
-# Registered ID -> the named scenario it runs (powertrip_env/scenarios/<name>.toml).
+# Registered ID -> the named scenario it runs (powertrip_env/scenario/shipped/<name>.toml).
 ENV_IDS: dict[str, str] = {
     "PowerTrip-v0": "default",
     "PowerTrip-LoRA-v0": "lora",
@@ -30,8 +30,9 @@ ENV_IDS: dict[str, str] = {
 }
 # The benchmark's tasks (``powertrip benchmark``): the IDs that pose a sequential
 # problem on real power data (sequential headroom >= 1.05 on their test days). The other IDs are
-# settings: one-shot subset choices kept for the workloads they model. A task's version changes
-# whenever its results change (tests/test_versions.py pins them), as Gymnasium's IDs do.
+# settings, kept for the workloads they model (one-shot choices but Digits, docs/scenarios.md).
+# A task's version changes whenever its results change (tests/test_versions.py pins them), as
+# Gymnasium's IDs do.
 SUITE_IDS: tuple[str, ...] = (
     "PowerTrip-v0",  # the flagship: blocking joins, 10 sites, grid + solar
     "PowerTrip-NonBlocking-v0",  # INTELLECT-1's non-blocking joins

@@ -40,7 +40,7 @@ def test_wheel_carries_scenarios_catalogues_and_trace(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for scenario in ("default", "lora", "kws", "emnist", "llm-full", "large", "digits",
                      "nonblocking", "solar", "wide"):  # fmt: skip
-        assert f"powertrip_env/scenarios/{scenario}.toml" in names
+        assert f"powertrip_env/scenario/shipped/{scenario}.toml" in names
     for data in ("gpus.csv", "sites_default.csv", "sites_large.csv", "sites_solar.csv",
                  "sites_solar_lowgrid.csv", "sites_wide.csv", "power_synthetic_2019.csv",
                  "digits.csv.gz"):  # fmt: skip

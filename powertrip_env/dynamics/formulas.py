@@ -69,10 +69,25 @@ def delta_progress(params: SimParams, progress: float, batch: Any, cover: float 
     return out.reshape(b.shape)
 
 
-def progress_needed(params: SimParams) -> float:
-    """Progress at which the accuracy curve reaches the target (its inverse at a*)."""
-    ratio = (params.a_max - params.a_target) / (params.a_max - params.a0)
-    return params.p0 * (ratio ** (-1.0 / params.alpha) - 1.0)
+def progress_needed(params: SimParams, cover: Any = None) -> Any:
+    """Progress at which the accuracy curve reaches the target (its inverse at a*): at full
+    coverage (a float), or at each value of ``cover`` (an array; inf where that coverage caps
+    the accuracy at or below the target, as ``coverage_ceiling`` can)."""
+    if cover is None:
+        ratio = (params.a_max - params.a_target) / (params.a_max - params.a0)
+        return params.p0 * (ratio ** (-1.0 / params.alpha) - 1.0)
+    cv = np.asarray(cover, dtype=np.float64)
+    a_max = (
+        params.a_max * cv**params.coverage_ceiling
+        if params.coverage_ceiling > 0.0
+        else params.a_max
+    )
+    a_max = np.broadcast_to(a_max, cv.shape)
+    out = np.full(cv.shape, np.inf)
+    reach = a_max > params.a_target
+    ratio = (a_max[reach] - params.a_target) / (a_max[reach] - params.a0)
+    out[reach] = params.p0 * (ratio ** (-1.0 / params.alpha) - 1.0)
+    return out
 
 
 def comm_time_s(params: SimParams, n_done: Any, rtt_s: Any, site_tx_s: Any) -> np.ndarray:

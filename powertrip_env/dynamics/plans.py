@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from powertrip_env.dynamics.candidates import build_candidates
+from powertrip_env.dynamics.formulas import progress_needed
 from powertrip_env.dynamics.layout import S_PER_H
 from powertrip_env.dynamics.params import forecast_world
 from powertrip_env.dynamics.round import step_round
@@ -35,6 +36,10 @@ class Trajectory:
     success: np.ndarray  # (M,) bool: reached the target accuracy
     ended: np.ndarray  # (M,) bool: the episode ended (success or out of budget or rounds)
     tta_h: np.ndarray  # (M,) elapsed hours at success, the time budget otherwise
+    # (M,) the progress the target needs at the coverage each plan ended with: a plan that
+    # leaves label-skewed sites out can lower the accuracy's ceiling (coverage_ceiling) and so
+    # need more progress than at full coverage, or be unable to reach the target (inf)
+    progress_needed: np.ndarray
 
 
 def play_plans(
@@ -108,7 +113,8 @@ def _play(
         ended[live] = result.terminated | result.truncated
         success[live] = result.terminated
     elapsed = np.where(success, state.time_s - state.start_s, params.time_budget_s)
-    return Trajectory(state, success, ended, elapsed / S_PER_H)
+    need = progress_needed(params, state.coverage)
+    return Trajectory(state, success, ended, elapsed / S_PER_H, need)
 
 
 def predict_plan(
@@ -129,4 +135,4 @@ def predict_plan(
     here = here.replace(time_s=here.time_s - offset, start_s=here.start_s - offset)
     out = play_plans(world, here, plan, rounds)
     moved = out.state.replace(time_s=out.state.time_s + offset, start_s=out.state.start_s + offset)
-    return Trajectory(moved, out.success, out.ended, out.tta_h)
+    return Trajectory(moved, out.success, out.ended, out.tta_h, out.progress_needed)

@@ -48,7 +48,7 @@ from flwr.serverapp.strategy import FedAvg, Result, Strategy
 
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.evaluate import run_episode, summary_table
-from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, REFERENCE, Evaluation
+from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, YARDSTICK, Evaluation
 from powertrip_env.baselines.models import load_agent, model_label
 from powertrip_env.baselines.registry import make_policy
 from powertrip_env.baselines.report_args import check_env_id, make_env
@@ -490,6 +490,6 @@ def evaluate_federated(
             curves[label].append(strategy.curve)
             if progress is not None:
                 progress(label, e, row)
-    order.sort(key=lambda label: label != REFERENCE)
+    order.sort(key=lambda label: label != YARDSTICK)
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     return Evaluation(env_id, split, frame, summary_table(frame, order), curves)

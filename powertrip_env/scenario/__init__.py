@@ -1,9 +1,9 @@
 """Scenarios: what is trained, on which sites, under which power, loaded and checked once.
 
-A scenario is a TOML file (the shipped ones are ``powertrip_env/scenarios/*.toml``; the format
-is docs/scenarios.md). Loading it reads the catalogues and power data it names and checks every
-value, so the simulator never second-guesses its inputs. The modules, in the order a load uses
-them:
+A scenario is a TOML file (the shipped ones are ``powertrip_env/scenario/shipped/*.toml``;
+the format is docs/scenarios.md). Loading it reads the catalogues and power data it names and
+checks every value, so the simulator never second-guesses its inputs. The modules, in the order
+a load uses them:
 
 * ``paths``: the shipped scenarios and data folder, and how a named file is found;
 * ``extends``: reading the TOML and merging the scenario it ``extends`` (``TIED_FIELDS``);

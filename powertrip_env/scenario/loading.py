@@ -1,6 +1,6 @@
 """Load and validate a scenario: a TOML file, the catalogues it names, and what it ``extends``.
 
-A scenario is a TOML file (see ``powertrip_env/scenarios/default.toml`` for a fully commented
+A scenario is a TOML file (see ``powertrip_env/scenario/shipped/default.toml`` for a fully commented
 one). Sites and GPUs may come from CSV catalogues (``traces/sites_*.csv``, ``traces/gpus.csv``)
 or be written inline, so a user's scenario can be one self-contained file. Everything is checked
 here, at load time, so that the simulator never has to second-guess its inputs: a bad value is

@@ -1,7 +1,7 @@
 """Where scenarios and their data files are found: the shipped scenarios and data, or a path.
 
-A scenario names itself (``"default"``, one of ``powertrip_env/scenarios/*.toml``) or is a TOML
-path; a data file it names resolves next to the scenario first, then in the shipped data.
+A scenario names itself (``"default"``, one of ``powertrip_env/scenario/shipped/*.toml``) or
+is a TOML path; a data file it names resolves next to the scenario first, then in the shipped data.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from powertrip_env.errors import ScenarioError
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
-SCENARIO_DIR = _PACKAGE_DIR / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parent / "shipped"
 
 
 def data_dir() -> Path:

@@ -20,7 +20,7 @@ three ranges narrowed inside the defaults so that the sites look like the flagsh
 The draw comes from ``numpy.random.default_rng(SEED)`` on the flagship scenario, so
 ``python -m traces.tools.draw_wide`` rewrites the shipped file byte for byte. The data shares are
 1/N written with 6 decimals, the last row absorbing the rounding (traces/README.md). The hub the
-sampler drew is printed; ``powertrip_env/scenarios/wide.toml`` names it.
+sampler drew is printed; ``powertrip_env/scenario/shipped/wide.toml`` names it.
 """
 
 from __future__ import annotations
