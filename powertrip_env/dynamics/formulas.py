@@ -74,8 +74,7 @@ def progress_needed(params: SimParams, cover: Any = None) -> Any:
     coverage (a float), or at each value of ``cover`` (an array; inf where that coverage caps
     the accuracy at or below the target, as ``coverage_ceiling`` can)."""
     if cover is None:
-        ratio = (params.a_max - params.a_target) / (params.a_max - params.a0)
-        return params.p0 * (ratio ** (-1.0 / params.alpha) - 1.0)
+        return _progress_to_target(params, params.a_max)
     cv = np.asarray(cover, dtype=np.float64)
     a_max = (
         params.a_max * cv**params.coverage_ceiling
@@ -85,9 +84,14 @@ def progress_needed(params: SimParams, cover: Any = None) -> Any:
     a_max = np.broadcast_to(a_max, cv.shape)
     out = np.full(cv.shape, np.inf)
     reach = a_max > params.a_target
-    ratio = (a_max[reach] - params.a_target) / (a_max[reach] - params.a0)
-    out[reach] = params.p0 * (ratio ** (-1.0 / params.alpha) - 1.0)
+    out[reach] = _progress_to_target(params, a_max[reach])
     return out
+
+
+def _progress_to_target(params: SimParams, a_max: Any) -> Any:
+    """The curve's inverse at the target under the ceiling ``a_max`` (a float or an array)."""
+    ratio = (a_max - params.a_target) / (a_max - params.a0)
+    return params.p0 * (ratio ** (-1.0 / params.alpha) - 1.0)
 
 
 def comm_time_s(params: SimParams, n_done: Any, rtt_s: Any, site_tx_s: Any) -> np.ndarray:
