@@ -30,6 +30,7 @@ from powertrip_env.baselines.candidates import (
     build,
 )
 from powertrip_env.baselines.model_registry import ActionInterface, register_action_interface
+from powertrip_env.dynamics.jit import compiled
 
 __all__ = [
     "GLOBAL_FEATURES",
@@ -43,13 +44,16 @@ __all__ = [
     "CandidateSets",
     "Candidates",
     "build",
-    "numpy_actor",
+    "compiled_actor",
 ]
 
 
 def _as_action(env: gym.Env, mask: np.ndarray) -> np.ndarray:
     """``mask`` of the N real sites as ``env``'s action: int8, zeros over ``max_sites``' padding."""
-    action = np.zeros(env.action_space.shape, dtype=np.int8)
+    shape = env.action_space.shape
+    if shape == mask.shape:  # no padding: one conversion, not an allocation and a copy
+        return mask.astype(np.int8)
+    action = np.zeros(shape, dtype=np.int8)
     action[: mask.shape[0]] = mask
     return action
 
@@ -96,10 +100,10 @@ class CandidatePolicy(Policy):
     """A model trained on ``CandidateSets`` behind the baselines' policy interface.
 
     Deterministic play of an ``MlpPolicy`` (what ``train_agent.py`` trains) runs the actor's
-    layers in numpy (``numpy_actor``): SB3's ``predict`` spends some 20 times longer on tensors,
-    modes and a distribution object than on the three small products, and a decision's cost
-    is what this agent is measured on against ``MyopicOptimal``. Other networks go through
-    ``predict``.
+    layers in one compiled call (``compiled_actor``): SB3's ``predict`` spends some 20 times
+    longer on tensors, modes and a distribution object than on the three small products, and a
+    decision's cost is what this agent is measured on against ``MyopicOptimal``. Other networks
+    go through ``predict``.
     """
 
     def __init__(self, model: Any, name: str, deterministic: bool = True) -> None:
@@ -108,7 +112,7 @@ class CandidatePolicy(Policy):
         self.name = name
         self.deterministic = deterministic
         policy = getattr(model, "policy", None)
-        self.actor = numpy_actor(policy) if deterministic and policy is not None else None
+        self.actor = compiled_actor(policy) if deterministic and policy is not None else None
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
         candidates = build(self.env)
@@ -121,9 +125,15 @@ class CandidatePolicy(Policy):
         return _as_action(self.env, mask)
 
 
-def numpy_actor(policy: Any) -> Callable[[np.ndarray], int] | None:
+def compiled_actor(policy: Any) -> Callable[[np.ndarray], int] | None:
     """The most likely action of an SB3 ``ActorCriticPolicy`` over a flat observation with a
-    categorical action, computed in numpy; None for any other network (then use ``predict``)."""
+    categorical action, computed by one compiled call (``_forward_argmax``); None for any other
+    network (then use ``predict``).
+
+    The layers are packed into one float32 buffer, so one call runs the whole network: numpy
+    would spend a microsecond on each of some ten small operations, about as long as the
+    candidates' whole pool takes to predict.
+    """
     from stable_baselines3.common.distributions import CategoricalDistribution
     from stable_baselines3.common.torch_layers import FlattenExtractor
     from torch import nn
@@ -134,25 +144,70 @@ def numpy_actor(policy: Any) -> Callable[[np.ndarray], int] | None:
         return None
     if getattr(policy, "normalize_images", False) and len(policy.observation_space.shape) > 1:
         return None
-    steps: list[tuple[np.ndarray, np.ndarray] | Callable[[np.ndarray], np.ndarray]] = []
-    for module in [*policy.mlp_extractor.policy_net, policy.action_net]:
-        if isinstance(module, nn.Linear):
-            weight = module.weight.detach().cpu().numpy().T.copy()
-            steps.append((weight, module.bias.detach().cpu().numpy().copy()))
-        elif isinstance(module, nn.Tanh):
-            steps.append(np.tanh)
-        elif isinstance(module, nn.ReLU):
-            steps.append(lambda x: np.maximum(x, 0.0))
-        else:
-            return None
+    modules = [*policy.mlp_extractor.policy_net, policy.action_net]
+    linear = [m for m in modules if isinstance(m, nn.Linear)]
+    activations = [m for m in modules if not isinstance(m, nn.Linear)]
+    kinds = {nn.Tanh: ACT_TANH, nn.ReLU: ACT_RELU}
+    if not activations:
+        activation = ACT_TANH  # one layer: no activation is applied
+    elif len({type(m) for m in activations}) == 1 and type(activations[0]) in kinds:
+        activation = kinds[type(activations[0])]
+    else:
+        return None
+    # Linear, activation, Linear, activation, ..., Linear: SB3's MlpExtractor and action net
+    expected = [nn.Linear if k % 2 == 0 else type(activations[0]) for k in range(len(modules))]
+    if [type(m) for m in modules] != expected:
+        return None
+    dims = np.array([linear[0].in_features, *(m.out_features for m in linear)], dtype=np.int64)
+    parts = []
+    for m in linear:
+        parts.append(m.weight.detach().cpu().numpy().astype(np.float32).ravel())
+        parts.append(m.bias.detach().cpu().numpy().astype(np.float32))
+    flat = np.concatenate(parts)
+    scratch = np.empty((2, int(dims.max())), dtype=np.float32)
 
     def actor(features: np.ndarray) -> int:
-        x = np.asarray(features, dtype=np.float32)
-        for step in steps:
-            x = x @ step[0] + step[1] if isinstance(step, tuple) else step(x)
-        return int(np.argmax(x))
+        x = np.ascontiguousarray(features, dtype=np.float32).reshape(-1)
+        return int(_forward_argmax(x, flat, dims, activation, scratch))
 
     return actor
+
+
+ACT_TANH, ACT_RELU = 0, 1
+
+
+@compiled(package_stamp=False, nogil=True, fastmath=True)
+def _forward_argmax(x, flat, dims, activation, scratch):
+    """argmax of an MLP's output: layer l maps ``dims[l]`` inputs to ``dims[l + 1]`` outputs
+    with the weights (output-major, torch's ``Linear.weight``) then the bias packed in ``flat``;
+    ``activation`` (tanh or ReLU) after every layer but the last. The first largest wins, as
+    ``np.argmax``. ``fastmath`` lets each output's sum run in vector lanes: the sums may differ
+    from torch's in the last bits, which moves the argmax only between near-equal slots."""
+    src, dst = 0, 1
+    for i in range(dims[0]):
+        scratch[src, i] = x[i]
+    offset = 0
+    layers = dims.shape[0] - 1
+    for layer in range(layers):
+        n_in, n_out = dims[layer], dims[layer + 1]
+        bias = offset + n_in * n_out
+        h = scratch[src]
+        for j in range(n_out):
+            w = flat[offset + j * n_in : offset + (j + 1) * n_in]
+            acc = np.float32(0.0)
+            for i in range(n_in):
+                acc += w[i] * h[i]
+            v = acc + flat[bias + j]
+            if layer < layers - 1:
+                v = np.tanh(v) if activation == ACT_TANH else max(v, np.float32(0.0))
+            scratch[dst, j] = v
+        offset = bias + n_out
+        src, dst = dst, src
+    best = 0
+    for j in range(dims[layers]):
+        if scratch[src, j] > scratch[src, best]:
+            best = j
+    return best
 
 
 # ``powertrip evaluate --model`` (and ``pretrained``) plays a saved candidate agent.

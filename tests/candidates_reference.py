@@ -52,7 +52,9 @@ def _pool(now: Any) -> np.ndarray:
     flips[:] = current
     flips[np.arange(m), idx] ^= True
     pool[4 * m] = current
-    return pool[pool.any(axis=1)]
+    pool = pool[pool.any(axis=1)]
+    _, first = np.unique(pool, axis=0, return_index=True)  # repeats dropped, the first kept
+    return pool[np.sort(first)]
 
 
 def _ratio(values: np.ndarray) -> np.ndarray:

@@ -300,13 +300,13 @@ def test_a_model_in_an_unknown_space_is_refused_naming_it(tmp_path) -> None:
         load_agent(str(path), "ppo", "cartpole", "PowerTrip-v0")
 
 
-def test_numpy_actor_decides_as_sb3_predict() -> None:
-    """``CandidatePolicy`` plays an MlpPolicy's layers in numpy: the same slot as SB3's
-    deterministic ``predict`` on the states of real episodes."""
+def test_compiled_actor_decides_as_sb3_predict() -> None:
+    """``CandidatePolicy`` plays an MlpPolicy's layers in one compiled call: the same slot as
+    SB3's deterministic ``predict`` on the states of real episodes."""
     import torch
     from stable_baselines3 import PPO
 
-    from powertrip_env.agents.candidates import numpy_actor
+    from powertrip_env.agents.candidates import compiled_actor
 
     for activation in (torch.nn.Tanh, torch.nn.ReLU):
         env = CandidateSets(gym.make("PowerTrip-v0"))
@@ -315,7 +315,7 @@ def test_numpy_actor_decides_as_sb3_predict() -> None:
         with torch.no_grad():  # larger weights, so the slots differ from state to state
             for p in model.policy.action_net.parameters():
                 p.mul_(50.0)
-        actor = numpy_actor(model.policy)
+        actor = compiled_actor(model.policy)
         assert actor is not None
         slots = set()
         for obs, _ in _episode(env, lambda e: 2, seed=4, rounds=60):

@@ -168,12 +168,43 @@ def _keep(pool, m, current, n, times, scratch):
 
 
 @jit
+def _commit(pool, rows, keys):
+    """Keep row ``rows`` of ``pool`` if it is a non-empty set not already among the rows before
+    it (then return ``rows + 1``); otherwise clear it. ``keys`` holds each kept row's sites as a
+    bit pattern (site i as bit i mod 63), so only rows whose patterns agree are compared in full.
+    """
+    n = pool.shape[1]
+    key = 0
+    for i in range(n):
+        if pool[rows, i]:
+            key |= 1 << (i % 63)
+    if key != 0:
+        duplicate = False
+        for j in range(rows):
+            if keys[j] == key:
+                duplicate = True
+                for i in range(n):
+                    if pool[j, i] != pool[rows, i]:
+                        duplicate = False
+                        break
+                if duplicate:
+                    break
+        if not duplicate:
+            keys[rows] = key
+            return rows + 1
+    pool[rows, :] = False
+    return rows
+
+
+@jit
 def _fill_pool(available, current, power_w, exchange_s, rate, pool):
-    """The pool of ``_pool``'s docstring into ``pool`` (≥ 4m + 1 rows, zeroed); returns its size.
+    """The pool of the module's docstring into ``pool`` (≥ 4m + 1 rows, zeroed); returns its size.
 
     Three rankings of the available sites (PowerTrip's power over exchange cost, the fastest
     first, the joined then the fastest), each ranking's prefixes; the current set with each
-    available site flipped; the current set. Empty sets are dropped, the order kept.
+    available site flipped; the current set. Empty sets and repeats are dropped (the rankings'
+    prefixes often coincide: about half the rows on the flagship), the first of each kept in
+    order, so every slot picks the set it would pick among the repeats.
     """
     n = available.shape[0]
     idx = np.empty(n, dtype=np.int64)
@@ -182,6 +213,7 @@ def _fill_pool(available, current, power_w, exchange_s, rate, pool):
         if available[i]:
             idx[m] = i
             m += 1
+    keys = np.empty(pool.shape[0], dtype=np.int64)
     key = np.empty(n)
     order = np.empty(m, dtype=np.int64)
     rows = 0
@@ -206,27 +238,15 @@ def _fill_pool(available, current, power_w, exchange_s, rate, pool):
         for p in range(m):  # prefix p: the first p + 1 of the ranking
             for q in range(p + 1):
                 pool[rows, idx[order[q]]] = True
-            rows += 1
+            rows = _commit(pool, rows, keys)
     for j in range(m):
         i = idx[j]
-        empty = True
         for s in range(n):
-            on = current[s] != (s == i)
-            pool[rows, s] = on
-            empty = empty and not on
-        if not empty:
-            rows += 1
-        else:
-            pool[rows, :] = False
-    empty = True
+            pool[rows, s] = current[s] != (s == i)
+        rows = _commit(pool, rows, keys)
     for s in range(n):
         pool[rows, s] = current[s]
-        empty = empty and not current[s]
-    if not empty:
-        rows += 1
-    else:
-        pool[rows, :] = False
-    return rows
+    return _commit(pool, rows, keys)
 
 
 @jit

@@ -44,8 +44,11 @@ def _stamp_cache(dispatcher: Any) -> Any:
     return dispatcher
 
 
-def compiled(**options: Any) -> Any:
+def compiled(*, package_stamp: bool = True, **options: Any) -> Any:
     """``numba.njit(cache=True, **options)``, or without the cache where none can be written.
+
+    ``package_stamp`` ties the cached code to every kernel file (``_stamp_cache``); code outside
+    the kernel that calls none of it passes False, and numba then watches its own file only.
 
     In a container or on a cluster node with read-only site-packages and a read-only HOME numba
     finds nowhere to keep its cache and refuses to decorate the function ("no locator
@@ -55,7 +58,8 @@ def compiled(**options: Any) -> Any:
 
     def decorate(fn: Any) -> Any:
         try:
-            return _stamp_cache(numba.njit(cache=True, **options)(fn))
+            dispatcher = numba.njit(cache=True, **options)(fn)
+            return _stamp_cache(dispatcher) if package_stamp else dispatcher
         except RuntimeError as exc:
             if "no locator available" not in str(exc):
                 raise
