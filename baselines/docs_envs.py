@@ -297,7 +297,7 @@ def results_section(env_id: str, readme: Path) -> list[str]:
     out = []
     board = board_section(env_id, doc_blocks.read_block(LEADERBOARD, readme))
     if board:
-        home = "../index.md#the-benchmark-four-tasks-one-leaderboard"
+        home = "../benchmark.md#the-leaderboard"
         out += ["### On the leaderboard", "", *board, ""]
         out += [f"The whole board: [the leaderboard]({home}).", ""]
     try:

@@ -7,14 +7,16 @@ replaces it with a fresh table. ``<!-- results:ID -->`` gets the harness's ``sum
 the ID; ``headroom`` gets ``powertrip_env.baselines.headroom``'s table over every ID,
 ``fidelity`` and ``sensitivity`` the flagship's calibration table
 (``powertrip_env.baselines.fidelity``) and its sweep (``powertrip_env.baselines.sensitivity``,
-10 episodes a setting), and ``leaderboard`` the benchmark's tables over the suite
-(``powertrip_env.baselines.benchmark``; its performance profile is copied to
-``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes both from a finished
-``powertrip benchmark --out DIR`` instead of running it). ``powertrip readme-tables`` re-runs
-every registered ID and updates the README.md in the current folder and the pages under the
-docs/ folder beside it (run it from the repository root, or pass ``--readme``): an installed
-package has no documentation of its own to find. The site's pages that show these tables are
-generated from them: run ``powertrip docs`` afterwards.
+10 episodes a setting), ``leaderboard`` the benchmark's tables over the suite
+(``powertrip_env.baselines.benchmark``) and ``leaderboard-scores`` README's one table of them
+(the aggregate and each task's score). The benchmark's performance profile is copied to
+``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes the board and the profile
+from a finished ``powertrip benchmark --out DIR`` instead of running it.
+
+``powertrip readme-tables`` re-runs every registered ID and updates the README.md in the
+current folder and the pages under the docs/ folder beside it (run it from the repository root,
+or pass ``--readme``): an installed package has no documentation of its own to find. The site's
+pages that show these tables are generated from them: run ``powertrip docs`` afterwards.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from powertrip_env.baselines.doc_blocks import BlockFiles
 from powertrip_env.baselines.evaluate import evaluate
 
 HEADROOM = "headroom"  # the block of the headroom table
-LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite
+LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite (docs/benchmark.md)
+SCORES = "leaderboard-scores"  # README's leaderboard: the aggregate and each task's score
 PROFILE = Path("docs") / "leaderboard-profile.png"  # beside the README, as README links it
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
@@ -47,8 +50,8 @@ RESULT_IDS = [
 DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in
 
 
-def readme_board(board: str) -> str:
-    """The benchmark's Markdown inside README's own section: its title dropped and its headings
+def board_block(board: str) -> str:
+    """The benchmark's Markdown inside a page's own section: its title dropped and its headings
     bold lines, so they neither outrank the section nor repeat the per-ID headings' anchors."""
     lines = []
     for line in board.splitlines():
@@ -56,6 +59,52 @@ def readme_board(board: str) -> str:
             continue
         lines.append(f"**{line[3:]}**" if line.startswith("## ") else line)
     return "\n".join(lines).strip("\n") + "\n"
+
+
+def _table_rows(lines: Sequence[str]) -> list[list[str]]:
+    """The cells of a Markdown table's body rows among ``lines`` (header and rule skipped)."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines
+            if line.startswith("|")]  # fmt: skip
+    return rows[2:]
+
+
+def board_scores(board: str) -> str:
+    """README's leaderboard: one table of the aggregate (mean score and IQM with their
+    intervals) and each task's score beside it, from the benchmark's Markdown ``board``
+    (``leaderboard.to_markdown``), whose per-task tables of hours live on docs/benchmark.md.
+
+    Raises ``ValueError`` when ``board`` has no aggregate section, as a board that is not the
+    benchmark's would.
+    """
+    sections: dict[str, list[str]] = {"": []}
+    name = ""
+    for line in board.splitlines():
+        if line.startswith("## "):
+            name = line[3:]
+            sections[name] = []
+        elif not line.startswith("# "):
+            sections[name].append(line)
+    aggregate = next((n for n in sections if n.startswith("Aggregate")), None)
+    if aggregate is None:
+        raise ValueError("the benchmark's board has no '## Aggregate' section")
+    tasks = [n for n in sections if n not in ("", aggregate)]
+    scores = {task: {row[0]: row[-1] for row in _table_rows(sections[task])} for task in tasks}
+    policies = {row[0]: row[1:] for row in _table_rows(sections[aggregate])}
+    for task in tasks:  # those left out of the aggregate after it, as the board lists them
+        policies.update({p: ["–", "–"] for p in scores[task] if p not in policies})
+    lines = [
+        "\n".join(sections[""]).strip("\n"),
+        "",
+        f"**{aggregate}, and each task's score**",
+        "",
+        "| policy | mean score [95% CI] | IQM [95% CI] | " + " | ".join(tasks) + " |",
+        "|---|---:|---:|" + "---:|" * len(tasks),
+    ]
+    for policy, cells in policies.items():
+        each = [scores[task].get(policy, "–") for task in tasks]
+        lines.append(f"| {policy} | " + " | ".join([*cells, *each]) + " |")
+    notes = [line for line in sections[aggregate] if line.startswith("- ")]
+    return "\n".join([*lines, "", *notes]).strip("\n") + "\n"
 
 
 def table_for(env_id: str, episodes: int, seed: int, progress: bool) -> str:
@@ -116,11 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     tabled = [env_id for env_id in env_ids if env_id in RESULT_IDS]
     blocks = {
-        "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD],
+        "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES],
         "results": tabled,
         "headroom": [HEADROOM],
         "calibration": [FIDELITY, SENSITIVITY],
-        "leaderboard": [LEADERBOARD],
+        "leaderboard": [LEADERBOARD, SCORES],
     }[args.tables]
     pages = BlockFiles(args.readme)
     try:
@@ -128,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(f"--readme {str(args.readme)!r}: {exc}")
     progress = not args.no_progress
-    for env_id in (b for b in blocks if b not in (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD)):
+    named = (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES)
+    for env_id in (b for b in blocks if b not in named):
         print(f"evaluating {env_id} ...", file=sys.stderr)
         pages.splice(env_id, table_for(env_id, args.episodes, args.seed, progress))
     if HEADROOM in blocks:
@@ -146,7 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         pages.splice(SENSITIVITY, sensitivity.to_markdown(swept))
     if LEADERBOARD in blocks:
-        _splice_leaderboard(pages, args)
+        try:
+            _splice_leaderboard(pages, args)
+        except ValueError as exc:  # a --leaderboard-from board that is not the benchmark's
+            parser.error(f"--leaderboard-from {str(args.leaderboard_from)!r}: {exc}")
     for path in pages.write():
         print(f"updated {path}", file=sys.stderr)
     print("then run `powertrip docs` to refresh the site's pages built from them", file=sys.stderr)
@@ -166,7 +219,8 @@ def _headroom_table(env_ids: list[str], args: argparse.Namespace, progress: bool
 
 
 def _splice_leaderboard(pages: BlockFiles, args: argparse.Namespace) -> None:
-    """Put the benchmark's tables in the leaderboard block of ``pages``; writes the profile PNG.
+    """Put the benchmark's tables in the leaderboard block of ``pages`` and its scores in
+    README's; writes the profile PNG.
 
     The board and its profile come from one benchmark (run here, or the ``--leaderboard-from``
     folder), so the README's table and its picture never describe two different runs.
@@ -189,7 +243,8 @@ def _splice_leaderboard(pages: BlockFiles, args: argparse.Namespace) -> None:
         )
         png = png_path.read_bytes()
         png_path.unlink()
-    pages.splice(LEADERBOARD, readme_board(board))
+    pages.splice(LEADERBOARD, board_block(board))
+    pages.splice(SCORES, board_scores(board))
     write_bytes(profile, png)
 
 

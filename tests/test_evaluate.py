@@ -443,9 +443,12 @@ def test_the_docs_hold_one_results_block_for_every_registered_id() -> None:
     from powertrip_env.baselines.readme_tables import RESULT_IDS
 
     readme = Path(__file__).resolve().parents[1] / "README.md"
-    for env_id in (*RESULT_IDS, "headroom", "fidelity", "sensitivity", "leaderboard"):
+    names = (*RESULT_IDS, "headroom", "fidelity", "sensitivity", "leaderboard")
+    for env_id in (*names, "leaderboard-scores"):
         assert holder(env_id, readme).suffix == ".md"
-    assert holder("leaderboard", readme) == readme  # the front door keeps the leaderboard
+    # the front door keeps the scores; the benchmark's page the whole board, hours included
+    assert holder("leaderboard-scores", readme) == readme
+    assert holder("leaderboard", readme) == readme.parent / "docs" / "benchmark.md"
     assert set(powertrip_env.ENV_IDS) - set(RESULT_IDS) <= set(powertrip_env.SUITE_IDS)
 
 
@@ -496,12 +499,14 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
     from powertrip_env.baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
 
     monkeypatch.chdir(tmp_path)
-    names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard")
+    names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard",
+             "leaderboard-scores")  # fmt: skip
     blocks = {name: f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n"
               for name in names}  # fmt: skip
     frame = pd.DataFrame({"task": ["PowerTrip-v0"], "policy": ["PowerTrip"]})
+    board = "# Board\n## Aggregate over 1 task\n| policy | mean | iqm |\n|---|---|---|\n| P | 0 |"
     monkeypatch.setattr(benchmark, "benchmark", lambda **kw: (frame, {"task": 1}))
-    monkeypatch.setattr(benchmark, "report", lambda f, facts: (f"| board {len(facts)} |\n", {}))
+    monkeypatch.setattr(benchmark, "report", lambda f, facts: (board, {}))
 
     def profile(scored, zero, top, path):
         path.write_bytes(b"png")
@@ -523,14 +528,15 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
         "headroom": "| room PowerTrip-v0 |",
         "fidelity": "| fidelity PowerTrip-v0 |",
         "sensitivity": "| swept PowerTrip-v0 |",
-        "leaderboard": "| board 1 |",
+        "leaderboard": readme_tables.board_block(board).rstrip("\n"),
+        "leaderboard-scores": readme_tables.board_scores(board).rstrip("\n"),
     }
     chosen = {
         "all": set(new),
         "results": {"PowerTrip-v0"},
         "headroom": {"headroom"},
         "calibration": {"fidelity", "sensitivity"},
-        "leaderboard": {"leaderboard"},
+        "leaderboard": {"leaderboard", "leaderboard-scores"},
     }[tables]
     expected = "# mine\n" + "".join(
         text.replace("old", new[name]) if name in chosen else text for name, text in blocks.items()

@@ -390,6 +390,26 @@ def test_markdown_has_sorted_tables_and_the_caption(toy: pd.DataFrame) -> None:
     assert to_markdown(toy, ZERO, TOP, title="Toy board") == text
 
 
+def test_readme_scores_put_each_task_score_beside_the_aggregate(toy: pd.DataFrame) -> None:
+    """README's leaderboard (``board_scores``) is the board's aggregate with each task's score
+    beside it, read from the board's own tables: a policy's row holds its aggregate cells and
+    the score its task tables give it; the caption and notes come along, the hours do not."""
+    from powertrip_env.baselines.readme_tables import board_block, board_scores
+
+    text = to_markdown(toy, ZERO, TOP, title="Toy board")
+    scores = board_scores(text)
+    assert scores.startswith("Normalised score per task")
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|\n").split("|")[1:]]
+            for line in scores.splitlines() if line.startswith("| ")}  # fmt: skip
+    assert rows["policy"] == ["mean score [95% CI]", "IQM [95% CI]", "A-v0", "B-v0"]
+    assert rows["Greedy"][0].startswith("0.186 [0.014, 0.333]")
+    assert rows["Greedy"][3] == "-0.028"  # as B-v0's own table scores it
+    assert list(rows)[1:] == [TOP, "Greedy", ZERO]  # the aggregate's order
+    assert "22.250" not in scores and "- mean score:" in scores
+    with pytest.raises(ValueError, match="Aggregate"):
+        board_scores(board_block(text))  # the board as a page holds it, not as the tool gives it
+
+
 def _facts(**extra: object) -> dict[str, object]:
     return {"headroom": np.float64(1.25), "optimum_upper_h": 8.0,
             "optimum_lower_h": np.float32(7.5), "gap": 0.0625,
