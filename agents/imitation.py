@@ -205,7 +205,7 @@ def from_slots(features: np.ndarray, slots: np.ndarray) -> Dataset:
 
 
 def train(
-    env_id: str = "PowerTrip-v0",
+    env_id: str | Sequence[str] = "PowerTrip-v0",
     *,
     n_envs: int = 16,
     steps: int = 300,
@@ -218,40 +218,55 @@ def train(
 ) -> tuple[Any, dict[str, Any]]:
     """Behaviour cloning on ``steps`` teacher-labelled vector steps (``n_envs`` episodes each),
     then ``dagger`` rounds of half as many steps played by the student (the teacher with
-    probability ``beta``), each followed by a fit on everything so far. ``start`` adds
-    recorded decisions (``from_slots``) to the first fit. Returns an SB3 PPO model whose
-    policy is the student (ready for ``CandidatePolicy``, ``--model`` and PPO fine-tuning) and
-    a summary. ``jitter=False`` labels on jitter-free episodes, as the benchmark plays them."""
+    probability ``beta``), each followed by a fit on everything so far. Several IDs label
+    ``steps`` each, and the student fits all of them at once: the slots' features do not depend
+    on the number of sites, so one network serves every catalogue. ``start`` adds recorded
+    decisions (``from_slots``) to the first fit. Returns an SB3 PPO model whose policy is the
+    student (ready for ``CandidatePolicy``, ``--model`` and PPO fine-tuning) and a summary.
+    ``jitter=False`` labels on jitter-free episodes, as the benchmark plays them."""
     from stable_baselines3 import PPO
 
     from powertrip_env.agents import hyperparams
 
     started = time.monotonic()
-    venv = make_venv(env_id, {"jitter": jitter}, n_envs, seed)
+    env_ids = [env_id] if isinstance(env_id, str) else list(env_id)
+    venvs = [make_venv(e, {"jitter": jitter}, n_envs, seed) for e in env_ids]
     config = hyperparams.load_config(hyperparams.default_config_path("ppo"), "ppo")
     policy, kwargs = hyperparams.model_kwargs(config, "ppo", "candidates")
-    model = PPO(policy, venv, seed=seed, device="cpu", **kwargs)
-    data, obs = collect(venv, steps)
-    if start is not None:
-        data = data + start
+    model = PPO(policy, venvs[0], seed=seed, device="cpu", **kwargs)
+    labelled = [collect(venv, steps) for venv in venvs]
+    data = _union([d for d, _ in labelled] + ([start] if start is not None else []))
+    last = [obs for _, obs in labelled]
     losses = fit(model.policy, data, epochs=epochs, seed=seed)
     rounds = []
     rng = np.random.default_rng(seed)
     for k in range(dagger):
         student = student_of(model.policy)
-        more, obs = collect(venv, max(steps // 2, 1), student, beta, rng, obs)
-        played = student(more.features)
-        rounds.append(float(more.regret[np.arange(len(more)), played].mean()))
-        data = data + more
+        more = []
+        for i, venv in enumerate(venvs):
+            got, last[i] = collect(venv, max(steps // 2, 1), student, beta, rng, last[i])
+            more.append(got)
+        added = _union(more)
+        played = student(added.features)
+        rounds.append(float(added.regret[np.arange(len(added)), played].mean()))
+        data = data + added
         losses = fit(model.policy, data, epochs=epochs, seed=seed + k + 1)
     summary = {
-        "env": env_id,
+        "env": env_ids[0] if len(env_ids) == 1 else env_ids,
         "states": len(data),
         "dagger_student_regret_h": rounds,
         "final_loss": losses[-1] if losses else None,
         "seconds": round(time.monotonic() - started, 1),
     }
     return model, summary
+
+
+def _union(parts: Sequence[Dataset]) -> Dataset:
+    """The labelled states of ``parts``, in order."""
+    out = parts[0]
+    for part in parts[1:]:
+        out = out + part
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
