@@ -279,7 +279,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "candidate slots; saves an SB3 PPO model for --model.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--env", default="PowerTrip-v0", help="registered environment ID")
+    p.add_argument(
+        "--env",
+        action="append",
+        metavar="ID",
+        help="registered environment ID (default PowerTrip-v0); repeat it to label several, "
+        "and one student fits them all",
+    )
     p.add_argument("--n-envs", type=checks.positive_int, default=16)
     p.add_argument("--steps", type=checks.positive_int, default=300, help="teacher's steps")
     p.add_argument("--dagger", type=checks.non_negative_int, default=3, help="DAgger rounds")
@@ -300,12 +306,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not 0.0 <= args.beta <= 1.0:
             raise checks.UsageError(f"argument --beta: {args.beta!r}: expected a share in [0, 1]")
-        checks.check_env(args.env, {})
-        if not native_vector(args.env):
-            raise checks.UsageError(
-                f"argument --env: {args.env!r} draws a site catalogue per episode; the teacher "
-                "labels one catalogue on the native vector env"
-            )
+        env_ids = args.env or ["PowerTrip-v0"]
+        for env_id in env_ids:
+            checks.check_env(env_id, {})
+            if not native_vector(env_id):
+                raise checks.UsageError(
+                    f"argument --env: {env_id!r} draws a site catalogue per episode; the "
+                    "teacher labels one catalogue on the native vector env"
+                )
         out = checks.check_out_dir(Path(args.out), force=args.force)
         start = None
         if args.dataset:
@@ -315,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (checks.UsageError, ValueError) as exc:
         p.exit(2, f"{p.prog}: error: {exc}\n")
     model, summary = train(
-        args.env, n_envs=args.n_envs, steps=args.steps, dagger=args.dagger, beta=args.beta,
+        env_ids, n_envs=args.n_envs, steps=args.steps, dagger=args.dagger, beta=args.beta,
         epochs=args.epochs, seed=args.seed, jitter=args.jitter, start=start,
     )  # fmt: skip
     if args.force and out.is_dir():

@@ -92,6 +92,26 @@ def test_the_command_saves_a_student_that_plays(tmp_path) -> None:
     assert env.action_space.contains(action)
 
 
+def test_one_student_learns_from_several_ids(tmp_path) -> None:
+    """Repeated ``--env`` labels each ID and fits one student on all of them; it plays on a
+    catalogue of 10 sites and on one of 24, the features being the same size for both."""
+    out = tmp_path / "run"
+    argv = ["--env", "PowerTrip-v0", "--env", "PowerTrip-Wide-v0", "--n-envs", "2", "--steps",
+            "2", "--dagger", "1", "--epochs", "2", "--out", str(out)]  # fmt: skip
+    assert imitation.main(argv) == 0
+    summary = json.loads((out / "imitation.json").read_text())
+    assert summary["env"] == ["PowerTrip-v0", "PowerTrip-Wide-v0"]
+    assert summary["states"] == 2 * (2 * 2 + 2 * 1)
+    from stable_baselines3 import PPO
+
+    agent = CandidatePolicy(PPO.load(out / "model.zip", device="cpu"), "student")
+    for env_id in ("PowerTrip-v0", "PowerTrip-Wide-v0"):
+        env = gym.make(env_id)
+        obs, info = env.reset(seed=0)
+        agent.reset(env)
+        assert env.action_space.contains(agent.act(obs, info))
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
