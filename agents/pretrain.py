@@ -1,14 +1,17 @@
 """Produce the shipped general agent (agents/pretrained) and its zero-shot table.
 
-    powertrip pretrain            # train on the suite's four tasks, ship the best model
+    powertrip pretrain            # a student of the suite's four tasks, ship it
     powertrip pretrain --table    # the zero-shot tables: RESULTS.md and docs/training.md
 
-Training is ``train_agent.py``'s run (``powertrip_env.agents.training``) with the arguments in
-``TRAIN_ARGS``: PPO over candidate site sets (``agents/candidates.py``, whose features do not
-depend on the number of sites) on the four tasks of ``powertrip_env.SUITE_IDS`` at once (the
-training envs take their scenarios in turn), a few minutes on two cores. The best model on the
-periodic evaluation (the flagship's test days) becomes ``agents/pretrained/model.zip``, with
-the run's ``config.yaml`` beside it.
+Training is ``powertrip imitation`` (``powertrip_env.agents.imitation``) with the arguments in
+``IMITATION_ARGS``: the candidate-set network (``agents/candidates.py``, whose features do not
+depend on the number of sites) taught by the clairvoyant rollout teacher on the four tasks of
+``powertrip_env.SUITE_IDS`` at once, behaviour cloning then DAgger, about five minutes on two
+cores. The student becomes ``agents/pretrained/model.zip``, with the run's command and summary
+in ``config.yaml`` beside it. PPO over the same slots and tasks (200k steps) did worse on every
+scenario of the table (docs/agents.md, "The pretrained agent"): over four tasks it did not
+settle on the tuned rule's slot, which the teacher's labels prefer wherever it is among the
+best.
 
 The table runs the shipped model, unchanged, against PowerTrip, MyopicOptimal, the strongest
 deployable rules (HorizonRule, ForecastMPC) and BestFixedSet: on the flagship, and on
@@ -29,8 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
-from powertrip_env.agents import training
+from powertrip_env import SUITE_IDS
+from powertrip_env.agents import imitation
 from powertrip_env.atomic import atomic_path, write_text
 from powertrip_env.baselines.doc_blocks import BlockFiles
 from powertrip_env.baselines.evaluate import evaluate
@@ -38,23 +43,17 @@ from powertrip_env.baselines.models import PRETRAINED, pretrained_model_path
 from powertrip_env.baselines.registry import default_policy_names
 from powertrip_env.scenario.sampling import SiteSampler
 
-# The main job's agent (PPO over candidate sets) on the four suite tasks at once: the training
-# envs take the flagship, non-blocking joins, solar-only power and the 24-site catalogue in
-# turn (their spaces padded to 24 sites; the candidates' features do not depend on N). On the
-# flagship alone PPO's best model came at its first evaluation (50k steps); 200k give four
-# tasks room.
-TRAIN_ARGS = [
-    "--env", "PowerTrip-v0",
-    "--scenario", "default",
-    "--scenario", "nonblocking",
-    "--scenario", "solar",
-    "--scenario", "wide",
-    "--algo", "ppo",
-    "--extractor", "candidates",
-    "--timesteps", "200_000",
+# The student of the clairvoyant teacher on the four suite tasks (their catalogues of 10 and 24
+# sites; the candidates' features do not depend on N): 300 labelled vector steps of 16
+# jitter-free train episodes a task, then three DAgger rounds of 150, as `powertrip imitation`
+# runs by default.
+IMITATION_ARGS = [
+    *(arg for env_id in SUITE_IDS for arg in ("--env", env_id)),
+    "--n-envs", "16",
+    "--steps", "300",
+    "--dagger", "3",
+    "--epochs", "40",
     "--seed", "0",
-    "--eval-freq", "50_000",
-    "--final-episodes", "0",
 ]  # fmt: skip
 
 # (label, env ID, scenario file or None): where the table compares the agent.
@@ -80,29 +79,25 @@ REFERENCES = ["BestFixedSet", "BeamPlanner"]
 
 
 def train(run_dir: Path, dest: Path, force: bool = False) -> int:
-    """Train with ``TRAIN_ARGS`` into ``run_dir``; copy the best model and config to ``dest``.
+    """Teach the student with ``IMITATION_ARGS`` into ``run_dir``; copy it to ``dest`` with a
+    ``config.yaml`` that records the command and the run's summary.
 
-    The run (``powertrip_env.agents.training``, as ``train_agent.py`` runs it) refuses a ``run_dir``
-    that holds an earlier run (its files would mix with this one's); ``force`` lets it replace them.
+    ``powertrip imitation`` refuses a ``run_dir`` that holds an earlier run (its files would mix
+    with this one's); ``force`` lets it replace them.
     """
     started = time.monotonic()
-    code = training.main([*TRAIN_ARGS, "--out", str(run_dir), *(["--force"] if force else [])])
+    argv = [*IMITATION_ARGS, "--out", str(run_dir), *(["--force"] if force else [])]
+    code = imitation.main(argv)
     if code != 0:
         return code
-    best = run_dir / "best_model.zip"
-    chosen = best if best.exists() else run_dir / "final_model.zip"
     with atomic_path(dest / "model.zip") as tmp:
-        shutil.copyfile(chosen, tmp)
-    config = (run_dir / "config.yaml").read_text(encoding="utf-8")
-    try:
-        steps = json.loads((run_dir / "best_model.json").read_text(encoding="utf-8"))["timesteps"]
-        which = f"{chosen.name} at {steps:,} steps"
-    except (OSError, ValueError, KeyError):
-        which = chosen.name
-    header = f"# produced by `powertrip pretrain`: the run below; model.zip is its {which}\n"
-    write_text(dest / "config.yaml", header + config)
+        shutil.copyfile(run_dir / "model.zip", tmp)
+    summary = json.loads((run_dir / "imitation.json").read_text(encoding="utf-8"))
+    record = {"command": "powertrip imitation " + " ".join(argv), "summary": summary}
+    header = "# produced by `powertrip pretrain`: model.zip is the student of the run below\n"
+    write_text(dest / "config.yaml", header + yaml.safe_dump(record, sort_keys=False))
     minutes = (time.monotonic() - started) / 60
-    print(f"shipped {chosen} as {dest / 'model.zip'} after {minutes:.1f} min")
+    print(f"shipped {run_dir / 'model.zip'} as {dest / 'model.zip'} after {minutes:.1f} min")
     return 0
 
 

@@ -118,19 +118,41 @@ def test_a_payload_in_an_entry_evaluate_replaces_never_runs(
     assert list(result.summary["policy"]) == ["evil"]  # the model was accepted and played
 
 
-def test_every_entry_of_the_shipped_agent_but_its_class_is_rebuilt_without_unpickling(
-    small_scenario, tmp_path
+@pytest.fixture(scope="module")
+def trained_ppo(tmp_path_factory, small_scenario) -> Path:
+    """A PPO agent saved after a short ``learn``: it holds the entries a rollout leaves (the last
+    observation, the episode buffers), which a student saved without rollouts does not."""
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    env = gym.make("PowerTrip-v0", scenario=str(small_scenario), max_episode_steps=16)
+    model = PPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    path = tmp_path_factory.mktemp("agents") / "trained.zip"
+    model.learn(64).save(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("which", "entries"),
+    [
+        ("shipped", {"policy_kwargs", "observation_space", "lr_schedule", "clip_range"}),
+        ("trained", {"observation_space", "_last_obs", "ep_info_buffer", "ep_success_buffer"}),
+    ],
+)
+def test_every_entry_of_an_agent_but_its_class_is_rebuilt_without_unpickling(
+    small_scenario, trained_ppo, tmp_path, which, entries
 ):
-    """All its pickled entries (spaces, policy_kwargs, schedules, buffers, last observation)
-    hold the payload; the agent still loads and plays exactly as the shipped one."""
-    shipped = pretrained_model_path()
-    keys = [k for k in _pickled_keys(shipped) if k != "policy_class"]
-    assert {"policy_kwargs", "observation_space", "_last_obs", "ep_info_buffer"} <= set(keys)
+    """All the pickled entries (spaces, policy_kwargs, schedules, buffers, last observation) of
+    the shipped agent and of one saved after rollouts hold the payload; each still loads and
+    plays exactly as the original."""
+    source = pretrained_model_path() if which == "shipped" else trained_ppo
+    keys = [k for k in _pickled_keys(source) if k != "policy_class"]
+    assert entries <= set(keys)
     marker = tmp_path / "ran"
-    model = _rewrite(shipped, tmp_path / "pretrained.zip", marker, keys)
+    model = _rewrite(source, tmp_path / "rewritten.zip", marker, keys)
     with _nothing_unpickled(marker):
         rebuilt = _evaluate(model, small_scenario)
-    original = _evaluate(shipped, small_scenario)
+    original = _evaluate(source, small_scenario)
     assert rebuilt.episodes.drop(columns="policy").equals(original.episodes.drop(columns="policy"))
 
 

@@ -153,13 +153,13 @@ def test_a_stop_half_way_through_writing_leaves_the_folder_as_it_was(
 
 
 def test_pretrain_passes_force_on_to_the_training_run(tmp_path, monkeypatch):
-    """``powertrip_env.agents.pretrain`` trains with ``powertrip_env.agents.training``
-    (``train_agent.py``'s run), which refuses a used run folder; its ``--force`` is what lets a
-    second pretraining replace the first run."""
+    """``powertrip_env.agents.pretrain`` trains with ``powertrip imitation``
+    (``powertrip_env.agents.imitation``), which refuses a used run folder; its ``--force`` is
+    what lets a second pretraining replace the first run."""
     from powertrip_env.agents import pretrain
 
     calls: list[list[str]] = []
-    monkeypatch.setattr(pretrain.training, "main", lambda argv: calls.append(argv) or 2)
+    monkeypatch.setattr(pretrain.imitation, "main", lambda argv: calls.append(argv) or 2)
     run_dir = str(tmp_path / "run")
     assert pretrain.main(["--run-dir", run_dir]) == 2
     assert pretrain.main(["--run-dir", run_dir, "--force"]) == 2

@@ -10,12 +10,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
+import yaml
 from gymnasium.utils.env_checker import check_env
 from scenario_files import dump_toml
 
 import powertrip_env
 import train_agent
-from powertrip_env.agents import pretrain, training
+from powertrip_env.agents import pretrain
+from powertrip_env.agents.candidates import CandidatePolicy
 from powertrip_env.agents.extractors import SiteEncoder
 from powertrip_env.agents.site_policy import SiteActionHead
 from powertrip_env.baselines.doc_blocks import read_block
@@ -299,17 +301,30 @@ def test_more_scenario_files_than_training_envs_is_a_usage_error(
     assert "argument --n-envs: 1 training envs for 2 --scenario files" in capsys.readouterr().err
 
 
-def test_the_pretrain_command_is_a_valid_training_run(tmp_path: Path) -> None:
-    """It trains on every suite task (their scenarios, padded to the largest) with the
-    candidate agent, whose features fit any catalogue the targets hold."""
-    args = training.parse_args([*pretrain.TRAIN_ARGS, "--out", str(tmp_path)])
-    run = training.setup(args)
-    assert args.extractor == "candidates" and args.timesteps <= 1_500_000
-    suite = [gym.spec(env_id).kwargs["scenario"] for env_id in powertrip_env.SUITE_IDS]
-    assert run["scenarios"] == suite
-    assert run["env_kwargs"]["max_sites"] == max(
-        gym.make(env_id).unwrapped.params.n_sites for env_id in powertrip_env.SUITE_IDS
-    )
+def test_the_pretrain_command_teaches_one_student_on_every_suite_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It labels every suite task for one student, ships that student's model and records the
+    command and the run's summary beside it (a short run: the shipped arguments, fewer steps)."""
+    env_ids = pretrain.IMITATION_ARGS[1 : 2 * len(powertrip_env.SUITE_IDS) : 2]
+    assert env_ids == list(powertrip_env.SUITE_IDS)
+    short = [*pretrain.IMITATION_ARGS[: 2 * len(env_ids)], "--n-envs", "2", "--steps", "1",
+             "--dagger", "0", "--epochs", "1"]  # fmt: skip
+    monkeypatch.setattr(pretrain, "IMITATION_ARGS", short)
+    dest = tmp_path / "shipped"
+    dest.mkdir()
+    assert pretrain.train(tmp_path / "run", dest) == 0
+    record = yaml.safe_load((dest / "config.yaml").read_text(encoding="utf-8"))
+    assert record["command"].startswith("powertrip imitation --env PowerTrip-v0")
+    assert record["summary"]["env"] == list(powertrip_env.SUITE_IDS)
+    assert record["summary"]["states"] == len(env_ids) * 2
+    from stable_baselines3 import PPO
+
+    agent = CandidatePolicy(PPO.load(dest / "model.zip", device="cpu"), "student")
+    env = gym.make("PowerTrip-Wide-v0")
+    obs, info = env.reset(seed=0)
+    agent.reset(env)
+    assert env.action_space.contains(agent.act(obs, info))
 
 
 def test_the_docs_show_the_table_the_pretrained_agent_achieved() -> None:
