@@ -176,13 +176,15 @@ def compiled_actor(policy: Any) -> Callable[[np.ndarray], int] | None:
 ACT_TANH, ACT_RELU = 0, 1
 
 
-@compiled(package_stamp=False, nogil=True, fastmath=True)
+@compiled(package_stamp=False, nogil=True, fastmath={"reassoc", "contract"})
 def _forward_argmax(x, flat, dims, activation, scratch):
     """argmax of an MLP's output: layer l maps ``dims[l]`` inputs to ``dims[l + 1]`` outputs
     with the weights (output-major, torch's ``Linear.weight``) then the bias packed in ``flat``;
     ``activation`` (tanh or ReLU) after every layer but the last. The first largest wins, as
-    ``np.argmax``. ``fastmath`` lets each output's sum run in vector lanes: the sums may differ
-    from torch's in the last bits, which moves the argmax only between near-equal slots."""
+    ``np.argmax``. Reassociation lets each output's sum run in vector lanes: the sums may differ
+    from torch's in the last bits, which moves the argmax only between near-equal slots. NaN
+    keeps its meaning (no ``nnan``): a NaN feature makes every logit NaN, and slot 0 wins, as
+    with ``np.argmax``."""
     src, dst = 0, 1
     for i in range(dims[0]):
         scratch[src, i] = x[i]

@@ -323,6 +323,9 @@ def test_compiled_actor_decides_as_sb3_predict() -> None:
             assert actor(obs) == expected
             slots.add(expected)
         assert len(slots) > 1, "the check saw one slot only"
+        nan = np.zeros(env.observation_space.shape, dtype=np.float32)
+        nan[5] = np.nan  # every logit NaN: slot 0, as np.argmax gives
+        assert actor(nan) == 0
 
 
 def test_the_candidate_vector_env_is_a_dummy_vec_env_of_candidate_sets() -> None:
