@@ -156,15 +156,19 @@ def _keep(pool, m, current, n, times, scratch):
         any_current = any_current or current[i]
     if any_current:
         for j in range(m):
-            same = True
-            for i in range(n):
-                if pool[j, i] != current[i]:
-                    same = False
-                    break
-            if same:
+            if _same_set(pool[j], current, n):
                 return j
     _efficiency(times, m, 1.0, scratch)
     return _argmax(scratch, m)
+
+
+@jit
+def _same_set(a, b, n):
+    """Whether the masks ``a`` and ``b`` select the same of the ``n`` sites."""
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
 
 
 @jit
@@ -178,22 +182,16 @@ def _commit(pool, rows, keys):
     for i in range(n):
         if pool[rows, i]:
             key |= 1 << (i % 63)
-    if key != 0:
-        duplicate = False
-        for j in range(rows):
-            if keys[j] == key:
-                duplicate = True
-                for i in range(n):
-                    if pool[j, i] != pool[rows, i]:
-                        duplicate = False
-                        break
-                if duplicate:
-                    break
-        if not duplicate:
-            keys[rows] = key
-            return rows + 1
-    pool[rows, :] = False
-    return rows
+    repeat = key == 0  # the empty set is never kept
+    for j in range(rows):
+        if repeat:
+            break
+        repeat = keys[j] == key and _same_set(pool[j], pool[rows], n)
+    if repeat:
+        pool[rows, :] = False
+        return rows
+    keys[rows] = key
+    return rows + 1
 
 
 @jit
