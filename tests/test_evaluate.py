@@ -581,6 +581,30 @@ def test_readme_tables_with_a_missing_block_exits_2_naming_it(tmp_path, monkeypa
     assert "Traceback" not in err
 
 
+def test_readme_tables_refuses_a_leaderboard_from_that_is_not_a_board(tmp_path, capsys):
+    """``--leaderboard-from DIR`` whose leaderboard.md has no aggregate exits 2 naming the
+    folder and the missing section, and writes neither page."""
+    import powertrip_env.baselines.readme_tables as readme_tables
+
+    blocks = "".join(f"<!-- results:{n} -->\nold\n<!-- /results:{n} -->\n"
+                     for n in ("leaderboard", "leaderboard-scores"))  # fmt: skip
+    readme = tmp_path / "README.md"
+    readme.write_text(blocks, encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "leaderboard.md").write_text("# Leaderboard\n## PowerTrip-v0\n| a |\n")
+    (run / "profile.png").write_bytes(b"png")
+    argv = ["--readme", str(readme), "--tables", "leaderboard", "--leaderboard-from", str(run)]
+    with pytest.raises(SystemExit) as info:
+        readme_tables.main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--leaderboard-from '{run}'" in err and "'## Aggregate'" in err
+    assert "Traceback" not in err
+    assert readme.read_text(encoding="utf-8") == blocks
+    assert not (tmp_path / "docs" / "leaderboard-profile.png").exists()
+
+
 def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario, tmp_path):
     """A MaskablePPO model whose policy subclasses MaskableActorCriticPolicy (the project's own
     MaskableSitePolicy) is a maskable_ppo model, not 'saved by ppo'."""
