@@ -26,7 +26,7 @@ checked) or ``--resume`` continues the run in it. ``--resume`` takes the run's s
 run are refused (``powertrip_env.agents.checks.FIXED_ON_RESUME``), the others (``--timesteps`` to
 extend it, ``--final-episodes``, ...) apply from then on.
 
-The run itself is ``powertrip_env.agents.training`` (which ``powertrip_env.agents.pretrain`` trains
+The run itself is ``powertrip_env.agents.training`` (which ``maintainers.pretrain`` trains
 with too): read it top to bottom for the arguments, the environment thunk, the training and the
 final table. Every file is written atomically; every bad argument is a one-line error and exit code
 2.

@@ -29,8 +29,8 @@ from powertrip_env.baselines.candidates import (
     Candidates,
     build,
 )
-from powertrip_env.baselines.model_registry import ActionInterface, register_action_interface
 from powertrip_env.dynamics.jit import compiled
+from powertrip_env.harness.models.registry import ActionInterface, register_action_interface
 
 __all__ = [
     "GLOBAL_FEATURES",

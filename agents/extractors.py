@@ -48,7 +48,7 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from powertrip_env.baselines.model_registry import register_network_classes
+from powertrip_env.harness.models.registry import register_network_classes
 from powertrip_env.integrations.torch_sites import pool_sites
 
 
@@ -152,6 +152,6 @@ def activation_class(name: str) -> type[nn.Module]:
 
 
 # A saved agent's policy_kwargs may name the encoder and these activations, by class or by name
-# (``activation_fn="tanh"``, as SitePolicy takes it): powertrip_env.baselines.models rebuilds them
-# from there, with the classes registered here (model_registry).
+# (``activation_fn="tanh"``, as SitePolicy takes it): powertrip_env.harness.models.loading rebuilds
+# them from there, with the classes registered here (model_registry).
 register_network_classes(SiteEncoder, *ACTIVATIONS.values(), activation_names=ACTIVATIONS)

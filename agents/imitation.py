@@ -196,8 +196,8 @@ def make_venv(env_id: str, env_kwargs: dict[str, Any], n_envs: int, seed: int) -
 
 def from_slots(features: np.ndarray, slots: np.ndarray) -> Dataset:
     """Recorded decisions (a Minari dataset's ``candidate_features`` and ``candidate_slot``,
-    ``powertrip_env.baselines.datasets.load_imitation``) as labelled states: regret 0 for the slot
-    taken, 1 for every other, so ``fit`` clones them."""
+    ``powertrip_env.harness.datasets.build.load_imitation``) as labelled states: regret 0 for the
+    slot taken, 1 for every other, so ``fit`` clones them."""
     slots = np.asarray(slots, dtype=np.int64)
     regret = np.ones((slots.shape[0], N_SLOTS))
     regret[np.arange(slots.shape[0]), slots] = 0.0
@@ -271,8 +271,8 @@ def _union(parts: Sequence[Dataset]) -> Dataset:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``powertrip imitation``: train a student of the clairvoyant teacher and save it
-    where ``--model`` reads it (``powertrip_env.baselines.evaluate``,
-    ``powertrip_env.baselines.benchmark``)."""
+    where ``--model`` reads it (``powertrip_env.harness.evaluation.evaluate``,
+    ``powertrip_env.harness.reports.benchmark``)."""
     p = argparse.ArgumentParser(
         prog="powertrip imitation",
         description="Behaviour cloning and DAgger of the clairvoyant rollout teacher over the "
@@ -298,7 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="ID",
-        help="a Minari dataset of powertrip_env.baselines.datasets to clone as well (repeatable)",
+        help="a Minari dataset of powertrip_env.harness.datasets.build to clone as well"
+        " (repeatable)",
     )
     p.add_argument("--out", required=True, help="run folder, new or empty")
     p.add_argument("--force", action="store_true", help="replace what --out holds")
@@ -317,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = checks.check_out_dir(Path(args.out), force=args.force)
         start = None
         if args.dataset:
-            from powertrip_env.baselines.datasets import load_imitation
+            from powertrip_env.harness.datasets.build import load_imitation
 
             start = from_slots(*load_imitation(args.dataset))
     except (checks.UsageError, ValueError) as exc:

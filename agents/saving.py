@@ -32,8 +32,8 @@ RESULT_FILES = (
     "summary.md", "episodes.csv", "tta.png", "accuracy_vs_time.png", "tta_paired.png",
     "timeline.png",
 )  # fmt: skip
-"""What ``powertrip_env.baselines.evaluate`` writes for one comparison; ``summary.md`` is the set's
-marker."""
+"""What ``powertrip_env.harness.evaluation.evaluate`` writes for one comparison; ``summary.md`` is
+the set's marker."""
 
 
 def save_model(model: Any, path: str | os.PathLike[str]) -> Path:

@@ -36,7 +36,7 @@ from stable_baselines3.common.policies import MultiInputActorCriticPolicy
 from torch import nn
 
 from powertrip_env.agents.extractors import SiteEncoder, activation_class, mlp
-from powertrip_env.baselines.model_registry import register_policy_class
+from powertrip_env.harness.models.registry import register_policy_class
 from powertrip_env.integrations.torch_sites import mask_padded_logits
 
 
@@ -156,9 +156,9 @@ class MaskableSitePolicy(SiteHeadMixin, MaskableMultiInputActorCriticPolicy):
     """The same for MaskablePPO (two logits per site, masked by ``action_masks()``)."""
 
 
-# Saved agents with these policies load in powertrip_env.baselines.evaluate, which never imports
-# this package: it takes the classes it may load from its registry
-# (powertrip_env.baselines.model_registry, whose load_plugins imports this module by name, as one of
+# Saved agents with these policies load in powertrip_env.harness.evaluation.evaluate, which never
+# imports this package: it takes the classes it may load from its registry
+# (powertrip_env.harness.models.registry, whose load_plugins imports this module by name, as one of
 # its PLUGINS, when a model names a class it does not know yet).
 register_policy_class(SitePolicy, "ppo", "a2c")
 register_policy_class(MaskableSitePolicy, "maskable_ppo")

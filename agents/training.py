@@ -1,9 +1,9 @@
-"""A training run: what ``python train_agent.py`` does, and ``powertrip_env.agents.pretrain`` runs.
+"""A training run: what ``python train_agent.py`` does, and ``maintainers.pretrain`` runs.
 
 ``main(argv)`` takes ``train_agent.py``'s command line (``build_parser``; the usage and the run
 directory it fills are in that script's docstring), trains a Stable-Baselines3 agent on a
 PowerTrip environment and compares it with the baselines on the test split; it returns the
-exit code. It lives here, not in the root script, because ``powertrip_env.agents.pretrain`` trains
+exit code. It lives here, not in the root script, because ``maintainers.pretrain`` trains
 with it too, and nothing imports the root script (``tests/test_imports.py``).
 
 A used ``--out`` is refused unless ``--force`` (which empties it once every argument is
@@ -334,9 +334,9 @@ def _final_comparison(
 
     Imported here, not at the top: a run with ``--final-episodes 0`` never loads the harness.
     """
-    from powertrip_env.baselines.evaluate import evaluate
-    from powertrip_env.baselines.model_policies import SB3Policy
     from powertrip_env.errors import EvaluationError
+    from powertrip_env.harness.evaluation.evaluate import evaluate
+    from powertrip_env.harness.models.policies import SB3Policy
 
     out: Path = run["out"]
     scenarios = run["scenarios"]

@@ -1,7 +1,7 @@
 """The policy interface, and the helpers the policies and the references are built from.
 
 The bottom of ``baselines``: the deployable policies (``baselines/policies.py``), the clairvoyant
-references (``baselines/references.py``) and the saved agents (``baselines/models.py``) all
+references (``baselines/references.py``) and the saved agents (``harness/models/loading.py``) all
 subclass ``Policy``, and this module imports none of them. ``baselines/registry.py`` builds any
 of them by name.
 """

@@ -18,7 +18,7 @@ Usage (``powertrip_env.baselines.registry`` builds any policy or reference by na
 
 Policies draw no randomness from the environment: ``RandomK`` and ``OortLike`` own their
 generators, so the episode's start time and jitter stream stay identical whichever policy runs
-(the paired comparison of ``powertrip_env.baselines.evaluate`` relies on it).
+(the paired comparison of ``powertrip_env.harness.evaluation.evaluate`` relies on it).
 
 "Available power" below means the power the job can actually draw at a site now: powered GPUs
 times the per-GPU wall power ``p_g``. Headroom beyond the site's GPU count, or less than one

@@ -12,7 +12,7 @@ Each reference is named for what it knows, and none is a deployable policy:
 
 The gap between ``BestFixedSet`` and ``BeamPlanner`` is a scenario's *sequential headroom*: how
 much a policy can gain by changing sets during an episode rather than choosing one set well.
-Near 1, the scenario is a one-shot subset choice (``powertrip_env.baselines.headroom``).
+Near 1, the scenario is a one-shot subset choice (``powertrip_env.harness.reports.headroom``).
 
 They read the future through ``env.unwrapped.clairvoyant()`` (``powertrip_env.clairvoyant``),
 which plays candidate plans as a batch of episodes on the true trace with the episode's own

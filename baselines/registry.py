@@ -133,7 +133,7 @@ def default_policy_names(n_sites: int) -> list[str]:
     """What ``--policies all`` runs: PowerTrip and every deployable baseline.
 
     The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
-    for ``references`` (``powertrip_env.baselines.headroom`` runs them with the bound).
+    for ``references`` (``powertrip_env.harness.reports.headroom`` runs them with the bound).
     """
     names = ["PowerTrip", "AllSites", "RandomK"]
     names += [f"TopPower-{k}" for k in (1, 2, 4) if k <= n_sites]

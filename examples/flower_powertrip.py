@@ -67,8 +67,8 @@ def policies_of(args: argparse.Namespace) -> list[Any]:
     """The policy names and the saved agent, each checked before Flower starts."""
     import gymnasium as gym
 
-    from powertrip_env.baselines.models import load_agent, model_label
     from powertrip_env.baselines.registry import make_policy
+    from powertrip_env.harness.models.loading import load_agent, model_label
 
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
     n_sites = gym.make(ENV_ID).unwrapped.n_sites
@@ -114,7 +114,7 @@ def run_flower(policies: list[Any], episodes: int, seed: int) -> tuple[Any, floa
 
 def compare(flower: Any, torch_run: Any) -> str:
     """Both learners' mean TTAs per policy, and Kendall τ between their rankings."""
-    from powertrip_env.baselines.validate import summarise
+    from powertrip_env.harness.calibration.validate import summarise
 
     columns = ["policy", "episode", "seed", "start_time", "tta_h", "success", "rounds"]
     frames = []
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(evaluation.to_markdown())
     print(f"Flower simulation: {seconds:.0f} s for {len(evaluation.episodes)} episodes")
     if args.compare_torch:
-        from powertrip_env.baselines.evaluate import evaluate
+        from powertrip_env.harness.evaluation.evaluate import evaluate
 
         names = [p for p in policies if isinstance(p, str)]
         models = [p for p in policies if isinstance(p, tuple)]

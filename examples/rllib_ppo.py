@@ -8,7 +8,8 @@
 
 Reads top to bottom: the arguments, the configuration (the env, the per-site RLModule, PPO's
 hyperparameters), the training loop that prints one line per iteration, the checkpoint, and the
-paired comparison with the baselines by ``powertrip_env.baselines.evaluate``. The scenario travels
+paired comparison with the baselines by ``powertrip_env.harness.evaluation.evaluate``. The scenario
+travels
 to the env runners by value (``powertrip_env.integrations.rllib.env_config``), so the cluster's
 nodes need the package but none of the data files. Everything goes to ``--out``: ``rllib_ppo/``
 (``Algorithm.save``), ``progress.csv``, and the evaluation's ``summary.md`` and ``episodes.csv``
@@ -84,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from powertrip_env.baselines.evaluate import evaluate
     from powertrip_env.errors import EvaluationError
+    from powertrip_env.harness.evaluation.evaluate import evaluate
     from powertrip_env.integrations import rllib
 
     # 1. The configuration: the scenario is resolved here, once, and shipped by value.

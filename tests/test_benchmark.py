@@ -1,4 +1,4 @@
-"""The leaderboard command (baselines/benchmark.py): its JSON, its files, and the reference
+"""The leaderboard command (harness/reports/benchmark.py): its JSON, its files, and the reference
 that no shipped deployable policy beats on any suite task, with jitter on and off."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import powertrip_env
-from powertrip_env.baselines import benchmark
 from powertrip_env.baselines.references import play_on_copy
 from powertrip_env.baselines.registry import default_policy_names, make_policy
+from powertrip_env.harness.reports import benchmark
 
 
 def test_quick_leaderboard_writes_its_set_and_json(tmp_path, capsys) -> None:

@@ -18,9 +18,9 @@ from scenario_files import site, write_scenario
 from test_core import G100_RATE, QUOTA, params_for, start, step
 
 import powertrip_env
-from powertrip_env.baselines import fidelity, sensitivity
 from powertrip_env.baselines.policies import PowerTrip, PowerTripRTT
 from powertrip_env.dynamics import formulas
+from powertrip_env.harness.calibration import fidelity, sensitivity
 from powertrip_env.simulation import load_simulation
 
 MODEL_BITS = 8e8
@@ -296,7 +296,7 @@ def core_joined_slot(params):
 def test_the_lora_scenario_keeps_the_papers_shape():
     """PowerTrip's published claim on its own setting: well ahead of taking every site, and far
     ahead of the simple rules (issue: PowerTrip <= 0.85 x AllSites, <= 0.6 x the worst)."""
-    from powertrip_env.baselines.evaluate import evaluate
+    from powertrip_env.harness.evaluation.evaluate import evaluate
 
     simple = ["AllSites", "RandomK", "TopPower-1", "TopPower-2", "Nearest-2", "OortLike"]
     result = evaluate("PowerTrip-LoRA-v0", ["PowerTrip", *simple], episodes=6, progress=False)

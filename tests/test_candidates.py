@@ -251,7 +251,7 @@ def saved_candidate_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_evaluate_loads_and_plays_a_saved_candidate_agent(saved_candidate_model: str) -> None:
-    from powertrip_env.baselines.evaluate import evaluate
+    from powertrip_env.harness.evaluation.evaluate import evaluate
 
     result = evaluate(
         "PowerTrip-KWS-v0",
@@ -268,13 +268,13 @@ def test_a_candidate_agent_loads_in_a_process_that_never_imported_agents(
     saved_candidate_model: str,
 ) -> None:
     """The loader finds the candidate interface through its plugins
-    (``powertrip_env.baselines.models``), and plays the model as ``CandidatePolicy``."""
+    (``powertrip_env.harness.models.loading``), and plays the model as ``CandidatePolicy``."""
     import subprocess
     import sys
 
     code = (
         "import sys, gymnasium as gym\n"
-        "from powertrip_env.baselines.models import load_agent\n"
+        "from powertrip_env.harness.models.loading import load_agent\n"
         "assert 'powertrip_env.agents.candidates' not in sys.modules\n"
         f"agent, kwargs = load_agent({saved_candidate_model!r}, 'ppo', 'cand', 'PowerTrip-v0')\n"
         "print(type(agent).__name__, kwargs)\n"
@@ -290,8 +290,8 @@ def test_a_candidate_agent_loads_in_a_process_that_never_imported_agents(
 def test_a_model_in_an_unknown_space_is_refused_naming_it(tmp_path) -> None:
     from stable_baselines3 import PPO
 
-    from powertrip_env.baselines.models import load_agent
     from powertrip_env.errors import EvaluationError
+    from powertrip_env.harness.models.loading import load_agent
 
     env = gym.wrappers.FlattenObservation(gym.make("CartPole-v1"))
     path = tmp_path / "cartpole.zip"

@@ -1,4 +1,4 @@
-"""Offline datasets (``powertrip_env.baselines.datasets``): recorded, loaded back with Minari,
+"""Offline datasets (``powertrip_env.harness.datasets.build``): recorded, loaded back with Minari,
 replayed exactly.
 
 One small set of datasets is recorded once for the module through the command line: PowerTrip
@@ -23,11 +23,12 @@ import pytest
 from minari.dataset.minari_dataset import parse_dataset_id
 
 import powertrip_env
-from powertrip_env.baselines import candidates, datasets
-from powertrip_env.baselines.dataset_recording import nearest_slot
-from powertrip_env.baselines.dataset_store import DATASET_VERSION, DOCS, DatasetError, dataset_id
-from powertrip_env.baselines.datasets import load_imitation
+from powertrip_env.baselines import candidates
 from powertrip_env.baselines.registry import LOOKAHEAD
+from powertrip_env.harness.datasets import build as datasets
+from powertrip_env.harness.datasets.build import load_imitation
+from powertrip_env.harness.datasets.recording import nearest_slot
+from powertrip_env.harness.datasets.store import DATASET_VERSION, DOCS, DatasetError, dataset_id
 
 SMALL = "PowerTrip-Digits-v0"
 FLAGSHIP = "PowerTrip-v0"
@@ -356,8 +357,8 @@ def test_the_module_imports_and_labels_without_minari() -> None:
     it; recording without Minari says how to install it."""
     code = (
         "import sys\nsys.modules['minari'] = None\n"
-        "from powertrip_env.baselines import datasets\n"
-        "from powertrip_env.baselines.dataset_recording import nearest_slot\n"
+        "from powertrip_env.harness.datasets import build as datasets\n"
+        "from powertrip_env.harness.datasets.recording import nearest_slot\n"
         "assert nearest_slot([[1, 0], [0, 1]], [0, 1]) == 1\n"
         "try:\n    datasets.record('PowerTrip-v0', 'PowerTrip')\n"
         "except datasets.DatasetError as exc:\n    print(exc)\n"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from powertrip_env.baselines import doc_blocks, docs_envs, docs_links, docs_site
+from maintainers import doc_blocks, docs_envs, docs_links, docs_site
 from powertrip_env.dynamics import features
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_every_registered_id_has_a_page_in_the_navigation(pages) -> None:
     """The IDs a fresh ``import powertrip_env`` registers, each with its page and nav entry."""
     code = (
         "import powertrip_env\n"
-        "from powertrip_env.baselines.report_args import powertrip_env_ids\n"
+        "from powertrip_env.harness.arguments import powertrip_env_ids\n"
         "print(powertrip_env_ids())"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

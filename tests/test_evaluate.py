@@ -1,5 +1,5 @@
-"""Tests for powertrip_env.baselines.evaluate: paired runs, the files it writes, saved agents, and
-the command line's refusals (exit code 2 with a message, before anything runs)."""
+"""Tests for powertrip_env.harness.evaluation.evaluate: paired runs, the files it writes, saved
+agents, and the command line's refusals (exit code 2 with a message, before anything runs)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from scenario_files import write_scenario as write_toy_scenario
 
 import powertrip_env
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluate import evaluate, main, summary_table
-from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, Evaluation
-from powertrip_env.baselines.figures import mean_curve
-from powertrip_env.baselines.statistics import (
+from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.evaluation.evaluate import evaluate, main, summary_table
+from powertrip_env.harness.evaluation.figures import mean_curve
+from powertrip_env.harness.evaluation.results import EPISODE_COLUMNS, Evaluation
+from powertrip_env.harness.evaluation.statistics import (
     BOOTSTRAP_RESAMPLES,
     ci95_half_width,
     day_bootstrap_ci95,
     start_days,
 )
-from powertrip_env.errors import EvaluationError
 
 OUTPUT_FILES = {
     "episodes.csv",
@@ -423,7 +423,7 @@ def test_zero_episodes_is_refused(tmp_path, capsys):
 
 
 def test_readme_tables_splice_replaces_only_the_named_block() -> None:
-    from powertrip_env.baselines.doc_blocks import splice
+    from maintainers.doc_blocks import splice
 
     text = (
         "intro\n<!-- results:PowerTrip-v0 -->\nold table\n<!-- /results:PowerTrip-v0 -->\n"
@@ -439,8 +439,8 @@ def test_readme_tables_splice_replaces_only_the_named_block() -> None:
 def test_the_docs_hold_one_results_block_for_every_registered_id() -> None:
     """Each block lives in exactly one file: README.md or a page under docs/ (``holder`` raises
     when none or several hold it)."""
-    from powertrip_env.baselines.doc_blocks import holder
-    from powertrip_env.baselines.readme_tables import RESULT_IDS
+    from maintainers.doc_blocks import holder
+    from maintainers.readme_tables import RESULT_IDS
 
     readme = Path(__file__).resolve().parents[1] / "README.md"
     names = (*RESULT_IDS, "headroom", "fidelity", "sensitivity", "leaderboard")
@@ -455,7 +455,7 @@ def test_the_docs_hold_one_results_block_for_every_registered_id() -> None:
 def test_readme_tables_updates_a_block_where_it_lives_now(tmp_path, monkeypatch) -> None:
     """A block moved to a page under docs/ is found and updated there; the README's own blocks
     in the README; nothing else in either file changes."""
-    import powertrip_env.baselines.readme_tables as readme_tables
+    import maintainers.readme_tables as readme_tables
 
     (tmp_path / "docs" / "deep").mkdir(parents=True)
     readme = tmp_path / "README.md"
@@ -479,7 +479,7 @@ def test_readme_tables_updates_a_block_where_it_lives_now(tmp_path, monkeypatch)
 
 
 def test_readme_tables_refuses_a_block_held_twice(tmp_path, monkeypatch, capsys) -> None:
-    import powertrip_env.baselines.readme_tables as readme_tables
+    import maintainers.readme_tables as readme_tables
 
     block = "<!-- results:PowerTrip-v0 -->\nold\n<!-- /results:PowerTrip-v0 -->\n"
     (tmp_path / "docs").mkdir()
@@ -495,8 +495,9 @@ def test_readme_tables_refuses_a_block_held_twice(tmp_path, monkeypatch, capsys)
 
 @pytest.mark.parametrize("tables", ["all", "results", "headroom", "calibration", "leaderboard"])
 def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch, tables):
-    import powertrip_env.baselines.readme_tables as readme_tables
-    from powertrip_env.baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
+    import maintainers.readme_tables as readme_tables
+    from powertrip_env.harness.calibration import fidelity, sensitivity
+    from powertrip_env.harness.reports import benchmark, headroom, leaderboard
 
     monkeypatch.chdir(tmp_path)
     names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard",
@@ -547,7 +548,7 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
 
 
 def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeypatch, capsys):
-    import powertrip_env.baselines.readme_tables as readme_tables
+    import maintainers.readme_tables as readme_tables
 
     def must_not_run(*args):
         raise AssertionError("an evaluation ran although the README is missing")
@@ -563,7 +564,7 @@ def test_readme_tables_without_a_readme_exits_2_before_running(tmp_path, monkeyp
 
 
 def test_readme_tables_with_a_missing_block_exits_2_naming_it(tmp_path, monkeypatch, capsys):
-    import powertrip_env.baselines.readme_tables as readme_tables
+    import maintainers.readme_tables as readme_tables
 
     def must_not_run(*args):
         raise AssertionError("an evaluation ran although a results block is missing")
@@ -584,7 +585,7 @@ def test_readme_tables_with_a_missing_block_exits_2_naming_it(tmp_path, monkeypa
 def test_readme_tables_refuses_a_leaderboard_from_that_is_not_a_board(tmp_path, capsys):
     """``--leaderboard-from DIR`` whose leaderboard.md has no aggregate exits 2 naming the
     folder and the missing section, and writes neither page."""
-    import powertrip_env.baselines.readme_tables as readme_tables
+    import maintainers.readme_tables as readme_tables
 
     blocks = "".join(f"<!-- results:{n} -->\nold\n<!-- /results:{n} -->\n"
                      for n in ("leaderboard", "leaderboard-scores"))  # fmt: skip
@@ -612,7 +613,7 @@ def test_maskable_agent_with_a_custom_policy_class_is_recognised(small_scenario,
     from sb3_contrib import MaskablePPO
 
     from powertrip_env.agents.site_policy import MaskableSitePolicy
-    from powertrip_env.baselines.sb3_zip import _saved_algo
+    from powertrip_env.harness.models.sb3_zip import _saved_algo
 
     env = gym.make("PowerTrip-v0", scenario=str(small_scenario), obs_mode="dict")
     model = MaskablePPO(MaskableSitePolicy, env, n_steps=32, batch_size=32, n_epochs=1)

@@ -1,6 +1,7 @@
 """Tests for the figures ``powertrip evaluate`` writes beyond the box plots: the timeline of one
-episode (``timeline.png``, ``powertrip_env.baselines.timeline``) and each episode's TTA against
-PowerTrip's (``tta_paired.png``, ``powertrip_env.baselines.figures.paired_figure``)."""
+episode (``timeline.png``, ``powertrip_env.harness.evaluation.timeline``) and each episode's TTA
+against
+PowerTrip's (``tta_paired.png``, ``powertrip_env.harness.evaluation.figures.paired_figure``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from powertrip_env.baselines import figures
-from powertrip_env.baselines import timeline as timeline_module
-from powertrip_env.baselines.evaluate import evaluate, main, summary_table
-from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, Evaluation
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.evaluation import figures
+from powertrip_env.harness.evaluation import timeline as timeline_module
+from powertrip_env.harness.evaluation.evaluate import evaluate, main, summary_table
+from powertrip_env.harness.evaluation.results import EPISODE_COLUMNS, Evaluation
 
 POLICIES = ["PowerTrip", "AllSites", "TopPower-1", "RandomK"]
 
@@ -109,7 +110,7 @@ def test_joins_and_drop_outs_follow_the_rounds(small_scenario):
 def test_a_timeline_seed_outside_the_run_is_refused_before_anything_runs(
     value, small_scenario, tmp_path, monkeypatch, capsys
 ):
-    import powertrip_env.baselines.evaluate as evaluate_module
+    import powertrip_env.harness.evaluation.evaluate as evaluate_module
 
     monkeypatch.setattr(evaluate_module, "run_episode", lambda *a: pytest.fail("ran"))
     out = tmp_path / "out"

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from test_references import write_scenario
 
-from powertrip_env.baselines import headroom
+from powertrip_env.harness.reports import headroom
 
 REPO = Path(__file__).resolve().parents[1]
 SUMMARY_KEYS = {"env", "episodes", "mean_tta_h", "headroom", "one_shot", "mean_episode_h",
@@ -85,8 +85,8 @@ def test_bad_arguments_exit_2_before_anything_is_written(argv, message, tmp_path
 
 def test_bad_env_exits_2_from_the_command_line(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "powertrip_env.baselines.headroom", "--env", "NoSuchEnv-v0", "--out",
-         str(tmp_path / "out")],
+        [sys.executable, "-m", "powertrip_env.harness.reports.headroom", "--env", "NoSuchEnv-v0",
+         "--out", str(tmp_path / "out")],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2

@@ -2,19 +2,22 @@
 
 The layers, bottom first (a module may import from its own layer and the ones below it), are
 ``LAYERS``. Their top floors are the repository's other folders, installed inside the package
-(``package-dir`` in pyproject.toml):
+(``package-dir`` in pyproject.toml, read by ``layout``), and the maintainers' room above them:
 
 * ``powertrip_env`` (its own floors first): the environment. It imports nothing above it.
-* ``powertrip_env.baselines`` (``baselines/``): the policies, references and tools that run on
-  the environment.
-* ``powertrip_env.agents`` (``agents/``): the Stable-Baselines3 pieces; they use the baselines
-  (the reference policy, the evaluation harness) and register their policy classes with
-  ``powertrip_env.baselines.model_registry``, read by the loader of saved agents, which never
-  imports them (it imports ``model_registry.PLUGINS`` by name when a saved model names a class no
-  one registered yet).
-* ``powertrip_env.cli`` (the ``powertrip`` command) and ``train_agent.py``: nothing imports them.
-  ``powertrip_env.baselines.docs_site`` (``powertrip docs``) stands with them: the site's CLI
-  page reads every command's parser, the agents' included.
+* ``powertrip_env.baselines`` (``baselines/``): the policies and the references, nothing else.
+* ``powertrip_env.harness`` (``harness/``): what plays them and reports on them (evaluation,
+  saved agents, reports, calibration, datasets). It stands above the policies it plays and below
+  the agents: ``agents/`` registers its policy classes with
+  ``powertrip_env.harness.models.registry``, read by the loader of saved agents, which never
+  imports them (it imports ``registry.PLUGINS`` by name when a saved model names a class no one
+  registered yet).
+* ``powertrip_env.agents`` (``agents/``): the Stable-Baselines3 pieces and the training run.
+* ``powertrip_env.cli`` (the ``powertrip`` command) and ``train_agent.py``: nothing in the
+  package imports them.
+* ``maintainers`` (``maintainers/``, outside the wheel): the writers of the checkout's docs,
+  README tables and pretrained agent. The site's CLI page reads every command's parser, so it
+  stands above the command line; ``cli`` reaches it only by name, in a checkout.
 
 A module belongs to the deepest listed name that holds it, so ``powertrip_env`` stands for its
 ``__init__`` (the registration) and for any module no deeper name lists: such a module may
@@ -40,14 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from layout import ROOT, code_folders
 
-ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {
-    "powertrip_env": "powertrip_env",
-    "baselines": "powertrip_env.baselines",
-    "agents": "powertrip_env.agents",
-}
-"""The repository's folders of code and the package each installs as (setup.py)."""
+FOLDERS = code_folders()
+"""The repository's folders of code and the name each imports as (``layout``)."""
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("powertrip_env.dynamics",),  # the kernel: nothing else from powertrip_env
@@ -65,13 +64,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("powertrip_env.env", "powertrip_env.vector_env"),  # the Gymnasium adapters
     # the registration (``__init__``) and other libraries' glue over the adapters
     ("powertrip_env.integrations", "powertrip_env"),
-    ("powertrip_env.baselines",),  # policies, references, the harness and its tools
+    ("powertrip_env.baselines",),  # the policies and the references
+    ("powertrip_env.harness",),  # what plays them: evaluation, saved agents, reports, ...
     # SB3 pieces and the training run; the Flower strategy, which runs the baselines' policies
     # and saved agents in a federation (its nodes and clients stand with the other integrations)
     ("powertrip_env.agents", "powertrip_env.integrations.flower"),
-    # the command lines, and the documentation site's generator, which documents every one of
-    # them (it reads each command's parser, the agents' included)
-    ("powertrip_env.cli", "powertrip_env.baselines.docs_site", "train_agent"),
+    ("powertrip_env.cli", "train_agent"),  # the command lines
+    # the maintainers' writers (outside the wheel): the site's generator documents every command
+    ("maintainers",),
 )  # fmt: skip
 """The project's layers, bottom first: module or package names (a package stands for
 everything under it that no deeper name lists). Extend it as the package grows."""
@@ -272,10 +272,12 @@ EDGES = import_graph()
 def test_the_graph_sees_the_project() -> None:
     """The walk finds the modules, as installed, function-level imports and relative imports."""
     modules = project_files()
-    assert {"powertrip_env", "powertrip_env.env", "powertrip_env.baselines.evaluate",
+    assert {"powertrip_env", "powertrip_env.env", "powertrip_env.harness.evaluation.evaluate",
             "powertrip_env.agents.site_policy", "powertrip_env.cli",
             "train_agent"} <= set(modules)  # fmt: skip
-    assert modules["powertrip_env.baselines.evaluate"] == ROOT / "baselines" / "evaluate.py"
+    evaluate = modules["powertrip_env.harness.evaluation.evaluate"]
+    assert evaluate == ROOT / "harness" / "evaluation" / "evaluate.py"
+    assert modules["maintainers.docs_site"] == ROOT / "maintainers" / "docs_site.py"
     assert len(EDGES) > 50
     pairs = {(e.source, e.target) for e in EDGES}
     assert ("train_agent", "powertrip_env.agents.training") in pairs
@@ -319,10 +321,12 @@ def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
     assert cycles(edges[1:]) == []
     assert (
         _layer("powertrip_env.env")
-        < _layer("powertrip_env.baselines.evaluate")
+        < _layer("powertrip_env.baselines.policies")
+        < _layer("powertrip_env.harness.evaluation.evaluate")
         < _layer("powertrip_env.agents.site_policy")
         < _layer("train_agent")
         == _layer("powertrip_env.cli")
+        < _layer("maintainers.docs_site")
     )
     layers = (("p.k",), ("p.s", "p.t"))
     inner = [Edge("p.k.a", "p.k.b", here, 1, False),  # same layer
@@ -350,7 +354,16 @@ def _fresh_python(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-_TOOLS = ("evaluate", "headroom", "validate", "fidelity", "sensitivity", "readme_tables", "models")
+_TOOLS = (
+    "evaluation.evaluate",
+    "reports.headroom",
+    "reports.benchmark",
+    "calibration.validate",
+    "calibration.fidelity",
+    "calibration.sensitivity",
+    "models.loading",
+    "datasets.build",
+)
 
 
 @pytest.mark.parametrize(
@@ -359,15 +372,16 @@ _TOOLS = ("evaluate", "headroom", "validate", "fidelity", "sensitivity", "readme
         ("import powertrip_env, gymnasium as gym; gym.make('PowerTrip-v0')",
          ("powertrip_env.baselines", "powertrip_env.agents", "powertrip_env.cli", "train_agent")),
         # the tools and an evaluation of hand-coded policies and references: no agents needed
-        ("".join(f"import powertrip_env.baselines.{tool}\n" for tool in _TOOLS)
-         + "powertrip_env.baselines.evaluate.evaluate('PowerTrip-v0',"
+        ("".join(f"import powertrip_env.harness.{tool}\n" for tool in _TOOLS)
+         + "powertrip_env.harness.evaluation.evaluate.evaluate('PowerTrip-v0',"
          " ['PowerTrip', 'BestFixedSet'], episodes=1, progress=False)",
          ("powertrip_env.agents", "powertrip_env.cli", "train_agent")),
-        ("import powertrip_env.agents.pretrain, powertrip_env.agents.training,"
-         " powertrip_env.agents.checks", ("powertrip_env.cli", "train_agent")),
+        ("import powertrip_env.agents.training, powertrip_env.agents.imitation,"
+         " powertrip_env.agents.checks", ("powertrip_env.cli", "train_agent", "maintainers")),
         # the command line's help names every command without importing any of them
         ("import powertrip_env.cli\npowertrip_env.cli.main(['--help'])",
-         ("powertrip_env.baselines", "powertrip_env.agents", "torch")),
+         ("powertrip_env.baselines", "powertrip_env.harness", "powertrip_env.agents", "torch",
+          "maintainers")),
     ],
 )  # fmt: skip
 def test_a_layer_runs_without_the_layers_above(code: str, absent: tuple[str, ...]) -> None:
@@ -381,8 +395,8 @@ def test_a_layer_runs_without_the_layers_above(code: str, absent: tuple[str, ...
 
 
 def test_a_saved_agent_brings_its_policy_classes_in_through_the_plugins(tmp_path: Path) -> None:
-    """``powertrip_env.baselines.models`` loads an agent saved with the agents' SitePolicy in a
-    process that never imported them: it imports its ``PLUGINS`` by name, which register it."""
+    """``powertrip_env.harness.models.loading`` loads an agent saved with the agents' SitePolicy in
+    a process that never imported them: it imports its ``PLUGINS`` by name, which register it."""
     import gymnasium as gym
     from stable_baselines3 import PPO
 
@@ -392,7 +406,7 @@ def test_a_saved_agent_brings_its_policy_classes_in_through_the_plugins(tmp_path
     path = tmp_path / "sites.zip"
     PPO(SitePolicy, env, n_steps=32, batch_size=32, device="cpu", seed=0).save(path)
     code = (
-        "from powertrip_env.baselines import models\n"
+        "from powertrip_env.harness.models import loading as models\n"
         "assert not any(name.startswith(('powertrip_env.agents.', 'agents.'))"
         " for names in models._POLICY_CLASSES.values()"
         " for name in names)\n"

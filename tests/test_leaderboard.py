@@ -1,4 +1,4 @@
-"""Tests for powertrip_env.baselines.leaderboard: normalised scores computed by hand, the IQM
+"""Tests for powertrip_env.harness.reports.leaderboard: normalised scores computed by hand, the IQM
 against ``scipy.stats.trim_mean``'s rule, the stratified day bootstrap (exact ranges with two days,
 pairing, determinism), refusals, and the Markdown, JSON and PNG outputs."""
 
@@ -12,22 +12,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from powertrip_env.baselines import leaderboard
-from powertrip_env.baselines.leaderboard import (
+from powertrip_env.harness.evaluation.statistics import day_bootstrap_ci95, start_days
+from powertrip_env.harness.reports import leaderboard
+from powertrip_env.harness.reports.leaderboard import (
     TASK_FACTS,
     performance_profile,
     profile_fractions,
     to_json,
     to_markdown,
 )
-from powertrip_env.baselines.leaderboard_scores import (
+from powertrip_env.harness.reports.scores import (
     SCORE_COLUMNS,
     aggregate,
     iqm,
     normalised_scores,
     per_task_table,
 )
-from powertrip_env.baselines.statistics import day_bootstrap_ci95, start_days
 
 ZERO, TOP = "PowerTrip", "Optimiser"
 
@@ -394,7 +394,7 @@ def test_readme_scores_put_each_task_score_beside_the_aggregate(toy: pd.DataFram
     """README's leaderboard (``board_scores``) is the board's aggregate with each task's score
     beside it, read from the board's own tables: a policy's row holds its aggregate cells and
     the score its task tables give it; the caption and notes come along, the hours do not."""
-    from powertrip_env.baselines.readme_tables import board_block, board_scores
+    from maintainers.readme_tables import board_block, board_scores
 
     text = to_markdown(toy, ZERO, TOP, title="Toy board")
     scores = board_scores(text)

@@ -14,9 +14,9 @@ from torch import nn
 
 import powertrip_env
 from powertrip_env import dynamics
-from powertrip_env.baselines import calibrate
-from powertrip_env.baselines.validate import kendall_tau
-from powertrip_env.baselines.validate import main as validate_main
+from powertrip_env.harness.calibration import calibrate
+from powertrip_env.harness.calibration.validate import kendall_tau
+from powertrip_env.harness.calibration.validate import main as validate_main
 from powertrip_env.learners import SurrogateLearner, make_learner
 from powertrip_env.learners.torch_fed import TorchFedLearner, load_digits, local_sgd, split_data
 from powertrip_env.scenario import LearnerConfig

@@ -19,11 +19,11 @@ from powertrip_env.baselines.candidates import (
     STICKY_MARGIN,
     build,
 )
-from powertrip_env.baselines.evaluate import evaluate
 from powertrip_env.baselines.lookahead import TUNED, ForecastMPC, HorizonRule
 from powertrip_env.baselines.registry import default_policy_names, make_policy
 from powertrip_env.dynamics.candidates import TUNED_RULE
 from powertrip_env.dynamics.layout import CUM_SAMPLES, RATE
+from powertrip_env.harness.evaluation.evaluate import evaluate
 
 
 def _advance(env: gym.Env, rounds: int, seed: int = 3) -> None:

@@ -3,7 +3,8 @@
 An SB3 zip keeps its policy class, spaces, schedules and buffers pickled in its ``data`` JSON,
 and unpickling runs whatever the pickle names. These tests save real small models, rewrite one
 pickled entry so that unpickling it would create a marker file, and check that
-``powertrip_env.baselines.evaluate`` never creates it: not for a file it then evaluates, not for one
+``powertrip_env.harness.evaluation.evaluate`` never creates it: not for a file it then evaluates,
+not for one
 it refuses. They also check that ``--model pretrained`` is the shipped file even when the current
 folder has an ``agents`` package of its own.
 """
@@ -24,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from powertrip_env.baselines.evaluate import evaluate, main
-from powertrip_env.baselines.models import pretrained_model_path
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.evaluation.evaluate import evaluate, main
+from powertrip_env.harness.models.loading import pretrained_model_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -220,7 +221,7 @@ def test_pretrained_is_the_shipped_file_even_beside_another_agents_package(tmp_p
     (fake / "__init__.py").write_text("")
     (fake / "pretrained" / "model.zip").write_bytes(b"not the shipped model")
     code = (
-        "from powertrip_env.baselines.models import pretrained_model_path\n"
+        "from powertrip_env.harness.models.loading import pretrained_model_path\n"
         "print(pretrained_model_path())"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -1,7 +1,9 @@
 """Result folders of the four result-writing commands: never mixed, never half-replaced.
 
-``powertrip evaluate``, ``powertrip_env.baselines.headroom``, ``powertrip_env.baselines.validate``
-and ``powertrip_env.baselines.calibrate`` write a set of files to ``--out``. A second run into the
+``powertrip evaluate``, ``powertrip_env.harness.reports.headroom``,
+``powertrip_env.harness.calibration.validate``
+and ``powertrip_env.harness.calibration.calibrate`` write a set of files to ``--out``. A second run
+into the
 same folder is refused (exit 2, before the long run) unless ``--force``, which replaces the whole
 set; a stop half-way through writing leaves the earlier set exactly as it was, and no temporary
 folder behind. Every run here is one or two tiny episodes.
@@ -16,7 +18,9 @@ from types import ModuleType
 
 import pytest
 
-from powertrip_env.baselines import calibrate, evaluate, headroom, validate
+from powertrip_env.harness.calibration import calibrate, validate
+from powertrip_env.harness.evaluation import evaluate
+from powertrip_env.harness.reports import headroom
 
 
 @dataclass
@@ -153,10 +157,10 @@ def test_a_stop_half_way_through_writing_leaves_the_folder_as_it_was(
 
 
 def test_pretrain_passes_force_on_to_the_training_run(tmp_path, monkeypatch):
-    """``powertrip_env.agents.pretrain`` trains with ``powertrip imitation``
+    """``maintainers.pretrain`` trains with ``powertrip imitation``
     (``powertrip_env.agents.imitation``), which refuses a used run folder; its ``--force`` is
     what lets a second pretraining replace the first run."""
-    from powertrip_env.agents import pretrain
+    from maintainers import pretrain
 
     calls: list[list[str]] = []
     monkeypatch.setattr(pretrain.imitation, "main", lambda argv: calls.append(argv) or 2)

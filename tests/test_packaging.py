@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from layout import installed_folders
 
 ROOT = Path(__file__).resolve().parents[1]
 # Never copied into the build: setuptools packs whatever an earlier build left in build/lib, so a
@@ -59,11 +60,6 @@ def test_wheel_data_holds_the_real_traces_and_no_tools(wheel: Path) -> None:
     assert [n for n in data if n.startswith("powertrip_env/_data/tools/")] == []
 
 
-# the repository's folders of code and the packages they install as (setup.py)
-_FOLDERS = {"powertrip_env": "powertrip_env", "baselines": "powertrip_env/baselines",
-            "agents": "powertrip_env/agents"}  # fmt: skip
-
-
 def _wheel_only(target: Path) -> dict[str, str]:
     """An environment in which ``python -S`` sees the unpacked wheel and the dependencies only.
 
@@ -88,11 +84,11 @@ def _run_wheel_only(code: str, target: Path, cwd: Path) -> subprocess.CompletedP
 def test_wheel_holds_every_package_of_the_source_tree(wheel: Path) -> None:
     """A subpackage left out of the wheel breaks only non-editable installs, so check them all."""
     names = zipfile.ZipFile(wheel).namelist()
-    for folder, package in _FOLDERS.items():
+    for folder, package in installed_folders().items():
         for module in (ROOT / folder).rglob("*.py"):
             if "__pycache__" in module.parts:
                 continue
-            rel = f"{package}/{module.relative_to(ROOT / folder).as_posix()}"
+            rel = f"{package.replace('.', '/')}/{module.relative_to(ROOT / folder).as_posix()}"
             assert rel in names, f"{module.relative_to(ROOT)} is not in the wheel as {rel}"
 
 
@@ -110,6 +106,30 @@ def test_the_wheel_installs_one_import_name_and_the_command_line(wheel: Path) ->
     assert "[console_scripts]\npowertrip = powertrip_env.cli:main" in scripts
 
 
+def test_the_maintainers_writers_stay_out_of_the_wheel_and_refuse_there(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """``maintainers/`` writes a checkout's files: not shipped, and from a wheel its commands
+    refuse in one line instead of writing into site-packages."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert [n for n in names if "maintainers" in n.split("/")] == []
+    assert [
+        n for n in names if n.endswith(("docs_site.py", "readme_tables.py", "pretrain.py"))
+    ] == []
+    target = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(target)
+    code = (
+        "import sys, powertrip_env.cli as cli\n"
+        "print(cli.checkout())\n"
+        "sys.exit(cli.main(['pretrain', '--table']))"
+    )
+    done = _run_wheel_only(code, target, tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.strip() == "None"
+    assert done.stderr.count("\n") == 1
+    assert "powertrip pretrain: a maintainers' command" in done.stderr
+
+
 def test_the_unpacked_wheel_is_what_the_subprocess_imports(wheel: Path, tmp_path: Path) -> None:
     """The check below is only worth something if the checkout cannot fill a gap in the wheel."""
     target = tmp_path / "site"
@@ -124,7 +144,7 @@ def test_installed_wheel_loads_default_outside_the_repository(wheel: Path, tmp_p
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)  # what a non-editable install puts on the path
     code = (
-        "import powertrip_env, gymnasium as gym, powertrip_env.baselines.evaluate; "
+        "import powertrip_env, gymnasium as gym, powertrip_env.harness.evaluation.evaluate; "
         "import powertrip_env.agents, powertrip_env.cli; "
         "print(powertrip_env.__file__); print(powertrip_env.load_scenario('default')); "
         "env = gym.make('PowerTrip-v0'); print(env.reset(seed=0)[0].shape); "
@@ -154,7 +174,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 import powertrip_env
-import powertrip_env.baselines.evaluate, powertrip_env.baselines.headroom
+import powertrip_env.harness.evaluation.evaluate, powertrip_env.harness.reports.headroom
 import powertrip_env.baselines.policies, powertrip_env.baselines.references
 for env_id in powertrip_env.ENV_IDS:
     for obs_mode in ("flat", "dict"):

@@ -3,7 +3,7 @@
 ``BeamPlanner`` starts from the complete episodes of PowerTrip, MyopicOptimal and the best fixed
 set, so on every paired episode (as ``powertrip headroom`` runs them: test split, ``reset(seed=e)``)
 its time to accuracy is at most each of theirs. ``lower_bound_h`` is below every policy in every
-round mode and all-reduce, and ``powertrip_env.baselines.headroom`` runs on a ``fixed_time``
+round mode and all-reduce, and ``powertrip_env.harness.reports.headroom`` runs on a ``fixed_time``
 scenario.
 """
 
@@ -15,11 +15,11 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from powertrip_env.baselines import headroom
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.lower_bound import lower_bound_h
 from powertrip_env.baselines.policies import AllSites, MyopicOptimal, PowerTrip
 from powertrip_env.baselines.references import BeamPlanner, BestFixedSet
+from powertrip_env.harness.reports import headroom
 
 TOLERANCE_H = 1e-9
 

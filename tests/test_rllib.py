@@ -144,11 +144,11 @@ def test_the_example_trains_with_a_remote_runner_and_compares_the_checkpoint(tmp
     summary = (run / "comparison" / "summary.md").read_text()
     assert "| rllib_ppo |" in summary and "| PowerTrip |" in summary
 
-    # powertrip_env.baselines.evaluate loads the checkpoint beside the policies, from the command
-    # line
+    # powertrip_env.harness.evaluation.evaluate loads the checkpoint beside the policies, from the
+    # command line
     out = tmp_path / "again"
     cli = subprocess.run(
-        [sys.executable, "-m", "powertrip_env.baselines.evaluate", "--env", "PowerTrip-v0",
+        [sys.executable, "-m", "powertrip_env.harness.evaluation.evaluate", "--env", "PowerTrip-v0",
          "--policies", "PowerTrip", "--model", str(run / "rllib_ppo"), "--algo", "rllib",
          "--episodes", "1", "--out", str(out), "--no-progress"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
@@ -177,8 +177,8 @@ def test_the_example_exits_2_naming_a_bad_scenario(tmp_path) -> None:
 
 
 def test_evaluate_refuses_an_rllib_folder_given_as_an_sb3_model(tmp_path) -> None:
-    from powertrip_env.baselines.models import load_model
     from powertrip_env.errors import EvaluationError
+    from powertrip_env.harness.models.loading import load_model
 
     folder = tmp_path / "ckpt"
     folder.mkdir()

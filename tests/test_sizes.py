@@ -1,8 +1,8 @@
 """Sizes that keep the code easy to move in: no module over 500 lines, no function over 80.
 
 A module past 500 lines has grown a second job; a function past 80 holds steps that want names
-of their own. Both limits count every line, docstrings and comments included, over the library
-and the tools: ``powertrip_env/``, ``baselines/`` and ``agents/``.
+of their own. Both limits count every line, docstrings and comments included, over every folder of
+code (``layout.code_folders``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from layout import code_folders
+
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("powertrip_env", "baselines", "agents")
+FOLDERS = tuple(code_folders())
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 

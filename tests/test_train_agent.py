@@ -118,8 +118,8 @@ def test_saved_model_evaluates_through_the_harness_cli(
 ) -> None:
     # The run above used the short scenario, which extends "lora" and so has the spaces of
     # PowerTrip-LoRA-v0: its model evaluates on that registered ID.
-    cmd = [sys.executable, "-m", "powertrip_env.baselines.evaluate", "--env", "PowerTrip-LoRA-v0",
-           "--policies", "PowerTrip", "--episodes", "1", "--model",
+    cmd = [sys.executable, "-m", "powertrip_env.harness.evaluation.evaluate",
+           "--env", "PowerTrip-LoRA-v0", "--policies", "PowerTrip", "--episodes", "1", "--model",
            str(trained / "final_model.zip"), "--algo", "ppo", "--out", str(tmp_path),
            "--no-progress"]  # fmt: skip
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -514,21 +514,25 @@ def test_force_refuses_to_empty_the_working_directory(
 def test_a_stopped_final_comparison_leaves_the_earlier_results_whole(
     trained: Path, short_scenario: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import powertrip_env.baselines.evaluate
+    import powertrip_env.harness.evaluation.evaluate
 
     folder = copy_of(trained, tmp_path)
     summary = (folder / "summary.md").read_bytes()
     episodes = (folder / "episodes.csv").read_bytes()
-    write = powertrip_env.baselines.evaluate.write_outputs
+    write = powertrip_env.harness.evaluation.evaluate.write_outputs
 
     def stopped_after_the_csv(
-        result: powertrip_env.baselines.evaluate.Evaluation, out_dir: Path, **kwargs: object
+        result: powertrip_env.harness.evaluation.evaluate.Evaluation,
+        out_dir: Path,
+        **kwargs: object,
     ) -> None:
         write(result, out_dir, **kwargs)
         (out_dir / "summary.md").unlink()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(powertrip_env.baselines.evaluate, "write_outputs", stopped_after_the_csv)
+    monkeypatch.setattr(
+        powertrip_env.harness.evaluation.evaluate, "write_outputs", stopped_after_the_csv
+    )
     argv = ["--resume", str(folder / "final_model.zip"), "--timesteps", "384",
             "--vec-env", "dummy", "--scenario", str(short_scenario), "--n-envs", "2",
             "--out", str(folder)]  # fmt: skip

@@ -16,14 +16,14 @@ from scenario_files import dump_toml
 
 import powertrip_env
 import train_agent
-from powertrip_env.agents import pretrain
+from maintainers import pretrain
+from maintainers.doc_blocks import read_block
 from powertrip_env.agents.candidates import CandidatePolicy
 from powertrip_env.agents.extractors import SiteEncoder
 from powertrip_env.agents.site_policy import SiteActionHead
-from powertrip_env.baselines.doc_blocks import read_block
-from powertrip_env.baselines.evaluate import evaluate
-from powertrip_env.baselines.models import pretrained_model_path
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.models.loading import pretrained_model_path
 from powertrip_env.integrations.torch_sites import PADDED_LOGIT
 from powertrip_env.scenario import load_scenario
 from powertrip_env.scenario.sampling import SiteSampler
@@ -346,7 +346,7 @@ def test_the_docs_show_the_beyond_16_table_the_pretrained_agent_achieved() -> No
 
 
 def test_evaluate_cli_runs_the_pretrained_agent(tmp_path: Path) -> None:
-    from powertrip_env.baselines.evaluate import main
+    from powertrip_env.harness.evaluation.evaluate import main
 
     argv = ["--env", "PowerTrip-v0", "--scenario", str(HELD_OUT[0]), "--model", "pretrained",
             "--policies", "PowerTrip", "--episodes", "1", "--out", str(tmp_path),

@@ -1,5 +1,5 @@
-"""Tests for powertrip_env.baselines.validate's Kendall τ over the pairs real training separates:
-pairs whose real mean TTAs have disjoint day-bootstrap 95% intervals."""
+"""Tests for powertrip_env.harness.calibration.validate's Kendall τ over the pairs real training
+separates: pairs whose real mean TTAs have disjoint day-bootstrap 95% intervals."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from powertrip_env.baselines.validate import (
+from powertrip_env.harness.calibration.validate import (
     kendall_tau,
     main,
     separated_pairs,

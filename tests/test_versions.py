@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import powertrip_env
-from powertrip_env.baselines.evaluate import run_episode
 from powertrip_env.baselines.registry import make_policy
+from powertrip_env.harness.evaluation.evaluate import run_episode
 
 # (ID, seed) -> (tta_h, rounds, energy_kwh)
 POWERTRIP = {

@@ -3,9 +3,9 @@
 Griffe reads the source without importing it, and finds a package's modules by walking its
 folder. Two things of this project it cannot see that way:
 
-* ``baselines/`` and ``agents/`` install inside the package as ``powertrip_env.baselines`` and
-  ``powertrip_env.agents`` (``[tool.setuptools.package-dir]`` in pyproject.toml), so they are not
-  under ``powertrip_env/``. The extension reads that table, the one place the mapping is written,
+* ``baselines/``, ``harness/`` and ``agents/`` install inside the package as
+  ``powertrip_env.baselines``, ``powertrip_env.harness`` and ``powertrip_env.agents``
+  (``[tool.setuptools.package-dir]`` in pyproject.toml), so they are not under ``powertrip_env/``. The extension reads that table, the one place the mapping is written,
   and loads each folder as the subpackage it installs as.
 * A docstring finished at import time: ``PowerTripEnv``'s observation table is written into its
   ``__doc__`` from ``powertrip_env.dynamics.features`` when the module is imported. The objects

@@ -2,7 +2,8 @@
 
 Policies and tools do not reach into the dynamics: they read the environment through
 ``decision_view``, ``predict_round`` and, for the clairvoyant references, ``clairvoyant()``. A
-report that checks the model against published figures (``powertrip_env.baselines.fidelity``) and a
+report that checks the model against published figures
+(``powertrip_env.harness.calibration.fidelity``) and a
 bound that relaxes it (``powertrip_env.baselines.lower_bound.lower_bound_h``) need the formulas
 themselves: learning progress and a round's communication time. This module hands over exactly
 those, computed by the same compiled functions the environment steps with (docs/model.md, "Learning

@@ -47,11 +47,11 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result, Strategy
 
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluate import run_episode, summary_table
-from powertrip_env.baselines.evaluation import EPISODE_COLUMNS, YARDSTICK, Evaluation
-from powertrip_env.baselines.models import load_agent, model_label
 from powertrip_env.baselines.registry import make_policy
-from powertrip_env.baselines.report_args import check_env_id, make_env
+from powertrip_env.harness.arguments import check_env_id, make_env
+from powertrip_env.harness.evaluation.evaluate import run_episode, summary_table
+from powertrip_env.harness.evaluation.results import EPISODE_COLUMNS, YARDSTICK, Evaluation
+from powertrip_env.harness.models.loading import load_agent, model_label
 from powertrip_env.integrations.flower_nodes import (
     DEFAULT_ENV,
     SiteGrid,

@@ -4,7 +4,8 @@ Each knob that decides which sites win, and that docs/calibration.md sets from a
 figure or a modelling choice, is moved across its published range while the others stay as
 shipped: the sites' WAN bandwidth, the fixed start-up of a join, the synchronisation rule, the
 replica penalty and the grid's share of the sites' power. For each setting the references and
-the main policies run on the same paired test episodes (``powertrip_env.baselines.headroom``), and
+the main policies run on the same paired test episodes
+(``powertrip_env.harness.reports.headroom``), and
 the table gives their mean time to accuracy, the sequential headroom, and Kendall's τ between the
 setting's ranking of the policies and the shipped scenario's.
 
@@ -31,10 +32,10 @@ from typing import Any
 import gymnasium as gym
 
 import powertrip_env
-from powertrip_env.baselines.headroom import POLICIES, headroom
-from powertrip_env.baselines.report_args import parse_report_args, report_cli, report_parser
-from powertrip_env.baselines.validate import kendall_tau
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.arguments import parse_report_args, report_cli, report_parser
+from powertrip_env.harness.calibration.validate import kendall_tau
+from powertrip_env.harness.reports.headroom import POLICIES, headroom
 
 
 @dataclass(frozen=True)

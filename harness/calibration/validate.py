@@ -14,7 +14,8 @@ quote TTAs from when the errors are small.
 τ over all pairs counts every pair of policies, including pairs whose real mean TTAs are within
 noise of each other, where a swapped order says nothing about the surrogate. So a second τ
 counts only the pairs real training separates: those whose 95% intervals of the real mean TTA
-do not overlap. The intervals are ``powertrip_env.baselines.evaluate``'s block bootstrap over the
+do not overlap. The intervals are ``powertrip_env.harness.evaluation.evaluate``'s block bootstrap
+over the
 episodes' UTC start days (episodes starting on the same day share its weather, so days are the
 independent draws); with one start day they are undefined, no pair is separated and that τ is
 reported as undefined (``null``).
@@ -52,9 +53,13 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
-from powertrip_env.baselines.evaluate import evaluate
-from powertrip_env.baselines.statistics import BOOTSTRAP_RESAMPLES, day_bootstrap_ci95, start_days
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.evaluation.statistics import (
+    BOOTSTRAP_RESAMPLES,
+    day_bootstrap_ci95,
+    start_days,
+)
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 
@@ -96,8 +101,8 @@ def kendall_tau(
 
     Returns:
         τ-b; 1.0 when either scoring ties every counted pair (the convention callers such as
-        ``powertrip_env.baselines.sensitivity`` rely on; ``summarise`` reports that case for the
-        separated pairs as undefined instead).
+        ``powertrip_env.harness.calibration.sensitivity`` rely on; ``summarise`` reports that case
+        for the separated pairs as undefined instead).
     """
     if pairs is None:
         pairs = itertools.combinations(range(len(a)), 2)

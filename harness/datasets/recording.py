@@ -1,6 +1,6 @@
 """One dataset recorded: episodes played into Minari buffers, then staged as Minari's files.
 
-``powertrip_env.baselines.datasets`` checks the arguments, calls ``record_episode`` for each
+``powertrip_env.harness.datasets.build`` checks the arguments, calls ``record_episode`` for each
 episode and moves what ``stage_dataset`` wrote into place; this module is the part in between,
 what a step and a dataset hold. Each step records the candidate-set agent's view of the decision
 (``CANDIDATE_INFO``) with ``nearest_slot`` as its imitation label, and each dataset the
@@ -23,14 +23,14 @@ import numpy as np
 import powertrip_env
 from powertrip_env.baselines import candidates
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.dataset_store import (
+from powertrip_env.baselines.registry import REFERENCES
+from powertrip_env.harness.datasets.store import (
     DATASET_VERSION,
     DOCS,
     DatasetError,
     minari_root,
     require_minari,
 )
-from powertrip_env.baselines.registry import REFERENCES
 
 CANDIDATE_INFO: tuple[str, ...] = (
     "candidate_features",  # (N_FEATURES,) float32: what the candidate-set agent observes

@@ -8,7 +8,7 @@ another source are generated from it, never edited:
   error: the site could not follow it);
 * ``docs/cli.md`` is ``powertrip --help`` and each command's own ``--help``, so an option
   documented in its parser is documented on the site;
-* ``docs/envs/<ID>.md`` is each registered ID's page (``powertrip_env.baselines.docs_envs``), and
+* ``docs/envs/<ID>.md`` is each registered ID's page (``maintainers.docs_envs``), and
   mkdocs.yml's navigation lists them between its ``# envs`` markers.
 
 ``powertrip docs`` writes them (and deletes an ID's page that is no longer registered);
@@ -33,9 +33,9 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from maintainers import doc_blocks, docs_envs, docs_links
 from powertrip_env import cli
 from powertrip_env.atomic import write_text
-from powertrip_env.baselines import doc_blocks, docs_envs, docs_links
 
 DOCS = Path("docs")
 CONFIG = Path("mkdocs.yml")
@@ -86,7 +86,7 @@ def _columns(width: str) -> Iterator[None]:
 
 def command_help(name: str) -> str:
     """What ``powertrip NAME --help`` prints: the command's own parser, at a fixed width."""
-    module = importlib.import_module(cli.COMMANDS[name].module)
+    module = importlib.import_module((cli.COMMANDS | cli.MAINTAINER_COMMANDS)[name].module)
     out = io.StringIO()
     with _columns(HELP_COLUMNS), contextlib.redirect_stdout(out):
         try:
@@ -95,6 +95,27 @@ def command_help(name: str) -> str:
             if stop.code not in (0, None):
                 raise RuntimeError(f"powertrip {name} --help exited with {stop.code}") from None
     return out.getvalue().rstrip("\n")
+
+
+MAINTAINERS_NOTE = (
+    "These write the repository's own files (its documentation, README's tables, the shipped "
+    "pretrained agent). Their code lives in `maintainers/`, outside the wheel: they run in a "
+    "checkout installed with `pip install -e .`, and elsewhere refuse in one line."
+)
+
+
+def _command_section(name: str, command: cli.Command, heading: str) -> list[str]:
+    return [
+        f"{heading} powertrip {name}",
+        "",
+        f"{command.summary[0].upper()}{command.summary[1:]}.",
+        f"Module: `{command.module}`.",
+        "",
+        "```text",
+        command_help(name),
+        "```",
+        "",
+    ]
 
 
 def cli_page() -> str:
@@ -113,8 +134,10 @@ def cli_page() -> str:
         "",
     ]
     for name, command in cli.COMMANDS.items():
-        out += [f"## powertrip {name}", "", f"{command.summary[0].upper()}{command.summary[1:]}."]
-        out += [f"Module: `{command.module}`.", "", "```text", command_help(name), "```", ""]
+        out += _command_section(name, command, "##")
+    out += ["## Maintainers' commands", "", textwrap.fill(MAINTAINERS_NOTE, 96), ""]
+    for name, command in cli.MAINTAINER_COMMANDS.items():
+        out += _command_section(name, command, "###")
     return "\n".join(out).rstrip("\n") + "\n"
 
 

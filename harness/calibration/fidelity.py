@@ -36,16 +36,16 @@ from typing import Any
 import numpy as np
 
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluate import evaluate
-from powertrip_env.baselines.headroom import headroom
-from powertrip_env.baselines.report_args import (
+from powertrip_env.dynamics import delta_progress, rounds_to_target
+from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.arguments import (
     make_env,
     parse_report_args,
     report_cli,
     report_parser,
 )
-from powertrip_env.dynamics import delta_progress, rounds_to_target
-from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.reports.headroom import headroom
 from powertrip_env.simulation import load_simulation
 
 REPLICAS = (2, 4, 8)

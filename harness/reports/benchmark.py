@@ -15,10 +15,11 @@ exactly):
 * the bracket on the optimum: ``optimum_upper_h``, the optimiser's mean TTA (a feasible plan,
   replayed in the env), and ``optimum_lower_h``, the mean of ``lower_bound_h`` (a relaxation no
   policy beats, which charges joins where it can); ``gap`` is their ratio;
-* each ``--model`` (a saved agent, as ``powertrip_env.baselines.evaluate`` loads it).
+* each ``--model`` (a saved agent, as ``powertrip_env.harness.evaluation.evaluate`` loads it).
 
 Scores are normalised per task, 0 = PowerTrip and 1 = the optimiser's feasible plan
-(``powertrip_env.baselines.leaderboard``), and aggregated over tasks as a mean and an interquartile
+(``powertrip_env.harness.reports.leaderboard``), and aggregated over tasks as a mean and an
+interquartile
 mean with bootstrap intervals that resample start days within each task. It writes ``episodes.csv``,
 ``leaderboard.md`` and ``profile.png`` (a performance profile) to ``--out`` as one set, prints
 the Markdown, and prints as its last line one JSON object::
@@ -53,14 +54,14 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
-from powertrip_env.baselines import leaderboard
-from powertrip_env.baselines.evaluate import evaluate
-from powertrip_env.baselines.evaluation import YARDSTICK
 from powertrip_env.baselines.lower_bound import lower_bound_h
-from powertrip_env.baselines.models import ALGOS
 from powertrip_env.baselines.registry import default_policy_names
-from powertrip_env.baselines.report_args import make_env
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.arguments import make_env
+from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.evaluation.results import YARDSTICK
+from powertrip_env.harness.models.loading import ALGOS
+from powertrip_env.harness.reports import leaderboard
 
 TOP = "Optimiser"  # the reference: score 1
 BOUND = "LowerBound"

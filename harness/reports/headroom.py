@@ -45,10 +45,10 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES
-from powertrip_env.baselines.evaluate import evaluate
 from powertrip_env.baselines.lower_bound import lower_bound_h
-from powertrip_env.baselines.report_args import make_env, powertrip_env_ids
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.arguments import make_env, powertrip_env_ids
+from powertrip_env.harness.evaluation.evaluate import evaluate
 
 ONE_SHOT_BELOW = 1.02
 POLICIES = ("BeamPlanner", "BestFixedSet", "MyopicOptimal", "PowerTrip", "AllSites")

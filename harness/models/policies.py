@@ -1,6 +1,6 @@
 """Saved agents played as policies: the same ``Policy`` interface as the hand-coded ones.
 
-``powertrip_env.baselines.models`` loads a model and wraps it in one of these, so the
+``powertrip_env.harness.models.loading`` loads a model and wraps it in one of these, so the
 evaluation harness plays a trained agent exactly as it plays PowerTrip or a reference.
 """
 

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluate import evaluate
 from powertrip_env.baselines.lookahead import ForecastMPC, HorizonRule
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.evaluation.evaluate import evaluate
 
 GRIDS: dict[str, tuple[str, Sequence[float], str, Sequence[float], Callable[..., Policy]]] = {
     "HorizonRule": ("horizon", (4, 6, 8, 10, 12, 16, 24), "margin", (0.0, 0.02, 0.05, 0.1),

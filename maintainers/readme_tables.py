@@ -2,13 +2,14 @@
 
 The tables are harness output, never typed by hand: each sits between ``<!-- results:NAME -->``
 and ``<!-- /results:NAME -->`` markers, in README.md or in one page of ``docs/``
-(``powertrip_env.baselines.doc_blocks`` finds the file that holds each), and this command
+(``maintainers.doc_blocks`` finds the file that holds each), and this command
 replaces it with a fresh table. ``<!-- results:ID -->`` gets the harness's ``summary.md`` for
-the ID; ``headroom`` gets ``powertrip_env.baselines.headroom``'s table over every ID,
+the ID; ``headroom`` gets ``powertrip_env.harness.reports.headroom``'s table over every ID,
 ``fidelity`` and ``sensitivity`` the flagship's calibration table
-(``powertrip_env.baselines.fidelity``) and its sweep (``powertrip_env.baselines.sensitivity``,
+(``powertrip_env.harness.calibration.fidelity``) and its sweep
+(``powertrip_env.harness.calibration.sensitivity``,
 10 episodes a setting), ``leaderboard`` the benchmark's tables over the suite
-(``powertrip_env.baselines.benchmark``) and ``leaderboard-scores`` README's one table of them
+(``powertrip_env.harness.reports.benchmark``) and ``leaderboard-scores`` README's one table of them
 (the aggregate and each task's score). The benchmark's performance profile is copied to
 ``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes the board and the profile
 from a finished ``powertrip benchmark --out DIR`` instead of running it.
@@ -27,10 +28,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import powertrip_env
+from maintainers.doc_blocks import BlockFiles
 from powertrip_env.atomic import write_bytes
-from powertrip_env.baselines import benchmark, fidelity, headroom, leaderboard, sensitivity
-from powertrip_env.baselines.doc_blocks import BlockFiles
-from powertrip_env.baselines.evaluate import evaluate
+from powertrip_env.harness.calibration import fidelity, sensitivity
+from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.reports import benchmark, headroom, leaderboard
 
 HEADROOM = "headroom"  # the block of the headroom table
 LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite (docs/benchmark.md)

@@ -1,7 +1,7 @@
 """The rendering of a benchmark leaderboard: Markdown, JSON and the performance profile's PNG.
 
 The numbers (normalised scores, IQM, the stratified day bootstrap) come from
-``powertrip_env.baselines.leaderboard_scores``, whose docs define them; this module lays them out
+``powertrip_env.harness.reports.scores``, whose docs define them; this module lays them out
 (and counts the profile's fractions from the per-episode scores), so a change of wording or
 layout cannot change a number. The input is the same frame of paired episodes
 (``leaderboard_scores.COLUMNS``). Nothing here runs an environment.
@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from powertrip_env.baselines.evaluation import YARDSTICK
-from powertrip_env.baselines.leaderboard_scores import (
+from powertrip_env.harness.evaluation.results import YARDSTICK
+from powertrip_env.harness.evaluation.statistics import BOOTSTRAP_RESAMPLES
+from powertrip_env.harness.reports.scores import (
     TOP,
     aggregate,
     normalised_scores,
     per_task_table,
 )
-from powertrip_env.baselines.statistics import BOOTSTRAP_RESAMPLES
 from powertrip_env.render import agg_figure, save_png
 
 TASK_FACTS = ("headroom", "optimum_upper_h", "optimum_lower_h", "gap", "reference_never_beaten")

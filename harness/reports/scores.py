@@ -1,5 +1,5 @@
 """The statistics of a benchmark leaderboard: normalised scores over several tasks, their IQM
-and their stratified day bootstrap; ``powertrip_env.baselines.leaderboard`` renders them.
+and their stratified day bootstrap; ``powertrip_env.harness.reports.leaderboard`` renders them.
 
 A benchmark runs every policy on the same paired episodes of several tasks (registered IDs).
 TTAs of different tasks are not comparable (hours on one scenario are not hours on another), so
@@ -17,7 +17,8 @@ statistical precipice"): the mean of the per-task scores, the interquartile mean
 pooled per-episode scores, both with 95% intervals from a bootstrap stratified by task, and a
 performance profile (the fraction of episodes whose score exceeds a threshold τ).
 
-The intervals follow ``powertrip_env.baselines.evaluate``: episodes that start on the same day share
+The intervals follow ``powertrip_env.harness.evaluation.evaluate``: episodes that start on the same
+day share
 its sun and wind, so the start day, not the episode, is what is resampled, and the draws are seeded
 from the days (``_bootstrap_seed``), never from the TTAs, so a rerun is identical bit for bit and
 every policy gets the same draws (a paired bootstrap). The input is one frame with a row per (task,
@@ -35,8 +36,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from powertrip_env.baselines.evaluation import YARDSTICK
-from powertrip_env.baselines.statistics import (
+from powertrip_env.harness.evaluation.results import YARDSTICK
+from powertrip_env.harness.evaluation.statistics import (
     BOOTSTRAP_RESAMPLES,
     _bootstrap_seed,
     day_bootstrap_ci95,
@@ -453,7 +454,8 @@ def per_task_table(
 ) -> pd.DataFrame:
     """One row per task and policy (``PER_TASK_COLUMNS``): mean TTA, its 95% CI, the score.
 
-    The interval is ``powertrip_env.baselines.evaluate.day_bootstrap_ci95`` over the task's start
+    The interval is ``powertrip_env.harness.evaluation.evaluate.day_bootstrap_ci95`` over the
+    task's start
     days, the one every evaluation table reports, so a leaderboard's TTAs read the same as the
     summary of ``powertrip evaluate``; NaN with one start day. Tasks are in order of first
     appearance, and within a task the policies by score, best first (ties in order of first

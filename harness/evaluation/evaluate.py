@@ -24,7 +24,7 @@ not one of the run's episodes) exit with code 2 and a message, before any episod
 
 A model file is code: SB3 pickles the policy class and other objects into its zips, and
 unpickling runs whatever the file names. Models are loaded without unpickling anything in them
-(``powertrip_env.baselines.models``, which also says how a policy class of ``agents`` is found
+(``powertrip_env.harness.models.loading``, which also says how a policy class of ``agents`` is found
 without this package importing it); an RLlib checkpoint is loaded by Ray, which unpickles, so
 evaluate only checkpoints you trust.
 """
@@ -52,31 +52,31 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.evaluation import (
-    EPISODE_COLUMNS,
-    SUMMARY_COLUMNS,
-    YARDSTICK,
-    Evaluation,
-)
-from powertrip_env.baselines.figures import FIGURES
-from powertrip_env.baselines.models import ALGOS, load_agent, model_label
 from powertrip_env.baselines.registry import REFERENCES, default_policy_names, make_policy
-from powertrip_env.baselines.report_args import (
+from powertrip_env.episodes import SPLITS
+from powertrip_env.errors import EvaluationError, is_whole
+from powertrip_env.harness.arguments import (
     check_env_id,
     check_out_dir,
     make_env,
     powertrip_env_ids,
 )
-from powertrip_env.baselines.statistics import day_bootstrap_ci95, start_days
-from powertrip_env.baselines.timeline import (
+from powertrip_env.harness.evaluation.figures import FIGURES
+from powertrip_env.harness.evaluation.results import (
+    EPISODE_COLUMNS,
+    SUMMARY_COLUMNS,
+    YARDSTICK,
+    Evaluation,
+)
+from powertrip_env.harness.evaluation.statistics import day_bootstrap_ci95, start_days
+from powertrip_env.harness.evaluation.timeline import (
     Timeline,
     TimelineRecorder,
     build_timeline,
     check_timeline_seed,
     power_rows,
 )
-from powertrip_env.episodes import SPLITS
-from powertrip_env.errors import EvaluationError, is_whole
+from powertrip_env.harness.models.loading import ALGOS, load_agent, model_label
 from powertrip_env.render import has_matplotlib, save_png
 from powertrip_env.scenario import scenario_names
 from powertrip_env.scenario.power_data import iso_utc

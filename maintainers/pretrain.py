@@ -17,7 +17,9 @@ The table runs the shipped model, unchanged, against PowerTrip, MyopicOptimal, t
 deployable rules (HorizonRule, ForecastMPC) and BestFixedSet: on the flagship, and on
 scenarios it never trained on: the 32-site LoRA scenario (another job and synthetic power) and
 the two held-out catalogues in examples/scenarios (other cities, GPU mixes and site counts).
-Run both from the repository root.
+Run both from the repository root. This is a maintainers' command: it writes the checkout's
+``agents/pretrained/`` (``PRETRAINED_DIR``), which the wheel then ships, and never an installed
+package.
 """
 
 from __future__ import annotations
@@ -34,14 +36,18 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from maintainers.doc_blocks import BlockFiles
 from powertrip_env import SUITE_IDS
 from powertrip_env.agents import imitation
 from powertrip_env.atomic import atomic_path, write_text
-from powertrip_env.baselines.doc_blocks import BlockFiles
-from powertrip_env.baselines.evaluate import evaluate
-from powertrip_env.baselines.models import PRETRAINED, pretrained_model_path
 from powertrip_env.baselines.registry import default_policy_names
+from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.models.loading import PRETRAINED
 from powertrip_env.scenario.sampling import SiteSampler
+
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "agents" / "pretrained"
+"""The shipped agent's folder in this checkout (what ``--model pretrained`` loads once
+installed)."""
 
 # The student of the clairvoyant teacher on the four suite tasks (their catalogues of 10 and 24
 # sites; the candidates' features do not depend on N): 300 labelled vector steps of 16
@@ -216,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    dest = pretrained_model_path().parent
+    dest = PRETRAINED_DIR
     if not args.table:
         return train(args.run_dir, dest, args.force)
     if not args.readme.is_file():

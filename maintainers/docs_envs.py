@@ -9,7 +9,7 @@ observation's features or to a table of results shows on the pages the next time
 sections each page adds its ID's own facts: the spaces as ``gym.make`` builds them, its scenario
 (sites, GPUs, job and budget, read from the loaded scenario and the head comment of its file),
 its row of the headroom table and its table of results (the ``<!-- results:... -->`` blocks,
-found by ``powertrip_env.baselines.doc_blocks`` wherever they live).
+found by ``maintainers.doc_blocks`` wherever they live).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 import powertrip_env
-from powertrip_env.baselines import doc_blocks
+from maintainers import doc_blocks
 from powertrip_env.dynamics import features
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.scenario import Scenario, load_scenario

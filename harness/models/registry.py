@@ -1,7 +1,7 @@
 """What a saved agent may name: its policy class, network classes, the interface it acts through.
 
 A saved Stable-Baselines3 model names its policy class (and the classes in its
-``policy_kwargs``) by "module.Name"; ``powertrip_env.baselines.models`` builds the model with
+``policy_kwargs``) by "module.Name"; ``powertrip_env.harness.models.loading`` builds the model with
 classes from these registries only, never with a class unpickled from the file. SB3's own
 policy classes are listed here; the others are registered by the modules that define them, when
 they are imported (``register_policy_class``, ``register_network_classes``,

@@ -1,7 +1,8 @@
 """The harness's figures, drawn from an ``Evaluation`` off-screen (matplotlib's Agg): TTA per
 policy (``tta.png``), each episode's TTA against PowerTrip's in the same episode
 (``tta_paired.png``), mean accuracy against time (``accuracy_vs_time.png``) and one episode site
-by site (``timeline.png``, ``powertrip_env.baselines.timeline``). ``FIGURES`` names them all.
+by site (``timeline.png``, ``powertrip_env.harness.evaluation.timeline``). ``FIGURES`` names them
+all.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from powertrip_env.baselines.evaluation import YARDSTICK, Evaluation
-from powertrip_env.baselines.timeline import timeline_figure
+from powertrip_env.harness.evaluation.results import YARDSTICK, Evaluation
+from powertrip_env.harness.evaluation.timeline import timeline_figure
 from powertrip_env.render import agg_figure
 
 _CURVE_POINTS = 200

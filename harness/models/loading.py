@@ -2,26 +2,26 @@
 
 ``load_agent(path, algo, label)`` is a saved Stable-Baselines3 zip (``ppo``, ``a2c``,
 ``maskable_ppo``) or an RLlib checkpoint folder (``rllib``) behind the ``Policy`` interface
-(``SB3Policy``, ``RLlibPolicy`` of ``powertrip_env.baselines.model_policies``), with the
-``gym.make`` arguments of the env it runs on; ``powertrip_env.baselines.evaluate`` runs it beside
-the hand-coded policies (``--model``).
+(``SB3Policy``, ``RLlibPolicy`` of ``powertrip_env.harness.models.policies``), with the
+``gym.make`` arguments of the env it runs on; ``powertrip_env.harness.evaluation.evaluate`` runs it
+beside the hand-coded policies (``--model``).
 
 A model file is code: SB3 pickles the policy class and other objects into its zips, and
 unpickling runs whatever the file names. SB3 zips are loaded here without unpickling anything in
-them (see ``_load_sb3`` and ``powertrip_env.baselines.sb3_zip``, which reads them); an RLlib
+them (see ``_load_sb3`` and ``powertrip_env.harness.models.sb3_zip``, which reads them); an RLlib
 checkpoint is loaded by Ray, which unpickles, so load only checkpoints you trust.
 
 The layering (``tests/test_imports.py``): ``powertrip_env`` ← ``baselines`` ← ``agents`` ←
 ``train_agent.py``, each importing only from itself and the layers before it. A saved agent may
 name a policy class of a layer above this one (``powertrip_env.agents.site_policy.SitePolicy``),
 which this module never imports by a statement. The classes it may load come from a registry
-instead (``powertrip_env.baselines.model_registry``): SB3's own, and those a package registers
+instead (``powertrip_env.harness.models.registry``): SB3's own, and those a package registers
 when it is imported (``register_policy_class``, ``register_network_classes``;
 ``powertrip_env.agents.site_policy`` registers its policies and site encoder). When a model
 names a class no one has registered, ``load_plugins`` imports the modules named in ``PLUGINS``,
 which register theirs, and looks again. Nothing else here reaches above ``baselines``:
 evaluating hand-coded policies never imports ``agents``. How a model's spaces are matched with
-an env's is ``powertrip_env.baselines.model_spaces``'.
+an env's is ``powertrip_env.harness.models.spaces``'.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from gymnasium import spaces
 
 import powertrip_env  # noqa: F401  (registers the IDs the models run on)
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.model_policies import RLlibPolicy, SB3Policy
-from powertrip_env.baselines.model_registry import (
+from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.models.policies import RLlibPolicy, SB3Policy
+from powertrip_env.harness.models.registry import (
     _INTERFACES,
     _POLICY_CLASSES,
     _REGISTERED,
@@ -48,15 +49,7 @@ from powertrip_env.baselines.model_registry import (
     _plugin_note,
     load_plugins,
 )
-from powertrip_env.baselines.model_spaces import (
-    _fitting_env_spaces,
-    _mode_kwargs,
-    _model_env_kwargs,
-    _saved_space_shape,
-    _shape_text,
-    _space_shape,
-)
-from powertrip_env.baselines.sb3_zip import (
+from powertrip_env.harness.models.sb3_zip import (
     _algo_of,
     _is_pickled,
     _pickled_reference,
@@ -64,7 +57,14 @@ from powertrip_env.baselines.sb3_zip import (
     _replacements,
     _unsafe,
 )
-from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.models.spaces import (
+    _fitting_env_spaces,
+    _mode_kwargs,
+    _model_env_kwargs,
+    _saved_space_shape,
+    _shape_text,
+    _space_shape,
+)
 
 ALGOS: dict[str, tuple[str, str]] = {
     "ppo": ("stable_baselines3", "PPO"),
@@ -113,10 +113,11 @@ def pretrained_model_path() -> Path:
     Found from this file's own location, not by importing ``agents``: ``python -m`` puts the
     current folder first on ``sys.path``, so a folder with an ``agents`` package of its own
     would otherwise supply the "shipped" model, and a model file is code. The wheel installs
-    ``baselines`` and ``agents`` side by side (the top-level packages of setup.py), and an
-    editable install of the checkout finds both in the checkout.
+    ``harness`` and ``agents`` side by side in ``powertrip_env`` (pyproject.toml's
+    ``package-dir``), and an editable install of the checkout finds both in the checkout, two
+    folders above this file in either case.
     """
-    return Path(__file__).resolve().parent.parent / "agents" / "pretrained" / "model.zip"
+    return Path(__file__).resolve().parents[2] / "agents" / "pretrained" / "model.zip"
 
 
 def _resolve_model_path(path: str) -> Path:

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from powertrip_env.baselines.statistics import BOOTSTRAP_RESAMPLES, start_days
+from powertrip_env.harness.evaluation.statistics import BOOTSTRAP_RESAMPLES, start_days
 
 if TYPE_CHECKING:
-    from powertrip_env.baselines.timeline import Timeline
+    from powertrip_env.harness.evaluation.timeline import Timeline
 
 EPISODE_COLUMNS = (
     "policy",

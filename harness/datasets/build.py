@@ -10,8 +10,8 @@ For each task (``--env``, default every ID of ``powertrip_env.SUITE_IDS``) and e
 (``--policies``, default ``DEFAULT_POLICIES``: the reference the benchmark scores against and the
 two lookahead rules, its strongest deployable baselines), ``--episodes`` episodes of the
 ``--split`` days (train by default: imitation learns on train days and is judged on test days)
-are played as ``powertrip_env.baselines.evaluate`` plays them, episode e reset with seed ``--seed +
-e``, and
+are played as ``powertrip_env.harness.evaluation.evaluate`` plays them, episode e reset with seed
+``--seed + e``, and
 saved as one Minari dataset with the ID ``dataset_id(env_id, policy, split)``::
 
     powertrip/<env ID>/<policy in lower case>-v<DATASET_VERSION>          (train days)
@@ -38,8 +38,8 @@ arguments (an unknown ID or policy, fewer than one episode) exit with code 2 and
 docs/datasets.md says why each choice was made.
 
 This module is the command and its checks, the atomic write and the loader; the IDs and Minari's
-folder are ``powertrip_env.baselines.dataset_store``'s, and what a step and a dataset hold
-(``record_episode``, the metadata) is ``powertrip_env.baselines.dataset_recording``'s.
+folder are ``powertrip_env.harness.datasets.store``'s, and what a step and a dataset hold
+(``record_episode``, the metadata) is ``powertrip_env.harness.datasets.recording``'s.
 """
 
 from __future__ import annotations
@@ -61,14 +61,18 @@ import numpy as np
 import powertrip_env
 from powertrip_env.atomic import OutputDirError, probe_writable, result_dir
 from powertrip_env.baselines import candidates
-from powertrip_env.baselines.dataset_recording import (
+from powertrip_env.baselines.registry import LOOKAHEAD, make_policy
+from powertrip_env.episodes import SPLITS
+from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.arguments import make_env
+from powertrip_env.harness.datasets.recording import (
     Recording,
     RecordSettings,
     candidate_layout,
     record_episode,
     stage_dataset,
 )
-from powertrip_env.baselines.dataset_store import (
+from powertrip_env.harness.datasets.store import (
     DEFAULT_SPLIT,
     DatasetError,
     dataset_id,
@@ -77,10 +81,6 @@ from powertrip_env.baselines.dataset_store import (
     require_minari,
     write_namespaces,
 )
-from powertrip_env.baselines.registry import LOOKAHEAD, make_policy
-from powertrip_env.baselines.report_args import make_env
-from powertrip_env.episodes import SPLITS
-from powertrip_env.errors import EvaluationError
 
 DEFAULT_POLICIES: tuple[str, ...] = ("Optimiser", *LOOKAHEAD)
 """The reference the benchmark scores against (score 1) and the strongest deployable rules."""

@@ -9,7 +9,7 @@ spaces of the env the model will run on, constant schedules, empty buffers), and
 a pickled entry that cannot be replaced that way is refused before SB3 sees it. The weights
 are read by ``torch.load(weights_only=True)``, which builds tensors and nothing else.
 
-``powertrip_env.baselines.models`` loads the zip with what this module reads and rebuilds:
+``powertrip_env.harness.models.loading`` loads the zip with what this module reads and rebuilds:
 the "data" JSON (``_read_sb3_data``), the policy class's name (``_pickled_reference``), the
 algorithm that saved it (``_algo_of``), and the ``custom_objects`` that replace every pickled
 entry (``_replacements``); ``_unsafe`` is the refusal of anything else.
@@ -27,14 +27,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from powertrip_env.baselines.model_registry import (
+from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.models.registry import (
     _accepts,
     _algos_naming,
     _network_classes,
     _plugin_note,
     load_plugins,
 )
-from powertrip_env.errors import EvaluationError
 
 # Pickled entries only training reads; a loaded model starts without them, as a new one does.
 _TRAINING_STATE = (

@@ -1,6 +1,6 @@
 """Where the offline datasets live: their Minari IDs, Minari's data folder and the namespaces.
 
-``powertrip_env.baselines.datasets`` records and loads the datasets; this module is what both
+``powertrip_env.harness.datasets.build`` records and loads the datasets; this module is what both
 need of Minari itself, kept apart so that nothing here plays an episode: the dataset IDs
 (``dataset_id``, ``DATASET_VERSION``), the folder Minari reads and writes (``default_root``,
 ``minari_root``), the namespaces' descriptions, and ``require_minari``, which imports Minari
