@@ -8,6 +8,8 @@ another source are generated from it, never edited:
   error: the site could not follow it);
 * ``docs/cli.md`` is ``powertrip --help`` and each command's own ``--help``, so an option
   documented in its parser is documented on the site;
+* docs/model.md's ``observation-features`` block is the observation's declared features
+  (``feature_tables``);
 * ``docs/envs/<ID>.md`` is each registered ID's page (``maintainers.docs_envs``), and
   mkdocs.yml's navigation lists them between its ``# envs`` markers.
 
@@ -33,7 +35,7 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from maintainers import doc_blocks, docs_envs, docs_links
+from maintainers import doc_blocks, docs_envs, docs_links, feature_tables
 from powertrip_env import cli
 from powertrip_env.atomic import write_text
 
@@ -169,6 +171,11 @@ def generated(root: Path) -> dict[Path, str]:
         root / DOCS / "cli.md": cli_page(),
         **{root / DOCS / path: text for path, text in docs_envs.env_pages(readme).items()},
     }
+    holder = doc_blocks.holder(feature_tables.BLOCK, readme)  # docs/model.md
+    observation = feature_tables.feature_tables()
+    pages[holder] = doc_blocks.splice(
+        holder.read_text(encoding="utf-8"), feature_tables.BLOCK, observation
+    )
     pages[root / CONFIG] = nav_config((root / CONFIG).read_text(encoding="utf-8"))
     return pages
 

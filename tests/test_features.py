@@ -4,8 +4,7 @@ what the declaration says."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 import powertrip_env  # noqa: F401  (registers the IDs)
+from maintainers import doc_blocks, feature_tables
 from powertrip_env.dynamics import features
 from powertrip_env.env import PowerTripEnv
 
@@ -21,13 +21,15 @@ MODEL_MD = ROOT / "docs" / "model.md"
 
 
 def test_docs_model_md_has_the_declared_tables():
+    """The block ``powertrip docs`` writes (and ``--check`` holds) is on the page, fresh."""
     text = MODEL_MD.read_text(encoding="utf-8")
-    assert features.rewrite(text) == text, (
-        "docs/model.md's observation tables are out of date: run "
-        "python -m powertrip_env.dynamics --write docs/model.md"
+    block = doc_blocks.contents(text, feature_tables.BLOCK)
+    assert block == feature_tables.feature_tables(), (
+        "docs/model.md's observation tables are out of date: run powertrip docs"
     )
+    assert doc_blocks.holder(feature_tables.BLOCK, ROOT / "README.md") == MODEL_MD
     for row in (*features.SITE_ROWS, *features.GLOBAL_ROWS):
-        assert row.formula in text
+        assert f"| {row.label} | {row.formula} |" in block
 
 
 def test_the_env_docstring_has_the_declared_table():
@@ -75,15 +77,19 @@ def test_observations_stay_in_the_declared_bounds():
     np.testing.assert_array_equal(space.high[0], features.SITE_HIGH)
 
 
-def test_the_generator_rewrites_a_stale_page(tmp_path):
-    stale = MODEL_MD.read_text(encoding="utf-8").replace("| 1 | powered GPUs |", "| 1 | GPUs |")
-    page = tmp_path / "model.md"
+def test_powertrip_docs_checks_and_rewrites_a_stale_observation_table(tmp_path):
+    """The observation tables are one of ``powertrip docs``' generated blocks: ``--check`` names
+    the stale page, and writing restores it, like every other generated page."""
+    from maintainers import docs_site
+
+    root = tmp_path / "checkout"
+    shutil.copytree(ROOT / "docs", root / "docs")
+    for name in ("README.md", "mkdocs.yml"):
+        shutil.copy(ROOT / name, root / name)
+    page = root / "docs" / "model.md"
+    stale = page.read_text(encoding="utf-8").replace("| 1 | powered GPUs |", "| 1 | GPUs |")
     page.write_text(stale, encoding="utf-8")
-    run = [sys.executable, "-m", "powertrip_env.dynamics"]
-    checked = subprocess.run([*run, "--check", str(page)], capture_output=True, text=True)
-    assert checked.returncode == 1 and "--write" in checked.stderr
-    written = subprocess.run([*run, "--write", str(page)], capture_output=True, text=True)
-    assert written.returncode == 0, written.stderr
+    assert "docs/model.md: out of date" in docs_site.stale(root)
+    assert page in docs_site.write(root)
     assert page.read_text(encoding="utf-8") == MODEL_MD.read_text(encoding="utf-8")
-    again = subprocess.run([*run, "--check", str(page)], capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr
+    assert not [line for line in docs_site.stale(root) if "model.md" in line]
