@@ -408,7 +408,7 @@ def test_a_saved_agent_brings_its_policy_classes_in_through_the_plugins(tmp_path
     code = (
         "from powertrip_env.harness.models import loading as models\n"
         "assert not any(name.startswith(('powertrip_env.agents.', 'agents.'))"
-        " for names in models._POLICY_CLASSES.values()"
+        " for names in models.POLICY_CLASSES.values()"
         " for name in names)\n"
         f"agent, _ = models.load_agent({str(path)!r}, 'ppo', 'sites', 'PowerTrip-v0')\n"
         "print(type(agent.model.policy).__module__)"

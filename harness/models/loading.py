@@ -41,29 +41,29 @@ from powertrip_env.baselines.base import Policy
 from powertrip_env.errors import EvaluationError
 from powertrip_env.harness.models.policies import RLlibPolicy, SB3Policy
 from powertrip_env.harness.models.registry import (
-    _INTERFACES,
-    _POLICY_CLASSES,
-    _REGISTERED,
+    INTERFACES,
+    POLICY_CLASSES,
+    REGISTERED,
     ActionInterface,
-    _algos_naming,
-    _plugin_note,
+    algos_naming,
     load_plugins,
+    plugin_note,
 )
 from powertrip_env.harness.models.sb3_zip import (
-    _algo_of,
-    _is_pickled,
-    _pickled_reference,
-    _read_sb3_data,
-    _replacements,
-    _unsafe,
+    algo_of,
+    is_pickled,
+    pickled_reference,
+    read_sb3_data,
+    replacements,
+    unsafe,
 )
 from powertrip_env.harness.models.spaces import (
-    _fitting_env_spaces,
-    _mode_kwargs,
-    _model_env_kwargs,
-    _saved_space_shape,
-    _shape_text,
-    _space_shape,
+    fitting_env_spaces,
+    mode_kwargs,
+    model_env_kwargs,
+    saved_space_shape,
+    shape_text,
+    space_shape,
 )
 
 ALGOS: dict[str, tuple[str, str]] = {
@@ -88,18 +88,18 @@ def _interface_for(
     except ValueError as exc:
         raise EvaluationError(f"model {path!r} cannot run on {env_id}: {exc}") from None
     try:
-        for interface in _INTERFACES.values():
+        for interface in INTERFACES.values():
             wrapped = interface.wrap(env)
-            found = (_space_shape(wrapped.observation_space), _space_shape(wrapped.action_space))
+            found = (space_shape(wrapped.observation_space), space_shape(wrapped.action_space))
             if found == (obs, action):
                 return interface, wrapped.observation_space, wrapped.action_space
     finally:
         env.close()
-    known = ", ".join(_INTERFACES) or "none registered"
+    known = ", ".join(INTERFACES) or "none registered"
     raise EvaluationError(
-        f"model {path!r} acts in {_shape_text(action)} on {_shape_text(obs)}: neither "
+        f"model {path!r} acts in {shape_text(action)} on {shape_text(obs)}: neither "
         f"PowerTripEnv's own spaces (MultiBinary(N), MultiDiscrete([2]*N)) nor those of an "
-        f"action interface ({known}{_plugin_note()})"
+        f"action interface ({known}{plugin_note()})"
     )
 
 
@@ -161,9 +161,9 @@ def _load(
     base = dict(env_kwargs or {})
     if algo == "rllib":
         module = _load_rllib(path)
-        kwargs = {**base, **_model_env_kwargs(module, path)}
-        obs, action = _space_shape(module.observation_space), _space_shape(module.action_space)
-        _fitting_env_spaces(path, env_id, kwargs, obs, action)
+        kwargs = {**base, **model_env_kwargs(module, path)}
+        obs, action = space_shape(module.observation_space), space_shape(module.action_space)
+        fitting_env_spaces(path, env_id, kwargs, obs, action)
         return module, kwargs, None
     if path != PRETRAINED and (Path(path) / "rllib_checkpoint.json").is_file():
         raise EvaluationError(f"model {path!r} is an RLlib checkpoint; pass --algo rllib")
@@ -181,18 +181,18 @@ def _load_sb3(
         raw = file.read_bytes()
     except OSError as exc:
         raise EvaluationError(f"cannot read model {str(file)!r}: {exc.strerror or exc}") from None
-    data = _read_sb3_data(raw, file)
-    policy = _pickled_reference(data.get("policy_class"))
-    algos = _algos_naming(policy)
+    data = read_sb3_data(raw, file)
+    policy = pickled_reference(data.get("policy_class"))
+    algos = algos_naming(policy)
     if not algos:
-        known = sorted({name for names in _POLICY_CLASSES.values() for name in names})
+        known = sorted({name for names in POLICY_CLASSES.values() for name in names})
         what = f"names the class {policy}" if policy else "holds a class stored by value"
-        raise _unsafe(
+        raise unsafe(
             file, "policy_class",
             f"{what}, not one of the policy classes evaluate loads ({', '.join(known)}"
-            f"{_plugin_note()})",
+            f"{plugin_note()})",
         )  # fmt: skip
-    saved = _algo_of(data)
+    saved = algo_of(data)
     if saved != algo or algo not in algos:
         hint = f"it was saved by {saved}; pass --algo {saved}" if saved in ALGOS else (
             f"it was not saved by any of {', '.join(ALGOS)}"
@@ -200,18 +200,18 @@ def _load_sb3(
         raise EvaluationError(f"model {str(file)!r} does not match --algo {algo}: {hint}")
     shapes = {}
     for key in ("observation_space", "action_space"):
-        shapes[key] = _saved_space_shape(data.get(key))
+        shapes[key] = saved_space_shape(data.get(key))
         if shapes[key] is None:
-            raise _unsafe(file, key, "has no readable shape")
+            raise unsafe(file, key, "has no readable shape")
     obs, action = shapes["observation_space"], shapes["action_space"]
     found = _interface_for(path, env_id, base, obs, action)
     interface = None if found is None else found[0]
     if found is None:
-        kwargs = {**base, **_mode_kwargs(obs, action, path)}
-        obs_space, action_space = _fitting_env_spaces(path, env_id, kwargs, obs, action)
+        kwargs = {**base, **mode_kwargs(obs, action, path)}
+        obs_space, action_space = fitting_env_spaces(path, env_id, kwargs, obs, action)
     else:
         kwargs, (_, obs_space, action_space) = dict(base), found
-    policy_class = _REGISTERED.get(policy)
+    policy_class = REGISTERED.get(policy)
     if policy_class is None:  # one of SB3's own
         module_name, class_name = policy.rsplit(".", 1)
         try:
@@ -225,10 +225,10 @@ def _load_sb3(
         "observation_space": obs_space,
         "action_space": action_space,
     }
-    objects = _replacements(file, data, known_objects)
+    objects = replacements(file, data, known_objects)
     for key, item in data.items():  # a second guard: SB3 would unpickle anything left over
-        if _is_pickled(item) and key not in objects:
-            raise _unsafe(file, key, "is a pickled object evaluate cannot rebuild")
+        if is_pickled(item) and key not in objects:
+            raise unsafe(file, key, "is a pickled object evaluate cannot rebuild")
     module_name, class_name = ALGOS[algo]
     algo_cls = getattr(importlib.import_module(module_name), class_name)
     try:

@@ -25,7 +25,7 @@ from powertrip_env.baselines.base import Policy
 
 # The policy classes a model may name, by algorithm, as cloudpickle names a class
 # ("module.Name"): SB3's and sb3-contrib's own, then those registered (``register_policy_class``).
-_POLICY_CLASSES: dict[str, list[str]] = {
+POLICY_CLASSES: dict[str, list[str]] = {
     "ppo": [
         "stable_baselines3.common.policies.ActorCriticPolicy",
         "stable_baselines3.common.policies.MultiInputActorCriticPolicy",
@@ -40,7 +40,7 @@ _POLICY_CLASSES: dict[str, list[str]] = {
     ],
 }
 # The registered classes themselves, by "module.Name" (SB3's are imported when a model names one).
-_REGISTERED: dict[str, type] = {}
+REGISTERED: dict[str, type] = {}
 # Classes a policy_kwargs value may name beyond the loader's own (``_policy_kwargs``), and the
 # activation names a registered policy takes in place of a class (``activation_fn="tanh"``).
 _NETWORK_CLASSES: list[type] = []
@@ -71,14 +71,14 @@ def register_policy_class(cls: type, *algos: str) -> None:
     Called by the module that defines ``cls``, when it is imported; a model naming ``cls`` is
     then loaded with it, never with a class unpickled from the file.
     """
-    unknown = [algo for algo in algos if algo not in _POLICY_CLASSES]
+    unknown = [algo for algo in algos if algo not in POLICY_CLASSES]
     if unknown or not algos:
-        raise ValueError(f"register {cls.__name__} for one or more of {', '.join(_POLICY_CLASSES)}")
+        raise ValueError(f"register {cls.__name__} for one or more of {', '.join(POLICY_CLASSES)}")
     for name in _names(cls):
-        _REGISTERED[name] = cls
+        REGISTERED[name] = cls
         for algo in algos:
-            if name not in _POLICY_CLASSES[algo]:
-                _POLICY_CLASSES[algo].append(name)
+            if name not in POLICY_CLASSES[algo]:
+                POLICY_CLASSES[algo].append(name)
 
 
 def register_network_classes(*classes: type, activation_names: Iterable[str] = ()) -> None:
@@ -103,18 +103,18 @@ class ActionInterface:
     policy: Callable[[Any, str], Policy]
 
 
-_INTERFACES: dict[str, ActionInterface] = {}
+INTERFACES: dict[str, ActionInterface] = {}
 
 
 def register_action_interface(interface: ActionInterface) -> None:
     """Let saved models that act through ``interface.wrap`` be loaded and played."""
-    _INTERFACES[interface.name] = interface
+    INTERFACES[interface.name] = interface
 
 
 def load_plugins() -> None:
     """Import every module of ``PLUGINS`` not imported yet; each registers its classes.
 
-    A plugin that cannot be imported is remembered (``_plugin_note`` says why in a refusal), not
+    A plugin that cannot be imported is remembered (``plugin_note`` says why in a refusal), not
     raised: a model that names none of its classes loads without it.
     """
     for name in PLUGINS:
@@ -126,13 +126,13 @@ def load_plugins() -> None:
             _plugin_errors[name] = str(exc)
 
 
-def _plugin_note() -> str:
+def plugin_note() -> str:
     """Why some registered classes may be missing: the plugins that could not be imported."""
     failed = [f"{name} ({why})" for name, why in _plugin_errors.items()]
     return f"; could not import {', '.join(failed)}, which register more" if failed else ""
 
 
-def _algos_naming(name: str | None) -> list[str]:
+def algos_naming(name: str | None) -> list[str]:
     """The algorithms whose models may name the policy class ``name``.
 
     A name not registered yet makes ``load_plugins`` run first, so that a model saved with a
@@ -140,18 +140,18 @@ def _algos_naming(name: str | None) -> list[str]:
     """
     if name is None:
         return []
-    if not any(name in names for names in _POLICY_CLASSES.values()):
+    if not any(name in names for names in POLICY_CLASSES.values()):
         load_plugins()
-    return [algo for algo, names in _POLICY_CLASSES.items() if name in names]
+    return [algo for algo, names in POLICY_CLASSES.items() if name in names]
 
 
-def _accepts(name: str, value: str) -> bool:
+def accepts(name: str, value: str) -> bool:
     """Whether the string ``value`` of ``policy_kwargs[name]`` can be rebuilt: the ``str`` of
     a known class, or an activation name a registered policy takes."""
-    return value in _network_classes() or (name == "activation_fn" and value in _ACTIVATION_NAMES)
+    return value in network_classes() or (name == "activation_fn" and value in _ACTIVATION_NAMES)
 
 
-def _network_classes() -> dict[str, type]:
+def network_classes() -> dict[str, type]:
     """The classes a ``policy_kwargs`` value may name, by their ``str``."""
     import torch as th
     from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike

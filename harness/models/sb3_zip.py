@@ -10,9 +10,9 @@ a pickled entry that cannot be replaced that way is refused before SB3 sees it. 
 are read by ``torch.load(weights_only=True)``, which builds tensors and nothing else.
 
 ``powertrip_env.harness.models.loading`` loads the zip with what this module reads and rebuilds:
-the "data" JSON (``_read_sb3_data``), the policy class's name (``_pickled_reference``), the
-algorithm that saved it (``_algo_of``), and the ``custom_objects`` that replace every pickled
-entry (``_replacements``); ``_unsafe`` is the refusal of anything else.
+the "data" JSON (``read_sb3_data``), the policy class's name (``pickled_reference``), the
+algorithm that saved it (``algo_of``), and the ``custom_objects`` that replace every pickled
+entry (``replacements``); ``unsafe`` is the refusal of anything else.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Any
 
 from powertrip_env.errors import EvaluationError
 from powertrip_env.harness.models.registry import (
-    _accepts,
-    _algos_naming,
-    _network_classes,
-    _plugin_note,
+    accepts,
+    algos_naming,
     load_plugins,
+    network_classes,
+    plugin_note,
 )
 
 # Pickled entries only training reads; a loaded model starts without them, as a new one does.
@@ -49,7 +49,7 @@ _REFERENCE_OPCODES = frozenset(
 )  # fmt: skip
 
 
-def _pickled_reference(item: Any) -> str | None:
+def pickled_reference(item: Any) -> str | None:
     """``"module.name"`` of a class SB3 pickled by reference, read without unpickling it.
 
     cloudpickle stores an importable class as its module and name and nothing else; the
@@ -80,7 +80,7 @@ def _pickled_reference(item: Any) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
-def _read_sb3_data(raw: bytes, file: Path) -> dict[str, Any]:
+def read_sb3_data(raw: bytes, file: Path) -> dict[str, Any]:
     """The "data" JSON of an SB3 zip's bytes: plain JSON, nothing unpickled."""
     try:
         with zipfile.ZipFile(io.BytesIO(raw)) as archive:
@@ -100,20 +100,20 @@ def _saved_algo(path: Path) -> str:
         raw = Path(path).read_bytes()
     except OSError:
         raw = b""
-    return _algo_of(_read_sb3_data(raw, Path(path)))
+    return algo_of(read_sb3_data(raw, Path(path)))
 
 
-def _algo_of(data: Mapping[str, Any]) -> str:
+def algo_of(data: Mapping[str, Any]) -> str:
     """Which of ``ALGOS`` saved a model, from its policy class's name and its fields.
 
-    The class is read by name (``_pickled_reference``), never unpickled: a MaskablePPO model is
+    The class is read by name (``pickled_reference``), never unpickled: a MaskablePPO model is
     one whose policy comes from sb3-contrib's maskable policies or is registered for it
     (``MaskableSitePolicy``).
     """
     policy = data.get("policy_class")
-    name = _pickled_reference(policy)
+    name = pickled_reference(policy)
     module = name or (str(policy.get("__module__", "")) if isinstance(policy, dict) else "")
-    if "maskable_ppo" in _algos_naming(name) or module.startswith("sb3_contrib.common.maskable"):
+    if "maskable_ppo" in algos_naming(name) or module.startswith("sb3_contrib.common.maskable"):
         return "maskable_ppo"
     if "clip_range" in data:  # PPO's clipping; A2C has none
         return "ppo"
@@ -122,7 +122,7 @@ def _algo_of(data: Mapping[str, Any]) -> str:
     return "unknown"
 
 
-def _unsafe(file: Path, key: str, what: str) -> EvaluationError:
+def unsafe(file: Path, key: str, what: str) -> EvaluationError:
     """The refusal of a model whose entry ``key`` could only be had by unpickling it."""
     return EvaluationError(
         f"model {str(file)!r}: its entry {key!r} {what}; getting it would mean unpickling "
@@ -131,11 +131,11 @@ def _unsafe(file: Path, key: str, what: str) -> EvaluationError:
     )
 
 
-def _is_pickled(item: Any) -> bool:
+def is_pickled(item: Any) -> bool:
     return isinstance(item, dict) and ":serialized:" in item
 
 
-def _replacements(file: Path, data: Mapping[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+def replacements(file: Path, data: Mapping[str, Any], known: dict[str, Any]) -> dict[str, Any]:
     """``custom_objects`` for SB3's ``load``: a stand-in for every pickled entry of ``data``.
 
     ``known`` holds the policy class and the spaces (always given, pickled or not). Schedules
@@ -149,7 +149,7 @@ def _replacements(file: Path, data: Mapping[str, Any], known: dict[str, Any]) ->
 
     objects = dict(known)
     for key, item in data.items():
-        if key in objects or not _is_pickled(item):
+        if key in objects or not is_pickled(item):
             continue  # plain JSON: SB3 reads it as it is, nothing to unpickle
         if key == "policy_kwargs":
             objects[key] = _policy_kwargs(file, item)
@@ -165,7 +165,7 @@ def _replacements(file: Path, data: Mapping[str, Any], known: dict[str, Any]) ->
             window = data.get("_stats_window_size")
             objects[key] = deque(maxlen=window if type(window) is int and window > 0 else 100)
         else:
-            raise _unsafe(file, key, "is a pickled object evaluate cannot rebuild")
+            raise unsafe(file, key, "is a pickled object evaluate cannot rebuild")
     return objects
 
 
@@ -189,16 +189,14 @@ def _policy_kwargs(file: Path, item: Mapping[str, Any]) -> dict[str, Any]:
     not JSON cannot be rebuilt, and the model is refused.
     """
     if item.get(":type:") != "<class 'dict'>":
-        raise _unsafe(file, "policy_kwargs", f"is a pickled {item.get(':type:')}, not a dict")
+        raise unsafe(file, "policy_kwargs", f"is a pickled {item.get(':type:')}, not a dict")
     kwargs: dict[str, Any] = {}
     for name, value in item.items():
         if name in (":type:", ":serialized:"):
             continue
-        if isinstance(value, str) and not _accepts(name, value):
+        if isinstance(value, str) and not accepts(name, value):
             load_plugins()  # a class or name that a plugin registers
-            if not _accepts(name, value):
-                raise _unsafe(
-                    file, f"policy_kwargs.{name}", f"holds {value[:80]!r}{_plugin_note()}"
-                )
-        kwargs[name] = _network_classes().get(value, value) if isinstance(value, str) else value
+            if not accepts(name, value):
+                raise unsafe(file, f"policy_kwargs.{name}", f"holds {value[:80]!r}{plugin_note()}")
+        kwargs[name] = network_classes().get(value, value) if isinstance(value, str) else value
     return kwargs

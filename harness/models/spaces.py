@@ -1,10 +1,10 @@
 """A model's spaces, compared with an env's by type, keys and shapes.
 
 A saved model's observation and action spaces decide which env it can run on. They are reduced
-to a comparable shape (``_space_shape``), read from an SB3 zip without unpickling the spaces
-(``_saved_space_shape``), written out for a refusal (``_shape_text``), and turned into the
-``gym.make`` arguments of the env a model was trained on (``_mode_kwargs``), which
-``_fitting_env_spaces`` checks against the env actually made.
+to a comparable shape (``space_shape``), read from an SB3 zip without unpickling the spaces
+(``saved_space_shape``), written out for a refusal (``shape_text``), and turned into the
+``gym.make`` arguments of the env a model was trained on (``mode_kwargs``), which
+``fitting_env_spaces`` checks against the env actually made.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ _BOX_IN_DICT = re.compile(r"'([^']+)'(?::|,) Box\([^()]*\(([\d, ]*)\), \w+\)")
 _SPACE_IN_DICT = re.compile(r"'[^']+'(?::|,) \w+\(")
 
 
-def _space_shape(space: spaces.Space) -> tuple[Any, ...]:
+def space_shape(space: spaces.Space) -> tuple[Any, ...]:
     """What decides whether a model fits an env's space: its type, keys and shapes."""
     if isinstance(space, spaces.Dict):
-        return ("Dict", tuple(sorted((k, _space_shape(s)) for k, s in space.spaces.items())))
+        return ("Dict", tuple(sorted((k, space_shape(s)) for k, s in space.spaces.items())))
     if isinstance(space, spaces.MultiDiscrete):
         nvec = tuple(int(n) for n in np.asarray(space.nvec).reshape(-1))
         return ("MultiDiscrete", tuple(space.shape), nvec)
@@ -35,8 +35,8 @@ def _space_shape(space: spaces.Space) -> tuple[Any, ...]:
     return (type(space).__name__, tuple(space.shape or ()))
 
 
-def _saved_space_shape(item: Any) -> tuple[Any, ...] | None:
-    """``_space_shape`` of a space stored in an SB3 zip, from the readable copy beside it.
+def saved_space_shape(item: Any) -> tuple[Any, ...] | None:
+    """``space_shape`` of a space stored in an SB3 zip, from the readable copy beside it.
 
     Beside each pickled entry SB3 writes the object's attributes as JSON, or as ``str`` when
     they are not JSON: a Box's ``_shape``, a MultiDiscrete's ``nvec``, a Dict's ``spaces`` (the
@@ -68,10 +68,10 @@ def _saved_space_shape(item: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def _shape_text(shape: tuple[Any, ...]) -> str:
-    """``_space_shape`` for a message: ``Dict(global: Box(6,), sites: Box(10, 15))``."""
+def shape_text(shape: tuple[Any, ...]) -> str:
+    """``space_shape`` for a message: ``Dict(global: Box(6,), sites: Box(10, 15))``."""
     if shape[0] == "Dict":
-        return "Dict(" + ", ".join(f"{k}: {_shape_text(s)}" for k, s in shape[1]) + ")"
+        return "Dict(" + ", ".join(f"{k}: {shape_text(s)}" for k, s in shape[1]) + ")"
     if shape[0] == "MultiDiscrete":
         return f"MultiDiscrete({list(shape[2])})"
     if shape[0] == "Discrete":
@@ -79,7 +79,7 @@ def _shape_text(shape: tuple[Any, ...]) -> str:
     return f"{shape[0]}{shape[1]}"
 
 
-def _mode_kwargs(obs: tuple[Any, ...], action: tuple[Any, ...], label: str) -> dict[str, Any]:
+def mode_kwargs(obs: tuple[Any, ...], action: tuple[Any, ...], label: str) -> dict[str, Any]:
     """Observation and action modes (and padding) of the env a model was trained on.
 
     A model trained with ``max_sites`` has a ``"valid"`` entry in its (dict) observation; it
@@ -95,19 +95,19 @@ def _mode_kwargs(obs: tuple[Any, ...], action: tuple[Any, ...], label: str) -> d
         kwargs["action_mode"] = "multidiscrete"
     else:
         raise EvaluationError(
-            f"model {label!r} acts in {_shape_text(action)}; only MultiBinary(N) and "
+            f"model {label!r} acts in {shape_text(action)}; only MultiBinary(N) and "
             "MultiDiscrete([2]*N) agents of PowerTripEnv can be evaluated here"
         )
     return kwargs
 
 
-def _model_env_kwargs(model: Any, label: str) -> dict[str, Any]:
-    """``_mode_kwargs`` of a loaded model (an RLlib module), from its spaces."""
-    obs, action = _space_shape(model.observation_space), _space_shape(model.action_space)
-    return _mode_kwargs(obs, action, label)
+def model_env_kwargs(model: Any, label: str) -> dict[str, Any]:
+    """``mode_kwargs`` of a loaded model (an RLlib module), from its spaces."""
+    obs, action = space_shape(model.observation_space), space_shape(model.action_space)
+    return mode_kwargs(obs, action, label)
 
 
-def _fitting_env_spaces(
+def fitting_env_spaces(
     path: str,
     env_id: str,
     kwargs: dict[str, Any],
@@ -124,11 +124,11 @@ def _fitting_env_spaces(
             ("observation", model_obs, env.observation_space),
             ("action", model_action, env.action_space),
         ):
-            if model_shape != _space_shape(env_space):
+            if model_shape != space_shape(env_space):
                 raise EvaluationError(
                     f"model {path!r} is incompatible with {env_id}: its {what} space is "
-                    f"{_shape_text(model_shape)} but the environment's is "
-                    f"{_shape_text(_space_shape(env_space))} (was it trained on another "
+                    f"{shape_text(model_shape)} but the environment's is "
+                    f"{shape_text(space_shape(env_space))} (was it trained on another "
                     "scenario?)"
                 )
         return env.observation_space, env.action_space
