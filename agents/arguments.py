@@ -1,9 +1,11 @@
 """``train_agent.py``'s command line: the parser that ``powertrip_env.agents.training`` reads.
 
 The options are added in groups, one small function each, in the order ``--help`` lists them;
-``given_options`` tells which ones a command line gave, which ``--resume`` needs. Only shapes
-are checked here (``powertrip_env.agents.checks``' argument types); what the values mean is
-checked by ``training.setup``, once every option is known.
+``given_options`` tells which ones a command line gave, which ``--resume`` needs. The options
+every tool shares (``--env``, ``--seed``, ``--out``, ``--force``, ``--no-progress``) come from
+``powertrip_env.harness.arguments``, with its checks and its rule for the IDs ``--env`` takes.
+Otherwise only shapes are checked here (``powertrip_env.agents.checks``' argument types); what
+the values mean is checked by ``training.setup``, once every option is known.
 """
 
 from __future__ import annotations
@@ -12,6 +14,13 @@ import argparse
 from collections.abc import Sequence
 
 from powertrip_env.agents import checks, hyperparams
+from powertrip_env.harness.arguments import (
+    add_env,
+    add_force,
+    add_no_progress,
+    add_out,
+    add_seed,
+)
 
 # The candidate-set agent on PowerTrip-v0, whose last slot is the tuned horizon rule: over a
 # 300k-step run its best model on the periodic test-split evaluation came at the first one, 50k
@@ -69,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_environment_options(p: argparse.ArgumentParser) -> None:
     """The environment trained on and the one of the final table: IDs, scenarios, padding."""
-    p.add_argument("--env", default="PowerTrip-v0", help="registered environment ID")
+    add_env(p, scenario_hint=True, what="the environment trained on")
     p.add_argument(
         "--scenario",
         action="append",
@@ -85,12 +94,10 @@ def _add_environment_options(p: argparse.ArgumentParser) -> None:
         "any scenario with at most that many (default: none; with several --scenario, their "
         "largest site count; PowerTrip-Random-v0 registers 32)",
     )
-    p.add_argument(
-        "--final-env",
-        default=None,
-        help="ID of the final comparison (default: --env; for PowerTrip-Random-v0, "
-        "PowerTrip-v0, whose job it draws sites for)",
-    )
+    add_env(
+        p, None, flag="--final-env", what="the final comparison's environment",
+        default_text="--env; for PowerTrip-Random-v0, PowerTrip-v0, whose job it draws sites for",
+    )  # fmt: skip
 
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
@@ -116,7 +123,7 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
         help="run the envs in this process (dummy) or in worker processes "
         "(subproc, forkserver); one PowerTrip step is cheaper than the IPC",
     )
-    p.add_argument("--seed", type=int, default=0)
+    add_seed(p, "seeds the training envs, the network's initialisation and its sampling")
     p.add_argument("--reward-mode", default="excess_gain", help="excess_gain or gain_rate")
     p.add_argument(
         "--extractor",
@@ -142,17 +149,11 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
 
 def _add_run_folder_options(p: argparse.ArgumentParser) -> None:
     """Where the run is written, and what becomes of a used folder (``--force``, ``--resume``)."""
-    p.add_argument(
-        "--out",
-        default=None,
-        help="run directory, new or empty (default runs/<env>-<algo>-<seed>; with --resume, "
-        "the run's own)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="use a non-empty --out: delete its files (once every argument is checked)",
-    )
+    add_out(
+        p, None, what="run directory, new or empty",
+        default_text="runs/<env>-<algo>-<seed>; with --resume, the run's own",
+    )  # fmt: skip
+    add_force(p, "use a non-empty --out: delete its files (once every argument is checked)")
     p.add_argument(
         "--resume",
         default=None,
@@ -205,4 +206,4 @@ def _add_runtime_options(p: argparse.ArgumentParser) -> None:
         default=1,
         help="torch CPU threads; small networks gain nothing from more",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_no_progress(p)

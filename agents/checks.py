@@ -20,49 +20,25 @@ from typing import Any
 
 import gymnasium as gym
 import yaml
-from gymnasium.envs.registration import registry
 
-from powertrip_env import ENTRY_POINT, ENV_IDS, SAMPLED_ENV_IDS
+from powertrip_env import ENV_IDS, SAMPLED_ENV_IDS
 from powertrip_env.atomic import OutputDirError, check_output_dir, check_replaceable
-from powertrip_env.env import PowerTripEnv
+from powertrip_env.harness.arguments import env_id_problem
+
+# The argparse types of counts, shared by every tool's options (re-exported for the parsers here).
+from powertrip_env.harness.arguments import non_negative_int as non_negative_int
+from powertrip_env.harness.arguments import positive_int as positive_int
 
 
 class UsageError(Exception):
     """A command-line argument that cannot be used; ``str()`` is the one-line message."""
 
 
-def positive_int(text: str) -> int:
-    """argparse ``type=`` for counts that must be at least 1 (``--timesteps``, ``--n-envs``)."""
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """argparse ``type=`` for counts where 0 means "off" (``--eval-freq``, ``--final-episodes``)."""
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or a positive integer, got {text}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-
-
 def check_env(env_id: str, env_kwargs: Mapping[str, Any]) -> int:
     """Build the environment once to check ID, scenario and kwargs; returns its site count."""
-    known = ", ".join([*ENV_IDS, *SAMPLED_ENV_IDS])
-    if env_id not in registry:
-        raise UsageError(f"argument --env: unknown environment {env_id!r}; allowed: {known}")
-    if registry[env_id].entry_point not in (ENTRY_POINT, PowerTripEnv):
-        raise UsageError(
-            f"argument --env: {env_id!r} is not a PowerTrip environment; allowed: {known}"
-        )
+    problem = env_id_problem(env_id)  # every registered PowerTrip ID (harness.arguments)
+    if problem is not None:
+        raise UsageError(f"argument --env: {problem}")
     try:
         env = gym.make(env_id, **env_kwargs)
     except (ValueError, TypeError, OSError) as exc:

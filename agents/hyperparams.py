@@ -30,18 +30,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sb3_contrib import MaskablePPO
-from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.utils import LinearSchedule
 
 from powertrip_env.agents.extractors import activation_class
 from powertrip_env.agents.site_policy import MaskableSitePolicy, SiteHeadMixin, SitePolicy
+from powertrip_env.harness.models.loading import SB3_ALGOS, sb3_algorithm
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
-ALGOS: dict[str, type[OnPolicyAlgorithm]] = {"ppo": PPO, "a2c": A2C, "maskable_ppo": MaskablePPO}
-"""``--algo`` name → algorithm class."""
+ALGOS: dict[str, type[OnPolicyAlgorithm]] = {name: sb3_algorithm(name) for name in SB3_ALGOS}
+"""``--algo`` name → algorithm class: the SB3 algorithms the harness loads (``SB3_ALGOS``), so
+that every algorithm trained here can be evaluated, and no other."""
 
 EXTRACTORS = ("candidates", "sites", "mlp")
 """``candidates``: a choice among candidate site sets

@@ -37,13 +37,16 @@ import numpy as np
 import torch
 
 from powertrip_env.agents import checks
-from powertrip_env.agents.candidate_vec_env import CandidateVecEnv, native_vector
+from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 from powertrip_env.agents.candidates import N_SLOTS
 from powertrip_env.agents.saving import clear_folder, save_model, write_text
 from powertrip_env.baselines.lookahead import TUNED
+from powertrip_env.harness.arguments import add_env, add_force, add_out, add_seed
 
 # The rule the teacher's rollouts play after the slot they score: the tuned horizon rule.
 TEACHER = (TUNED["HorizonRule"]["horizon"], TUNED["HorizonRule"]["margin"])
+# Why --env takes only IDs of one site catalogue (powertrip_env.harness.arguments' rule).
+NATIVE_VECTOR = "the teacher labels one catalogue on the native vector env"
 
 
 @dataclass
@@ -279,19 +282,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "candidate slots; saves an SB3 PPO model for --model.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument(
-        "--env",
-        action="append",
-        metavar="ID",
-        help="registered environment ID (default PowerTrip-v0); repeat it to label several, "
-        "and one student fits them all",
-    )
+    add_env(
+        p, None, repeat=True, fixed_sites=NATIVE_VECTOR, default_text="PowerTrip-v0",
+        what="an environment to label (one student fits every one given)",
+    )  # fmt: skip
     p.add_argument("--n-envs", type=checks.positive_int, default=16)
     p.add_argument("--steps", type=checks.positive_int, default=300, help="teacher's steps")
     p.add_argument("--dagger", type=checks.non_negative_int, default=3, help="DAgger rounds")
     p.add_argument("--beta", type=float, default=0.0, help="teacher's share in DAgger rounds")
     p.add_argument("--epochs", type=checks.positive_int, default=40)
-    p.add_argument("--seed", type=int, default=0)
+    add_seed(p, "seeds the labelled episodes and the student's training")
     p.add_argument("--jitter", action="store_true", help="label on jittered episodes")
     p.add_argument(
         "--dataset",
@@ -301,8 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a Minari dataset of powertrip_env.harness.datasets.build to clone as well"
         " (repeatable)",
     )
-    p.add_argument("--out", required=True, help="run folder, new or empty")
-    p.add_argument("--force", action="store_true", help="replace what --out holds")
+    add_out(p, None, what="run folder, new or empty", required=True)
+    add_force(p, "replace what --out holds")
     args = p.parse_args(argv)
     try:
         if not 0.0 <= args.beta <= 1.0:
@@ -310,11 +310,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         env_ids = args.env or ["PowerTrip-v0"]
         for env_id in env_ids:
             checks.check_env(env_id, {})
-            if not native_vector(env_id):
-                raise checks.UsageError(
-                    f"argument --env: {env_id!r} draws a site catalogue per episode; the "
-                    "teacher labels one catalogue on the native vector env"
-                )
         out = checks.check_out_dir(Path(args.out), force=args.force)
         start = None
         if args.dataset:

@@ -19,7 +19,6 @@ import yaml
 from powertrip_env.atomic import atomic_path, write_text
 
 __all__ = [
-    "RESULT_FILES",
     "append_to_list",
     "atomic_path",
     "clear_folder",
@@ -27,13 +26,6 @@ __all__ = [
     "save_model",
     "write_text",
 ]
-
-RESULT_FILES = (
-    "summary.md", "episodes.csv", "tta.png", "accuracy_vs_time.png", "tta_paired.png",
-    "timeline.png",
-)  # fmt: skip
-"""What ``powertrip_env.harness.evaluation.evaluate`` writes for one comparison; ``summary.md`` is
-the set's marker."""
 
 
 def save_model(model: Any, path: str | os.PathLike[str]) -> Path:
@@ -91,6 +83,10 @@ def install_results(src: str | os.PathLike[str], dest: str | os.PathLike[str]) -
     Returns:
         ``dest``.
     """
+    # What evaluate writes, as it names it; imported here, as training imports the harness
+    # only for the final comparison.
+    from powertrip_env.harness.evaluation.evaluate import RESULT_FILES
+
     src, dest = Path(src), Path(dest)
     if not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ atomically; every bad argument is a one-line error and exit code 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 import shutil
 import signal
@@ -54,6 +55,7 @@ from powertrip_env.agents.saving import (
     write_text,
 )
 from powertrip_env.agents.yardstick import PowerTripYardstick
+from powertrip_env.atomic import write_error
 
 # --------------------------------------------------------------------------- 1. environments
 
@@ -330,12 +332,13 @@ def _final_comparison(
     args: argparse.Namespace, run: dict[str, Any], algo_cls: type, final: Path, candidates: bool
 ) -> int:
     """The final table: the best model if one was kept, else ``final``, against the baselines
-    on ``--final-episodes`` test episodes of each scenario; 1 if the evaluation failed.
+    on ``--final-episodes`` test episodes of each scenario; 1 if the evaluation failed or its
+    files could not be written (a full disk: the table is printed first, so it is not lost).
 
     Imported here, not at the top: a run with ``--final-episodes 0`` never loads the harness.
     """
     from powertrip_env.errors import EvaluationError
-    from powertrip_env.harness.evaluation.evaluate import evaluate
+    from powertrip_env.harness.evaluation.evaluate import evaluate, write_files
     from powertrip_env.harness.models.policies import SB3Policy
 
     out: Path = run["out"]
@@ -353,9 +356,6 @@ def _final_comparison(
             f"{', '.join(run['final_policies'])} on {args.final_episodes} test episodes"
         )
         table_dir = out / Path(scenario).stem if len(scenarios) > 1 else out
-        # The table's files are written into a hidden folder and moved in as a set, so a stop
-        # half-way never leaves a new episodes.csv beside an earlier summary.md.
-        staging = Path(tempfile.mkdtemp(dir=out, prefix=".final-"))
         try:
             result = evaluate(
                 run["final_env"],
@@ -364,18 +364,32 @@ def _final_comparison(
                 split="test",
                 seed=args.eval_seed,
                 env_kwargs={**env_kwargs, **({"scenario": scenario} if scenario else {})},
-                out_dir=staging / "results",
                 progress=not args.no_progress,
             )
-            install_results(staging / "results", table_dir)
         except EvaluationError as exc:
             print(f"train_agent.py: error: final comparison failed: {exc}", file=sys.stderr)
             return 1
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        print(result.to_markdown())
+        print(result.to_markdown())  # before the write: a failed one must not lose the table
+        try:
+            _install_table(functools.partial(write_files, result), out, table_dir)
+        except OSError as exc:  # a full disk: one line naming the folder, as the harness's tools
+            print(f"train_agent.py: error: {write_error(table_dir, exc)}", file=sys.stderr)
+            return 1
         print(f"results written to {table_dir}")
     return 0
+
+
+def _install_table(write: Callable[[Path], None], out: Path, table_dir: Path) -> None:
+    """Write the final table's files (``write(folder)``) into a hidden folder of ``out`` and
+    move them into ``table_dir`` as a set (``install_results``), so that a stop or a failed
+    write half-way never leaves a new episodes.csv beside an earlier summary.md."""
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=".final-"))
+    try:
+        (staging / "results").mkdir()
+        write(staging / "results")
+        install_results(staging / "results", table_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 # Run settings in the order a command line shows them; (dest, option). Written out whole in the

@@ -4,7 +4,7 @@
     python examples/flower_powertrip.py                        # 4 policies, 5 paired episodes
     python examples/flower_powertrip.py --episodes 10 --compare-torch
 
-A Flower simulation of eight virtual clients, one per site of ``PowerTrip-Digits-v0``, each
+A Flower simulation of eight virtual clients, one per site of ``PowerTrip-Digits-v1``, each
 holding its non-IID shard of scikit-learn's digits and training a real PyTorch MLP. The
 ServerApp plays every policy over the same test episodes with ``PowerTripStrategy``: the
 scenario's power traces and clock decide who can train and how long each round takes, the policy
@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-ENV_ID = "PowerTrip-Digits-v0"
+ENV_ID = "PowerTrip-Digits-v1"
 DEFAULT_POLICIES = "PowerTrip,AllSites,MyopicOptimal"
 
 

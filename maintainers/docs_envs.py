@@ -27,6 +27,7 @@ import powertrip_env
 from maintainers import doc_blocks
 from powertrip_env.dynamics import features
 from powertrip_env.env import PowerTripEnv
+from powertrip_env.harness.reports import leaderboard
 from powertrip_env.scenario import Scenario, load_scenario
 from powertrip_env.scenario.sampling import SiteSampler
 from powertrip_env.scenario.types import LearnerConfig
@@ -276,7 +277,14 @@ def _paragraphs(text: str) -> list[str]:
 
 
 def board_section(env_id: str, board: str) -> list[str]:
-    """The task's part of the benchmark's board: its table and the notes that read it."""
+    """The task's part of the benchmark's board: its table and the notes that read it.
+
+    Taken from the leaderboard block as ``powertrip readme-tables`` laid it out from the
+    benchmark's data, and copied, not parsed: the pages are built from the checkout, whose only
+    copy of the board is that block (its episodes are not kept), so quoting its task's section
+    is what keeps the page and the board one rendering. The notes are found by how
+    ``leaderboard`` begins them.
+    """
     paragraphs = _paragraphs(board)
     heading = f"**{env_id}**"
     if heading not in paragraphs:
@@ -286,8 +294,9 @@ def board_section(env_id: str, board: str) -> list[str]:
         (i for i in range(start, len(paragraphs)) if paragraphs[i].startswith("**")),
         len(paragraphs),
     )
-    own = [p for p in paragraphs[start:stop] if not p.startswith("Mean TTA intervals")]
-    notes = [p for p in paragraphs if p.startswith(("Normalised score", "Mean TTA intervals"))]
+    own = [p for p in paragraphs[start:stop] if not p.startswith(leaderboard.TASK_NOTES_START)]
+    starts = (leaderboard.CAPTION_START, leaderboard.TASK_NOTES_START)
+    notes = [p for p in paragraphs if p.startswith(starts)]
     return "\n\n".join([*own, *notes]).splitlines()
 
 

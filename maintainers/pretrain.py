@@ -41,6 +41,7 @@ from powertrip_env import SUITE_IDS
 from powertrip_env.agents import imitation
 from powertrip_env.atomic import atomic_path, write_text
 from powertrip_env.baselines.registry import default_policy_names
+from powertrip_env.harness.arguments import add_episodes, add_force, add_no_progress, add_seed
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.models.loading import PRETRAINED
 from powertrip_env.scenario.sampling import SiteSampler
@@ -208,11 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="powertrip pretrain", description=__doc__)
     parser.add_argument("--table", action="store_true", help="only regenerate the table")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/pretrained"))
-    parser.add_argument(
-        "--force", action="store_true", help="replace an earlier training run in --run-dir"
-    )
-    parser.add_argument("--episodes", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=0)
+    add_force(parser, "replace an earlier training run in --run-dir")
+    add_episodes(parser, 30, "paired test episodes of the tables")
+    add_seed(parser)
     parser.add_argument(
         "--readme",
         type=Path,
@@ -220,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the README whose checkout to update: it or a page under docs/ beside it holds each "
         "table's block (default: README.md in the current folder)",
     )
-    parser.add_argument("--no-progress", action="store_true")
+    add_no_progress(parser)
     args = parser.parse_args(argv)
     dest = PRETRAINED_DIR
     if not args.table:

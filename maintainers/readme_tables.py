@@ -10,9 +10,11 @@ the ID; ``headroom`` gets ``powertrip_env.harness.reports.headroom``'s table ove
 (``powertrip_env.harness.calibration.sensitivity``,
 10 episodes a setting), ``leaderboard`` the benchmark's tables over the suite
 (``powertrip_env.harness.reports.benchmark``) and ``leaderboard-scores`` README's one table of them
-(the aggregate and each task's score). The benchmark's performance profile is copied to
-``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes the board and the profile
-from a finished ``powertrip benchmark --out DIR`` instead of running it.
+(the aggregate and each task's score, with success beside them); both are laid out from the
+benchmark's episodes and facts, not read back from its Markdown. The benchmark's performance
+profile is copied to ``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes the
+episodes, the facts (``episodes.csv``, ``leaderboard.json``) and the profile from a finished
+``powertrip benchmark --out DIR`` instead of running it.
 
 ``powertrip readme-tables`` re-runs every registered ID and updates the README.md in the
 current folder and the pages under the docs/ folder beside it (run it from the repository root,
@@ -26,10 +28,19 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import powertrip_env
 from maintainers.doc_blocks import BlockFiles
 from powertrip_env.atomic import write_bytes
+from powertrip_env.harness.arguments import (
+    CLAIRVOYANT,
+    SHIPPED,
+    add_env,
+    add_episodes,
+    add_no_progress,
+    add_seed,
+)
 from powertrip_env.harness.calibration import fidelity, sensitivity
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.reports import benchmark, headroom, leaderboard
@@ -55,58 +66,44 @@ DEFAULT_README = Path("README.md")  # relative: the README of the checkout you r
 def board_block(board: str) -> str:
     """The benchmark's Markdown inside a page's own section: its title dropped and its headings
     bold lines, so they neither outrank the section nor repeat the per-ID headings' anchors."""
-    lines = []
+    lines: list[str] = []
     for line in board.splitlines():
-        if line.startswith("# "):
-            continue
+        if line.startswith("# ") or (not line and lines and not lines[-1]):
+            continue  # the title, and the second blank line it leaves
         lines.append(f"**{line[3:]}**" if line.startswith("## ") else line)
     return "\n".join(lines).strip("\n") + "\n"
 
 
-def _table_rows(lines: Sequence[str]) -> list[list[str]]:
-    """The cells of a Markdown table's body rows among ``lines`` (header and rule skipped)."""
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines
-            if line.startswith("|")]  # fmt: skip
-    return rows[2:]
+def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]]) -> str:
+    """README's leaderboard, laid out from the benchmark's own board and task facts (not read
+    back from its Markdown): the bracket table, the caption, and one table of the aggregate
+    (mean score and IQM with their intervals, and success) with each task's score beside it,
+    then the aggregate's notes. The per-task tables of hours live on docs/benchmark.md.
 
-
-def board_scores(board: str) -> str:
-    """README's leaderboard: one table of the aggregate (mean score and IQM with their
-    intervals) and each task's score beside it, from the benchmark's Markdown ``board``
-    (``leaderboard.to_markdown``), whose per-task tables of hours live on docs/benchmark.md.
-
-    Raises ``ValueError`` when ``board`` has no aggregate section, as a board that is not the
-    benchmark's would.
+    A score is marked where the policy never finished (on any task in the aggregate's cells, on
+    that task in a task's column), as on the board: such policies all count at the time budget
+    and share a score that would otherwise read as a tie. Policies the aggregate leaves out
+    (they did not run every task) follow it with their tasks' scores only.
     """
-    sections: dict[str, list[str]] = {"": []}
-    name = ""
-    for line in board.splitlines():
-        if line.startswith("## "):
-            name = line[3:]
-            sections[name] = []
-        elif not line.startswith("# "):
-            sections[name].append(line)
-    aggregate = next((n for n in sections if n.startswith("Aggregate")), None)
-    if aggregate is None:
-        raise ValueError("the benchmark's board has no '## Aggregate' section")
-    tasks = [n for n in sections if n not in ("", aggregate)]
-    scores = {task: {row[0]: row[-1] for row in _table_rows(sections[task])} for task in tasks}
-    policies = {row[0]: row[1:] for row in _table_rows(sections[aggregate])}
-    for task in tasks:  # those left out of the aggregate after it, as the board lists them
-        policies.update({p: ["–", "–"] for p in scores[task] if p not in policies})
+    tasks = board.tasks
+    scores = {(r.task, r.policy): leaderboard.score_cell(r.score, r.success)
+              for r in board.table.itertuples(index=False)}  # fmt: skip
+    rows = [(policy, leaderboard.aggregate_cells(row)) for policy, row in board.ranked()]
+    rows += [(policy, ["–", "–", "–"]) for policy in board.left_out]
     lines = [
-        "\n".join(sections[""]).strip("\n"),
+        *benchmark.bracket_lines(facts),
         "",
-        f"**{aggregate}, and each task's score**",
+        leaderboard.caption(board.zero, board.top),
         "",
-        "| policy | mean score [95% CI] | IQM [95% CI] | " + " | ".join(tasks) + " |",
-        "|---|---:|---:|" + "---:|" * len(tasks),
+        f"**{leaderboard.aggregate_heading(len(tasks))}, and each task's score**",
+        "",
+        "| policy | mean score [95% CI] | IQM [95% CI] | success | " + " | ".join(tasks) + " |",
+        "|---|---:|---:|---:|" + "---:|" * len(tasks),
     ]
-    for policy, cells in policies.items():
-        each = [scores[task].get(policy, "–") for task in tasks]
+    for policy, cells in rows:
+        each = [scores.get((task, policy), "–") for task in tasks]
         lines.append(f"| {policy} | " + " | ".join([*cells, *each]) + " |")
-    notes = [line for line in sections[aggregate] if line.startswith("- ")]
-    return "\n".join([*lines, "", *notes]).strip("\n") + "\n"
+    return "\n".join([*lines, "", *leaderboard.aggregate_notes(board)]) + "\n"
 
 
 def table_for(env_id: str, episodes: int, seed: int, progress: bool) -> str:
@@ -119,9 +116,12 @@ def table_for(env_id: str, episodes: int, seed: int, progress: bool) -> str:
 def _parser() -> argparse.ArgumentParser:
     """``powertrip readme-tables``' options; the module's docstring is its description."""
     parser = argparse.ArgumentParser(prog="powertrip readme-tables", description=__doc__)
-    parser.add_argument("--env", action="append", help="an ID to refresh (default: every ID)")
-    parser.add_argument("--episodes", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=0)
+    add_env(
+        parser, None, ids=SHIPPED, repeat=True, fixed_sites=CLAIRVOYANT,
+        what="an ID whose tables to refresh", default_text="every ID of powertrip_env.ENV_IDS",
+    )  # fmt: skip
+    add_episodes(parser, 30)
+    add_seed(parser)
     parser.add_argument(
         "--readme",
         type=Path,
@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a finished `powertrip benchmark --out DIR` run to take the leaderboard "
         "and its profile from (default: run the benchmark)",
     )
-    parser.add_argument("--no-progress", action="store_true")
+    add_no_progress(parser)
     return parser
 
 
@@ -157,9 +157,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     env_ids = args.env or list(powertrip_env.ENV_IDS)
-    unknown = sorted(set(env_ids) - set(powertrip_env.ENV_IDS))
-    if unknown:
-        parser.error(f"--env {unknown}: unknown; allowed: {list(powertrip_env.ENV_IDS)}")
     if not args.readme.is_file():
         parser.error(
             f"--readme {str(args.readme)!r}: file not found ({args.readme.absolute()}); run "
@@ -225,28 +222,37 @@ def _splice_leaderboard(pages: BlockFiles, args: argparse.Namespace) -> None:
     README's; writes the profile PNG.
 
     The board and its profile come from one benchmark (run here, or the ``--leaderboard-from``
-    folder), so the README's table and its picture never describe two different runs.
+    folder, read from its episodes and JSON), so the README's table and its picture never
+    describe two different runs. Both blocks are laid out from one ``leaderboard.Board`` of its
+    episodes; a folder's board must give its saved JSON again, number for number, or its files
+    are not one run's (``ValueError``).
     """
     profile = args.readme.parent / PROFILE
     profile.parent.mkdir(parents=True, exist_ok=True)
+    saved = None
     if args.leaderboard_from is not None:
-        board = (args.leaderboard_from / "leaderboard.md").read_text(encoding="utf-8")
-        png = (args.leaderboard_from / "profile.png").read_bytes()
+        frame, facts, saved = benchmark.read_run(args.leaderboard_from)
+        png = (args.leaderboard_from / benchmark.PROFILE).read_bytes()
     else:
         print("the benchmark over the suite ...", file=sys.stderr)
         frame, facts = benchmark.benchmark(episodes=args.episodes, seed=args.seed)
-        board, _ = benchmark.report(frame, facts)
-        scored = frame[frame["policy"] != benchmark.BOUND]
         png_path = leaderboard.performance_profile(
-            leaderboard.on_every_task(scored),
+            leaderboard.on_every_task(benchmark.scored(frame)),
             benchmark.YARDSTICK,
             benchmark.TOP,
             profile.with_suffix(".tmp.png"),
         )
         png = png_path.read_bytes()
         png_path.unlink()
-    pages.splice(LEADERBOARD, board_block(board))
-    pages.splice(SCORES, board_scores(board))
+    board = leaderboard.board(benchmark.scored(frame), benchmark.YARDSTICK, benchmark.TOP)
+    markdown, summary = benchmark.report(frame, facts, board=board)
+    if saved is not None and summary != saved:
+        raise ValueError(
+            f"its {benchmark.EPISODES} does not give its {benchmark.BOARD_JSON} again: the two "
+            "are not one run's"
+        )
+    pages.splice(LEADERBOARD, board_block(markdown))
+    pages.splice(SCORES, board_scores(board, facts))
     write_bytes(profile, png)
 
 

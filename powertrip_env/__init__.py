@@ -23,7 +23,7 @@ ENV_IDS: dict[str, str] = {
     "PowerTrip-EMNIST-v0": "emnist",
     "PowerTrip-LLMFull-v0": "llm-full",
     "PowerTrip-Large-v0": "large",
-    "PowerTrip-Digits-v0": "digits",
+    "PowerTrip-Digits-v1": "digits",
     "PowerTrip-NonBlocking-v0": "nonblocking",
     "PowerTrip-Solar-v0": "solar",
     "PowerTrip-Wide-v0": "wide",

@@ -64,6 +64,24 @@ class OutputDirError(ValueError):
     """A results folder that holds an earlier run's files, and ``force`` was not given."""
 
 
+class WriteError(OutputDirError):
+    """A result set that could not be written (a full disk, a lost mount, a permission taken
+    away): none of it is in place, and its folder holds what it held before.
+
+    An ``OutputDirError``, so that every tool ends it as it ends its other write failures: one
+    line naming the folder and the error, and exit code 2 (``stop_codes``), not a traceback from
+    deep inside the writer (matplotlib's, Minari's) that says neither.
+    """
+
+
+def write_error(folder: str | os.PathLike[str], exc: OSError) -> WriteError:
+    """The ``WriteError`` of ``exc``, raised while ``folder``'s result set was written."""
+    reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno and exc.strerror else str(exc)
+    return WriteError(
+        f"results not written to {os.fspath(folder)!r}: {reason}; what the folder held is unchanged"
+    )
+
+
 def probe_writable(folder: str | os.PathLike[str]) -> None:
     """Make ``folder`` if need be and prove a file can be written in it (``OSError`` if not),
     so that a long run fails at its start, not when it saves."""
@@ -152,14 +170,17 @@ def result_dir(path: str | os.PathLike[str], *, force: bool = False) -> Iterator
     block ends without an exception. With ``force``, an existing ``path`` is moved aside first
     and deleted after the rename; without it a non-empty ``path`` is refused (see
     ``check_output_dir``). On an exception the temporary folder is removed and ``path`` is
-    untouched.
+    untouched; an ``OSError`` (a full disk) becomes a ``WriteError`` naming ``path``.
     """
     final = check_output_dir(path, force=force)
     if force and final.is_dir() and any(final.iterdir()):
         check_replaceable(final, flat=True)
-    final.absolute().parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.absolute().parent, prefix=f".{final.name}.tmp-"))
-    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        final.absolute().parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=final.absolute().parent, prefix=f".{final.name}.tmp-"))
+        os.chmod(tmp, 0o777 & ~_umask())
+    except OSError as exc:
+        raise write_error(final, exc) from exc
     try:
         yield tmp
         old = None
@@ -182,6 +203,9 @@ def result_dir(path: str | os.PathLike[str], *, force: bool = False) -> Iterator
             shutil.rmtree(old, ignore_errors=True)
     except OutputDirError:
         raise
+    except OSError as exc:  # the disk filled, say: one line naming the folder, not a traceback
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_error(final, exc) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -199,7 +223,8 @@ def stop_codes(*errors: type[Exception]) -> Iterator[Stop]:
     """Run the long part of a result-writing command; a stop becomes its exit code.
 
     Every such command ends a failed run the same way: one of ``errors`` (a bad input the run
-    only meets on the way) prints ``error: ...`` and sets 2; Ctrl-C says that no result was
+    only meets on the way, or a result set it could not write: ``OutputDirError``, of which
+    ``WriteError`` is one) prints ``error: ...`` and sets 2; Ctrl-C says that no result was
     written (``result_dir`` leaves the earlier set as it was) and sets 130. Both are swallowed,
     so the command returns ``code`` when it is not 0.
     """

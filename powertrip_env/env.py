@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
+import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -18,7 +20,8 @@ from powertrip_env.engine import Engine, EngineState, EngineViews
 from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.options import configure, learner_arguments
 from powertrip_env.rewards import RewardFn
-from powertrip_env.scenario import Scenario
+from powertrip_env.scenario import Scenario, scenario_names
+from powertrip_env.scenario.provenance import power_data_sentence
 from powertrip_env.scenario.sampling import SiteSampler, as_sampler
 from powertrip_env.view import DecisionView
 
@@ -48,9 +51,9 @@ class PowerTripEnv(EngineViews, gym.Env):
     join cost (start and fetch the model) if it did not complete the previous round, and drops
     out of the round, its work lost, if its power fails before it finishes. The episode ends
     when the model reaches its target accuracy; the goal is the shortest time-to-accuracy
-    (TTA). Every equation and parameter is in docs/model.md. `PowerTrip-v0` runs on real data:
-    Google's 2019 PDU spare capacity in each site's local time plus Solcast 2022 solar output,
-    with real solar forecasts; the other IDs run on a synthetic trace.
+    (TTA). Every equation and parameter is in docs/model.md.
+
+    <power data of the registered IDs: powertrip_env.env.document_power_data()>
 
     ## Action Space
 
@@ -169,11 +172,7 @@ class PowerTripEnv(EngineViews, gym.Env):
     (`powertrip_env.scenario.sampling.SiteSampler`) on the scenario's job and power data;
     `env.unwrapped.scenario` is the episode's.
 
-    Registered IDs: `PowerTrip-v0` (the flagship, scenario `default`), `PowerTrip-LoRA-v0`,
-    `PowerTrip-KWS-v0`, `PowerTrip-EMNIST-v0`, `PowerTrip-LLMFull-v0`, `PowerTrip-Large-v0`,
-    `PowerTrip-Digits-v0`, `PowerTrip-NonBlocking-v0`, `PowerTrip-Solar-v0`,
-    `PowerTrip-Wide-v0`, and `PowerTrip-Random-v0` (the flagship's job on drawn sites,
-    `max_sites=32`).
+    <registered IDs: powertrip_env.env.document_power_data()>
 
     ## Vectorized environment
 
@@ -182,6 +181,8 @@ class PowerTripEnv(EngineViews, gym.Env):
 
     ## Version History
 
+    * v1 (`PowerTrip-Digits-v1`): the Digits surrogate was refitted to the real learner's FedAvg,
+      so its results changed; the other IDs are still v0.
     * v0: The dynamics became one compiled kernel with counter-based randomness: a seed gives
       other start times and jitter than before (every published table was regenerated).
     * v0: The flagship became a day-long DiLoCo job on real grid and solar power, with joins
@@ -395,5 +396,57 @@ _FIRST = np.zeros(1, dtype=np.intp)  # the single env's one row
 _TERMINATED, _TRUNCATED = dynamics.R_TERMINATED, dynamics.R_TRUNCATED  # its record's columns
 
 
-# The observation table is declared once, in powertrip_env.dynamics.features.
-PowerTripEnv.__doc__ = document_env(PowerTripEnv.__doc__)
+POWER_DATA_PLACEHOLDER = (
+    "<power data of the registered IDs: powertrip_env.env.document_power_data()>"
+)
+IDS_PLACEHOLDER = "<registered IDs: powertrip_env.env.document_power_data()>"
+
+
+def registered_scenarios() -> list[tuple[str, str, dict[str, Any]]]:
+    """(ID, shipped scenario, other arguments) of every Gymnasium registration of this class
+    on a shipped scenario, in the order they were registered: ``import powertrip_env``
+    registers its IDs before this module can be imported."""
+    from gymnasium.envs.registration import registry
+
+    own = f"{__name__}:{PowerTripEnv.__name__}"
+    shipped = scenario_names()
+    found = []
+    for env_id, spec in registry.items():
+        kwargs = dict(spec.kwargs)
+        name = kwargs.pop("scenario", None)
+        if spec.entry_point in (own, PowerTripEnv) and isinstance(name, str) and name in shipped:
+            found.append((env_id, name, kwargs))
+    return found
+
+
+def document_power_data(doc: str | None) -> str | None:
+    """``doc`` with the registered IDs and which of them run on real power data filled in,
+    from the registry and the data folder's record (``powertrip_env.scenario.provenance``), so
+    that neither list is kept by hand (``None`` stays ``None``: ``python -OO``)."""
+    if doc is None:
+        return None
+    registered = registered_scenarios()
+    ids = (
+        "Registered IDs, each with its scenario: "
+        + ", ".join(
+            f"`{env_id}` (`{name}`" + "".join(f", `{k}={v!r}`" for k, v in kwargs.items()) + ")"
+            for env_id, name, kwargs in registered
+        )
+        + "."
+    )
+    filled = {
+        POWER_DATA_PLACEHOLDER: power_data_sentence([(e, name) for e, name, _ in registered]),
+        IDS_PLACEHOLDER: textwrap.fill(ids, 92, break_on_hyphens=False),
+    }
+    for placeholder, text in filled.items():
+        match = re.search(r"^([ \t]*)" + re.escape(placeholder) + r"$", doc, re.MULTILINE)
+        if match is None:
+            raise ValueError(f"the docstring has no placeholder {placeholder!r}")
+        indented = "\n".join(match.group(1) + line for line in text.splitlines())
+        doc = doc[: match.start()] + indented + doc[match.end() :]
+    return doc
+
+
+# The observation table is declared once, in powertrip_env.dynamics.features; the registered IDs
+# and their power data are read from the registry and the data folder.
+PowerTripEnv.__doc__ = document_power_data(document_env(PowerTripEnv.__doc__))

@@ -25,6 +25,16 @@ class EvaluationError(ValueError):
     line catch it without importing another tool."""
 
 
+class ResultsNotWritten(EvaluationError):
+    """A finished run whose result set could not be written (a full disk, a folder filled
+    meanwhile): the message names the folder and the error, and ``result`` holds what the run
+    found, so that its caller can still print it: a failed write must not lose the run."""
+
+    def __init__(self, message: str, result: Any) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 def is_whole(value: Any) -> bool:
     """Whether an argument is a whole number: a Python or numpy integer, never a bool (which
     Python counts as an int, but no count, seed or size means True). Every check of a count,

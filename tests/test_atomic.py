@@ -68,7 +68,34 @@ def test_a_failed_rename_puts_the_earlier_results_back(tmp_path, monkeypatch):
         return real(src, dst)
 
     monkeypatch.setattr(atomic.os, "replace", flaky)
-    with pytest.raises(OSError, match="disk gone"), atomic.result_dir(out, force=True) as tmp:
-        (tmp / "summary.md").write_text("new")
+    with pytest.raises(atomic.WriteError, match="disk gone"):
+        with atomic.result_dir(out, force=True) as tmp:
+            (tmp / "summary.md").write_text("new")
     assert (out / "summary.md").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("earlier", [True, False], ids=["over-old-results", "fresh-out"])
+def test_a_full_disk_is_one_write_error_naming_the_folder(tmp_path, earlier):
+    """An ``OSError`` while the set is written (a full disk) becomes a ``WriteError``, an
+    ``OutputDirError`` whose message names the folder and the error: what the tools print as
+    one line, with the exit code of their other write failures."""
+    from powertrip_env import atomic
+
+    out = tmp_path / "out"
+    if earlier:
+        out.mkdir()
+        (out / "summary.md").write_text("old")
+    with pytest.raises(atomic.WriteError) as caught:
+        with atomic.result_dir(out, force=True) as tmp:
+            (tmp / "episodes.csv").write_text("new")
+            raise OSError(28, "No space left on device", str(tmp / "tta.png"))
+    assert isinstance(caught.value, atomic.OutputDirError)
+    assert str(caught.value) == (
+        f"results not written to {str(out)!r}: [Errno 28] No space left on device; what the "
+        "folder held is unchanged"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["out"] if earlier else [])
+    if earlier:
+        assert [p.name for p in out.iterdir()] == ["summary.md"]
+        assert (out / "summary.md").read_text() == "old"

@@ -2,7 +2,7 @@
 replayed exactly.
 
 One small set of datasets is recorded once for the module through the command line: PowerTrip
-and the Optimiser on two whole episodes of the small ``PowerTrip-Digits-v0`` (a few dozen rounds
+and the Optimiser on two whole episodes of the small ``PowerTrip-Digits-v1`` (a few dozen rounds
 each), and PowerTrip on the flagship cut at four rounds (``max_episode_steps``). Everything
 else reads them back through ``minari.load_dataset``.
 """
@@ -30,7 +30,7 @@ from powertrip_env.harness.datasets.build import load_imitation
 from powertrip_env.harness.datasets.recording import nearest_slot
 from powertrip_env.harness.datasets.store import DATASET_VERSION, DOCS, DatasetError, dataset_id
 
-SMALL = "PowerTrip-Digits-v0"
+SMALL = "PowerTrip-Digits-v1"
 FLAGSHIP = "PowerTrip-v0"
 SEED = 3  # not 0, so that a recorder ignoring --seed is caught
 EPISODES = 2
@@ -256,8 +256,8 @@ def test_load_imitation_refuses_a_missing_dataset_and_another_candidate_layout(
         (["--env", "PowerTrip-Random-v0"], ["--env", "'PowerTrip-Random-v0'", "allowed"]),
         (["--policies", "PowerTrip,Nope"], ["--policies", "'Nope'", "valid names", "Optimiser"]),
         (["--policies", "TopPower-99"], ["--policies", "'TopPower-99'", "1 <= k <= 8"]),
-        (["--episodes", "0"], ["--episodes", "0", ">= 1"]),
-        (["--seed", "-1"], ["--seed", "-1", ">= 0"]),
+        (["--episodes", "0"], ["--episodes", "0", "positive integer"]),
+        (["--seed", "-1"], ["--seed", "-1", "0 or a positive integer"]),
         (["--split", "val"], ["--split", "'val'", "train, test, all"]),
         (["--policies", "PowerTrip,PowerTrip"], ["--policies", "'PowerTrip'", "twice"]),
     ],
@@ -270,11 +270,16 @@ def test_bad_arguments_are_refused_in_one_line_before_anything_runs(
     monkeypatch.setattr(datasets, "record_episode", _must_not_run)
     out = tmp_path / "minari"
     base = ["--env", SMALL, "--policies", "PowerTrip", "--episodes", "1"]
-    assert datasets.main([*base, *argv, "--out", str(out)]) == 2
+    try:
+        code = datasets.main([*base, *argv, "--out", str(out)])
+    except SystemExit as stop:  # what argparse checks (the shared options) it refuses itself
+        code = stop.code
+    assert code == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: argument ") and err.count("\n") == 1, err
+    line = err.splitlines()[-1]  # argparse's usage, if any, then the one error line
+    assert line.startswith(("error: argument ", "powertrip datasets: error: argument ")), err
     for word in words:
-        assert word in err, (word, err)
+        assert word in line, (word, err)
     assert not out.exists()
 
 
@@ -303,6 +308,24 @@ def _files(path: Path) -> dict[str, bytes]:
 def _one(out: Path, *extra: str) -> int:
     argv = ["--env", SMALL, "--policies", "PowerTrip", "--episodes", "1", "--out", str(out)]
     return datasets.main([*argv, *extra])
+
+
+def test_a_full_disk_while_a_dataset_is_written_ends_in_one_line_naming_it(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """As every tool that writes a result set: exit 2, one line naming the dataset's folder and
+    the error, and nothing of the dataset left behind."""
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    out = tmp_path / "minari"
+    monkeypatch.setattr(datasets, "stage_dataset", disk_full)
+    assert _one(out) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: results not written to ") and err.count("\n") == 1, err
+    assert SMALL_IDS[0] in err and "[Errno 28] No space left on device" in err, err
+    assert not [p for p in out.rglob("*") if p.is_file()]
 
 
 def test_an_existing_dataset_is_refused_unless_force_which_replaces_it(

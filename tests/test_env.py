@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import doctest
 import math
+import re
 import warnings
 from typing import Any
 
@@ -18,6 +19,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import powertrip_env
 from powertrip_env import dynamics, load_scenario
 from powertrip_env.env import PowerTripEnv
+from powertrip_env.scenario import provenance
 
 ENV_IDS = list(powertrip_env.ENV_IDS)
 FLAGSHIP = "PowerTrip-v0"  # scenario "default": 10 solar sites on real power data
@@ -163,6 +165,56 @@ def test_class_docstring_gym_make_example_runs():
     result = runner.summarize(verbose=False)
     assert result.attempted >= len(class_test.examples) > 0
     assert result.failed == 0
+
+
+def _doc_paragraph(start: str) -> str:
+    """The docstring's paragraph that begins with ``start``, on one line."""
+    doc = PowerTripEnv.__doc__
+    begin = doc.index(start)
+    return " ".join(doc[begin : doc.index("\n\n", begin)].split())
+
+
+def _ids_in(text: str) -> list[str]:
+    return re.findall(r"`(PowerTrip-[\w-]+)`", text)
+
+
+def test_the_docstring_says_which_ids_run_on_real_data_from_the_data_s_record():
+    """Which IDs run on real power data is read from traces/README.md's table (which marks each
+    trace real or synthetic) and each registered scenario's trace, not written by hand: the
+    flagship and the three other suite tasks (and the drawn catalogues of its data) run on
+    Google's PDUs and Solcast's PV; every other setting on the synthetic trace."""
+    real, synthetic = _doc_paragraph("`PowerTrip-v0`, ").split(" run on real data: ")
+    assert _ids_in(real) == [*powertrip_env.SUITE_IDS, *powertrip_env.SAMPLED_ENV_IDS]
+    assert "on a synthetic trace" in synthetic
+    rest = [eid for eid in powertrip_env.ENV_IDS if eid not in powertrip_env.SUITE_IDS]
+    assert _ids_in(synthetic) == rest
+    marked = provenance.provenance()
+    assert marked["google_cella_2019.csv"] == "real"
+    assert marked["power_synthetic_2019.csv"] == "synthetic"
+    for env_id in _ids_in(real):  # every real-data ID runs on all the data the sentence names
+        scenario = load_scenario(gym.spec(env_id).kwargs["scenario"])
+        assert scenario.trace.file.name == "google_cella_2019.csv", env_id
+        assert scenario.trace.pv_file.name == "solcast_pv_2022.csv", env_id
+        assert scenario.trace.pv_forecast_file is not None, env_id
+
+
+def test_the_docstring_s_id_list_is_the_registry_s():
+    listed = _doc_paragraph("Registered IDs")
+    assert _ids_in(listed) == [*powertrip_env.ENV_IDS, *powertrip_env.SAMPLED_ENV_IDS]
+    assert "`PowerTrip-Digits-v1` (`digits`)" in listed
+    assert "`PowerTrip-Random-v0` (`default`, `sites='random'`, `max_sites=32`)" in listed
+
+
+def test_the_docstring_s_power_data_follows_the_registrations_and_the_data(monkeypatch):
+    """A new registration on real data joins the real list; a trace the README does not mark
+    is in neither list, rather than called synthetic (or real) unread."""
+    pairs = [("PowerTrip-v0", "default"), ("Mine-v0", "solar"), ("PowerTrip-KWS-v0", "kws")]
+    text = " ".join(provenance.power_data_sentence(pairs).split())
+    assert text.startswith("`PowerTrip-v0` and `Mine-v0` run on real data: Google's 2019 PDU")
+    assert "; `PowerTrip-KWS-v0` runs on a synthetic trace (traces/README.md" in text
+    monkeypatch.setattr(provenance, "provenance", lambda: {"power_synthetic_2019.csv": "synthetic"})
+    text = " ".join(provenance.power_data_sentence(pairs).split())
+    assert "real data" not in text and _ids_in(text) == ["PowerTrip-KWS-v0"]
 
 
 # --------------------------------------------------------------------------- making envs

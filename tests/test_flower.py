@@ -156,7 +156,7 @@ class FiveSites(Policy):
 
 def test_a_policy_for_another_number_of_sites_is_refused_before_any_training() -> None:
     with pytest.raises(ValueError, match=r"policy 'FiveSites' chose .*shape \(5,\).* has 8 sites"):
-        PowerTripStrategy(FiveSites(), "PowerTrip-Digits-v0")
+        PowerTripStrategy(FiveSites(), "PowerTrip-Digits-v1")
     # the baselines size themselves to the scenario they are bound to
     assert PowerTripStrategy(make_policy("Nearest-2", 5)).policy.name == "Nearest-2"
 
@@ -187,9 +187,9 @@ class _SeedRecording(TorchFedLearner):
 def test_the_clients_hold_the_in_process_learners_shards_and_initial_model() -> None:
     import gymnasium as gym
 
-    task = ScenarioTask("PowerTrip-Digits-v0")
+    task = ScenarioTask("PowerTrip-Digits-v1")
     learner = _SeedRecording()
-    env = gym.make("PowerTrip-Digits-v0", learner=learner)
+    env = gym.make("PowerTrip-Digits-v1", learner=learner)
     env.reset(seed=3)
     assert len(task.shards) == len(learner.shards) == 8
     for (x, y), (x2, y2) in zip(task.shards, learner.shards, strict=True):
@@ -201,7 +201,7 @@ def test_the_clients_hold_the_in_process_learners_shards_and_initial_model() -> 
 
 
 def test_evaluate_fn_is_the_held_out_accuracy() -> None:
-    task = ScenarioTask("PowerTrip-Digits-v0")
+    task = ScenarioTask("PowerTrip-Digits-v1")
     arrays = task.initial_arrays(0)
     record = task.evaluate_fn(0, arrays)
     x, y = task.test_set

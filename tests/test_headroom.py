@@ -17,7 +17,7 @@ from test_references import write_scenario
 from powertrip_env.harness.reports import headroom
 
 REPO = Path(__file__).resolve().parents[1]
-SUMMARY_KEYS = {"env", "episodes", "mean_tta_h", "headroom", "one_shot", "mean_episode_h",
+SUMMARY_KEYS = {"env", "episodes", "mean_tta_h", "beam_headroom", "one_shot", "mean_episode_h",
                 "mean_rounds", "bound_holds"}  # fmt: skip
 
 
@@ -51,8 +51,9 @@ def test_headroom_writes_its_files_and_ends_with_the_documented_json(small, tmp_
     assert set(last["mean_tta_h"]) == policies
     tta = last["mean_tta_h"]
     assert tta["LowerBound"] <= tta["BeamPlanner"] <= tta["BestFixedSet"]
-    assert last["headroom"] == pytest.approx(tta["BestFixedSet"] / tta["BeamPlanner"], abs=2e-3)
-    assert last["one_shot"] == (last["headroom"] < headroom.ONE_SHOT_BELOW)
+    ratio = tta["BestFixedSet"] / tta["BeamPlanner"]
+    assert last["beam_headroom"] == pytest.approx(ratio, abs=2e-3)
+    assert last["one_shot"] == (last["beam_headroom"] < headroom.ONE_SHOT_BELOW)
 
     assert {p.name for p in out.iterdir()} == {"headroom.csv", "headroom.md"}
     frame = pd.read_csv(out / "headroom.csv")
@@ -62,24 +63,31 @@ def test_headroom_writes_its_files_and_ends_with_the_documented_json(small, tmp_
     assert set(frame["policy"]) == policies
     assert (frame["env"] == f"PowerTrip-v0:{small}").all()
     table = (out / "headroom.md").read_text(encoding="utf-8")
-    assert "BestFixedSet / BeamPlanner" in table
+    assert "beam headroom = BestFixedSet / BeamPlanner" in table
+    assert f"below {headroom.ONE_SHOT_BELOW} " in table and f"{headroom.TASK_AT_LEAST}." in table
     assert table in stdout  # the table is printed too
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--env", "CartPole-v1"], "unknown environment"),
-        (["--env", "PowerTrip-v9"], "registered PowerTrip IDs"),
-        (["--episodes", "0"], "--episodes 0"),
+        (["--env", "CartPole-v1"], "argument --env: 'CartPole-v1' is not a PowerTrip env"),
+        (["--env", "PowerTrip-v9"], "registered PowerTrip IDs with one site catalogue"),
+        (["--env", "PowerTrip-Random-v0"], "draws a site catalogue per episode"),
+        (["--episodes", "0"], "argument --episodes: must be a positive integer, got 0"),
         (["--scenario", "/nonexistent/scenario.toml"], "nonexistent"),
     ],
 )
 def test_bad_arguments_exit_2_before_anything_is_written(argv, message, tmp_path, capsys):
+    """argparse refuses what it checks (exit 2); the rest is one ``error:`` line, code 2."""
     out = tmp_path / "out"
-    assert headroom.main([*argv, "--out", str(out), "--no-progress"]) == 2
+    try:
+        code = headroom.main([*argv, "--out", str(out), "--no-progress"])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2
     _, stderr = capsys.readouterr()
-    assert stderr.startswith("error:") and message in stderr, stderr
+    assert message in stderr and "Traceback" not in stderr, stderr
     assert not out.exists()
 
 
@@ -92,3 +100,60 @@ def test_bad_env_exits_2_from_the_command_line(tmp_path):
     assert done.returncode == 2
     assert "NoSuchEnv-v0" in done.stderr and "PowerTrip-v0" in done.stderr
     assert done.stdout == ""
+
+
+def test_the_bound_s_rows_and_check_are_the_ones_benchmark_uses() -> None:
+    """One bound loop and one check serve ``powertrip headroom`` and ``powertrip benchmark``."""
+    from powertrip_env.harness.arguments import make_env
+    from powertrip_env.harness.reports import benchmark
+
+    assert benchmark.BOUND is headroom.BOUND and benchmark.bound_rows is headroom.bound_rows
+    env = make_env("PowerTrip-v0", split="test", jitter=False)
+    try:
+        rows = headroom.bound_rows(env, 2, seed=5)
+    finally:
+        env.close()
+    assert list(rows.columns) == ["policy", "episode", "seed", "tta_h", "success", "rounds"]
+    assert list(rows["seed"]) == [5, 6] and set(rows["policy"]) == {headroom.BOUND}
+    assert (rows["tta_h"] > 0).all() and rows["success"].all()
+    per_episode = pd.DataFrame({headroom.BOUND: [1.0, 2.0], "A": [1.0, 3.0], "B": [2.0, 2.0]})
+    assert headroom.bound_holds(per_episode)
+    assert not headroom.bound_holds(per_episode.assign(B=[2.0, 1.9]))
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def test_the_two_thresholds_are_what_the_published_table_and_pages_say() -> None:
+    """Below ONE_SHOT_BELOW a scenario is a one-shot choice; every benchmark task has a beam
+    headroom of at least TASK_AT_LEAST (a different thing: the bar to be a task). The published
+    headroom table bears both out, and every page that states a bar states these."""
+    import re
+
+    import powertrip_env
+    from maintainers import doc_blocks
+
+    block = doc_blocks.read_block("headroom", REPO / "README.md").splitlines()
+    table = [_cells(line) for line in block if line.startswith("|")]
+    column = next(i for i, name in enumerate(table[0]) if name.endswith("headroom"))
+    rows = {row[0]: (float(row[column]), row[-1]) for row in table[2:]}
+    assert set(powertrip_env.SUITE_IDS) <= set(rows)
+    for env_id, (ratio, poses) in rows.items():
+        assert (poses == "a one-shot choice") == (ratio < headroom.ONE_SHOT_BELOW), env_id
+        if env_id in powertrip_env.SUITE_IDS:
+            assert ratio >= headroom.TASK_AT_LEAST, env_id
+    stated = {
+        "one-shot": r"[Bb]elow (\d\.\d+)",
+        "task": r"headroom (?:of )?(?:at least|>=) (\d\.\d+)",
+    }
+    pages = [REPO / "README.md", REPO / "powertrip_env" / "__init__.py",
+             *sorted((REPO / "docs").rglob("*.md"))]  # fmt: skip
+    found = {"one-shot": set(), "task": set()}
+    for page in pages:
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        for kind, pattern in stated.items():
+            for match in re.finditer(pattern, text):
+                if kind == "task" or "one-shot" in text[match.end() : match.end() + 60]:
+                    found[kind].add(float(match.group(1)))
+    assert found == {"one-shot": {headroom.ONE_SHOT_BELOW}, "task": {headroom.TASK_AT_LEAST}}

@@ -1,6 +1,8 @@
 """Tests for powertrip_env.harness.reports.leaderboard: normalised scores computed by hand, the IQM
 against ``scipy.stats.trim_mean``'s rule, the stratified day bootstrap (exact ranges with two days,
-pairing, determinism), refusals, and the Markdown, JSON and PNG outputs."""
+pairing, determinism), refusals, and the Markdown, JSON and PNG outputs, with each policy's
+success beside its score and the mark of one that never finished (as README's table, the ID
+pages and ``powertrip evaluate``'s summary show them)."""
 
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def frame(
             for e, v in enumerate(values):
                 rows.append(
                     {"task": task, "policy": policy, "episode": e, "start_time": times[e],
-                     "tta_h": float(v)}
+                     "tta_h": float(v), "success": True}
                 )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -89,7 +91,8 @@ def larger() -> pd.DataFrame:
             for policy, v in values.items():
                 rows.append(
                     {"task": task, "policy": policy, "episode": e,
-                     "start_time": f"2022-07-{10 + day:02d}T{6 + e % 3:02d}:00:00Z", "tta_h": v}
+                     "start_time": f"2022-07-{10 + day:02d}T{6 + e % 3:02d}:00:00Z", "tta_h": v,
+                     "success": True}
                 )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -382,7 +385,7 @@ def test_markdown_has_sorted_tables_and_the_caption(toy: pd.DataFrame) -> None:
     b_table = text.split("## B-v0")[1]
     rows = [line.split("|")[1].strip() for line in b_table.splitlines() if line.startswith("| ")]
     assert rows[1:] == [TOP, ZERO, "Greedy"]
-    assert "| Greedy | 22.250 [22.000, 22.500] | -0.028 |" in b_table
+    assert "| Greedy | 22.250 [22.000, 22.500] | -0.028 | 100% |" in b_table
     assert "| Greedy | 0.186 [0.014, 0.333] | 0.100 [" in text
     aggregate_rows = text.split("## Aggregate")[1].split("## A-v0")[0]
     order = [ln.split("|")[1].strip() for ln in aggregate_rows.splitlines() if ln.startswith("| ")]
@@ -390,28 +393,123 @@ def test_markdown_has_sorted_tables_and_the_caption(toy: pd.DataFrame) -> None:
     assert to_markdown(toy, ZERO, TOP, title="Toy board") == text
 
 
-def test_readme_scores_put_each_task_score_beside_the_aggregate(toy: pd.DataFrame) -> None:
-    """README's leaderboard (``board_scores``) is the board's aggregate with each task's score
-    beside it, read from the board's own tables: a policy's row holds its aggregate cells and
-    the score its task tables give it; the caption and notes come along, the hours do not."""
-    from maintainers.readme_tables import board_block, board_scores
-
-    text = to_markdown(toy, ZERO, TOP, title="Toy board")
-    scores = board_scores(text)
-    assert scores.startswith("Normalised score per task")
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|\n").split("|")[1:]]
+def _readme_rows(scores: str) -> dict[str, list[str]]:
+    return {line.split("|")[1].strip(): [c.strip() for c in line.strip("|\n").split("|")[1:]]
             for line in scores.splitlines() if line.startswith("| ")}  # fmt: skip
-    assert rows["policy"] == ["mean score [95% CI]", "IQM [95% CI]", "A-v0", "B-v0"]
+
+
+def test_readme_scores_put_each_task_score_beside_the_aggregate(toy: pd.DataFrame) -> None:
+    """README's leaderboard (``board_scores``) is laid out from the same ``Board`` as the
+    benchmark's Markdown, not parsed from it: a policy's row holds its aggregate cells and the
+    score its task tables give it; the bracket, the caption and the notes come along, the hours
+    do not."""
+    from maintainers.readme_tables import board_scores
+
+    board = leaderboard.board(toy, ZERO, TOP)
+    text = to_markdown(board, title="Toy board")
+    facts = {task: _facts(n_sites=4) for task in TOY}
+    scores = board_scores(board, facts)
+    assert scores.startswith("| task | sites | optimiser headroom |")
+    assert "| A-v0 | 4 | 1.250 | 7.50 | 8.00 | 0.062 | True |" in scores
+    assert leaderboard.caption(ZERO, TOP) in scores and leaderboard.caption(ZERO, TOP) in text
+    rows = _readme_rows(scores)
+    assert rows["policy"] == ["mean score [95% CI]", "IQM [95% CI]", "success", "A-v0", "B-v0"]
     assert rows["Greedy"][0].startswith("0.186 [0.014, 0.333]")
-    assert rows["Greedy"][3] == "-0.028"  # as B-v0's own table scores it
-    assert list(rows)[1:] == [TOP, "Greedy", ZERO]  # the aggregate's order
-    assert "22.250" not in scores and "- mean score:" in scores
-    with pytest.raises(ValueError, match="Aggregate"):
-        board_scores(board_block(text))  # the board as a page holds it, not as the tool gives it
+    assert rows["Greedy"][2] == "100%"
+    assert rows["Greedy"][4] == "-0.028"  # as B-v0's own table scores it
+    assert "| Greedy | 22.250 [22.000, 22.500] | -0.028 | 100% |" in text
+    names = list(rows)
+    assert names[names.index("policy") + 1 :] == [TOP, "Greedy", ZERO]  # the aggregate's order
+    assert "22.250" not in scores and "- mean score:" in scores and "- success:" in scores
+    assert leaderboard.NEVER_FINISHED not in scores + text  # every policy finished
+
+
+# Two policies that reach the target in no episode: both count at the budget everywhere, so
+# their scores tie; HalfWay finishes every episode of A and none of B.
+BUDGET = {"A-v0": 30.0, "B-v0": 40.0}
+
+
+@pytest.fixture
+def with_failures(toy: pd.DataFrame) -> pd.DataFrame:
+    extra = []
+    for task, budget in BUDGET.items():
+        for e, start in enumerate(TOY_STARTS):
+            row = {"task": task, "episode": e, "start_time": start, "tta_h": budget}
+            extra += [{**row, "policy": "Stuck", "success": False},
+                      {**row, "policy": "AlsoStuck", "success": False}]  # fmt: skip
+            if task == "A-v0":
+                extra.append({**row, "policy": "HalfWay", "tta_h": 9.0, "success": True})
+            else:
+                extra.append({**row, "policy": "HalfWay", "success": False})
+    return pd.concat([toy, pd.DataFrame(extra)], ignore_index=True)
+
+
+def test_the_board_shows_success_and_marks_a_policy_that_never_finished(with_failures) -> None:
+    """A policy with success 0 in every episode is marked beside its score, in the aggregate
+    and in each task, and the mark is defined under the tables; one that always finishes shows
+    100% (1.0 in the JSON); one that fails on a task only is marked on that task only."""
+    mark = leaderboard.NEVER_FINISHED
+    board = leaderboard.board(with_failures, ZERO, TOP)
+    text = to_markdown(board, title="Board")
+    agg = {line.split("|")[1].strip(): line for line in text.split("## A-v0")[0].splitlines()
+           if line.startswith("| ")}  # fmt: skip
+    assert agg["policy"] == "| policy | mean score [95% CI] | IQM [95% CI] | success |"
+    for stuck in ("Stuck", "AlsoStuck"):
+        _, mean_cell, _, success = (c.strip() for c in agg[stuck].strip("| ").split("|"))
+        assert mean_cell.endswith(f"] {mark}") and success == "0%"
+    assert mark not in agg["Greedy"] and agg["Greedy"].endswith("| 100% |")
+    assert mark not in agg["HalfWay"] and agg["HalfWay"].endswith("| 50% |")
+    b_table = text.split("## B-v0")[1]
+    stuck_b = (40.0 - 22.0) / -9.0  # (zero - policy) / denominator
+    assert f"| Stuck | 40.000 [40.000, 40.000] | {stuck_b:.3f} {mark} | 0% |" in b_table
+    assert f"| HalfWay | 40.000 [40.000, 40.000] | -2.000 {mark} | 0% |" in b_table
+    assert "| HalfWay | 9.000 [9.000, 9.000] | 0.800 | 100% |" in text.split("## B-v0")[0]
+    assert f"- {leaderboard.NEVER_FINISHED_NOTE}" in text  # under the aggregate
+    assert text.rstrip("\n").endswith(leaderboard.NEVER_FINISHED_NOTE)  # under the tasks
+
+    out = to_json(board, task_facts={task: _facts() for task in TOY})
+    assert out["aggregate"]["Stuck"]["success"] == 0.0
+    assert out["aggregate"]["Stuck"]["never_finished"] is True
+    assert out["aggregate"]["Greedy"]["success"] == 1.0
+    assert out["aggregate"]["Greedy"]["never_finished"] is False
+    assert out["aggregate"]["HalfWay"]["success"] == 0.5
+    assert out["aggregate"]["HalfWay"]["never_finished"] is False
+    b = out["tasks"]["B-v0"]["policies"]
+    assert b["HalfWay"]["success"] == 0.0 and b["HalfWay"]["never_finished"] is True
+    assert out["tasks"]["A-v0"]["policies"]["HalfWay"]["never_finished"] is False
+    assert b["Stuck"]["never_finished"] is True and b["Greedy"]["success"] == 1.0
+    # the scores are the same numbers whether success is there or not
+    assert out["aggregate"]["Stuck"]["mean"] == out["aggregate"]["AlsoStuck"]["mean"]
+
+
+def test_readme_scores_mark_a_policy_that_never_finished(with_failures) -> None:
+    from maintainers.readme_tables import board_scores
+
+    mark = leaderboard.NEVER_FINISHED
+    board = leaderboard.board(with_failures, ZERO, TOP)
+    scores = board_scores(board, {task: _facts(n_sites=4) for task in TOY})
+    rows = _readme_rows(scores)
+    assert rows["Stuck"][0].endswith(f"] {mark}") and rows["Stuck"][2] == "0%"
+    assert all(cell.endswith(f" {mark}") for cell in rows["Stuck"][3:])  # each task's score
+    assert rows["HalfWay"][2] == "50%" and mark not in "".join(rows["HalfWay"][:4])
+    assert rows["HalfWay"][4] == f"-2.000 {mark}"  # B-v0, where it never finished
+    assert rows["Greedy"][2] == "100%" and mark not in "".join(rows["Greedy"])
+    assert f"- {leaderboard.NEVER_FINISHED_NOTE}" in scores
+
+
+def test_the_board_needs_each_episode_s_success(toy: pd.DataFrame) -> None:
+    with pytest.raises(ValueError, match="lacks the column success"):
+        leaderboard.board(toy.drop(columns="success"), ZERO, TOP)
+    broken = toy.astype({"success": object})
+    broken.loc[2, "success"] = None
+    with pytest.raises(ValueError, match="True or False"):
+        to_markdown(broken, ZERO, TOP)
+    # 0 and 1, as a CSV may hold them, are read as False and True
+    assert to_markdown(toy.assign(success=1), ZERO, TOP) == to_markdown(toy, ZERO, TOP)
 
 
 def _facts(**extra: object) -> dict[str, object]:
-    return {"headroom": np.float64(1.25), "optimum_upper_h": 8.0,
+    return {"optimiser_headroom": np.float64(1.25), "optimum_upper_h": 8.0,
             "optimum_lower_h": np.float32(7.5), "gap": 0.0625,
             "reference_never_beaten": np.bool_(True), **extra}  # fmt: skip
 
@@ -433,11 +531,12 @@ def test_json_has_the_required_shape_and_plain_types(toy: pd.DataFrame) -> None:
     assert list(out["tasks"]) == ["A-v0", "B-v0"]
     a = out["tasks"]["A-v0"]
     assert set(a) >= {*TASK_FACTS, "policies"}
-    assert type(a["headroom"]) is float and type(a["optimum_lower_h"]) is float
+    assert type(a["optimiser_headroom"]) is float and type(a["optimum_lower_h"]) is float
     assert a["reference_never_beaten"] is True
     assert a["note"] == "cut" and a["runs"] == 3 and type(a["runs"]) is int
     assert list(a["policies"]) == [TOP, "Greedy", ZERO]
-    assert a["policies"]["Greedy"] == {"tta_h": 11.0, "score": pytest.approx(0.4, abs=1e-12)}
+    assert a["policies"]["Greedy"] == {"tta_h": 11.0, "score": pytest.approx(0.4, abs=1e-12),
+                                       "success": 1.0, "never_finished": False}  # fmt: skip
     assert type(a["policies"]["Greedy"]["tta_h"]) is float
     greedy = out["aggregate"]["Greedy"]
     assert set(greedy) >= {"mean", "iqm", "ci95"}
@@ -451,8 +550,8 @@ def test_json_refuses_nan_and_missing_facts(toy: pd.DataFrame) -> None:
     with pytest.raises(ValueError, match="no entry for task B-v0"):
         to_json(toy, ZERO, TOP, task_facts={"A-v0": _facts()})
     partial = _facts()
-    del partial["headroom"]
-    with pytest.raises(ValueError, match="lacks headroom"):
+    del partial["optimiser_headroom"]
+    with pytest.raises(ValueError, match="lacks optimiser_headroom"):
         to_json(toy, ZERO, TOP, task_facts={"A-v0": partial, "B-v0": _facts()})
     with pytest.raises(TypeError, match="not a bool"):
         to_json(
@@ -471,14 +570,15 @@ def test_a_policy_missing_from_a_task_is_listed_but_not_aggregated() -> None:
                         ("B", ("2022-07-01T00:00:00Z", "2022-07-02T00:00:00Z"))):  # fmt: skip
         for e, start in enumerate(times):
             for policy, tta in (("PowerTrip", 30.0), ("Optimiser", 20.0), ("Rule", 25.0 + e)):
-                rows.append((task, policy, e, start, tta))
+                rows.append((task, policy, e, start, tta, True))
         if task == "A":
-            rows += [(task, "Myopic", e, start, 22.0) for e, start in enumerate(times)]
-    frame = pd.DataFrame(rows, columns=["task", "policy", "episode", "start_time", "tta_h"])
+            rows += [(task, "Myopic", e, start, 22.0, True) for e, start in enumerate(times)]
+    columns = ["task", "policy", "episode", "start_time", "tta_h", "success"]
+    frame = pd.DataFrame(rows, columns=columns)
     assert leaderboard.common_policies(frame) == ["PowerTrip", "Optimiser", "Rule"]
     assert set(leaderboard.on_every_task(frame)["policy"]) == {"PowerTrip", "Optimiser", "Rule"}
-    facts = {t: {"headroom": 1.1, "optimum_upper_h": 20.0, "optimum_lower_h": 19.0, "gap": 1.05,
-                 "reference_never_beaten": True} for t in ("A", "B")}  # fmt: skip
+    facts = {t: {"optimiser_headroom": 1.1, "optimum_upper_h": 20.0, "optimum_lower_h": 19.0,
+                 "gap": 1.05, "reference_never_beaten": True} for t in ("A", "B")}  # fmt: skip
     out = leaderboard.to_json(frame, "PowerTrip", "Optimiser", task_facts=facts, resamples=50)
     assert out["tasks"]["A"]["policies"]["Myopic"]["score"] == pytest.approx(0.8)
     assert "Myopic" not in out["tasks"]["B"]["policies"]
@@ -486,3 +586,85 @@ def test_a_policy_missing_from_a_task_is_listed_but_not_aggregated() -> None:
     assert out["aggregate"]["Rule"]["mean"] == pytest.approx(0.45)
     text = leaderboard.to_markdown(frame, "PowerTrip", "Optimiser", resamples=50)
     assert "Not in the aggregate, as they did not run every task: Myopic." in text
+
+
+def test_readme_tables_lays_out_a_finished_run_from_its_data(with_failures, tmp_path, capsys):
+    """``readme-tables --leaderboard-from DIR`` builds both blocks from the run's episodes and
+    JSON, as the run itself would (so README shows success and the mark too), and refuses a
+    folder whose JSON its episodes do not give again."""
+    import maintainers.readme_tables as readme_tables
+    from powertrip_env.harness.reports import benchmark
+
+    bound = with_failures[with_failures["policy"] == ZERO].assign(
+        policy=benchmark.BOUND, tta_h=1.0, success=True
+    )
+    frame = pd.concat([with_failures, bound], ignore_index=True)
+    facts = {task: _facts(n_sites=4, bound_holds=True) for task in TOY}
+    markdown, summary = benchmark.report(frame, facts)
+    run = tmp_path / "run"
+    run.mkdir()
+    benchmark.write_run(run, frame, markdown, summary)
+    names = (readme_tables.LEADERBOARD, readme_tables.SCORES)
+    blocks = "".join(f"<!-- results:{n} -->\nold\n<!-- /results:{n} -->\n" for n in names)
+    readme = tmp_path / "README.md"
+    readme.write_text(blocks, encoding="utf-8")
+    argv = ["--readme", str(readme), "--tables", "leaderboard", "--leaderboard-from", str(run)]
+    assert readme_tables.main(argv) == 0
+    text = readme.read_text(encoding="utf-8")
+    scores = readme_tables.board_scores(leaderboard.board(benchmark.scored(frame)), facts)
+    assert readme_tables.board_block(markdown) in text and scores in text
+    assert f"| Stuck | 30.000 [30.000, 30.000] | -3.400 {leaderboard.NEVER_FINISHED} | 0% |" in text
+    profile = tmp_path / "docs" / "leaderboard-profile.png"
+    assert profile.read_bytes() == (run / benchmark.PROFILE).read_bytes()
+
+    saved = json.loads((run / benchmark.BOARD_JSON).read_text(encoding="utf-8"))
+    saved["aggregate"]["Greedy"]["mean"] += 1e-9
+    (run / benchmark.BOARD_JSON).write_text(json.dumps(saved), encoding="utf-8")
+    with pytest.raises(SystemExit) as info:
+        readme_tables.main(argv)
+    assert info.value.code == 2
+    assert "not one run's" in capsys.readouterr().err
+
+
+def test_an_id_page_quotes_its_task_with_the_notes_that_read_it(with_failures) -> None:
+    """``docs_envs.board_section`` copies a task's table out of the block ``readme-tables``
+    writes, with the caption and the task notes, the mark's definition among them."""
+    from maintainers.docs_envs import board_section
+    from maintainers.readme_tables import board_block
+
+    block = board_block(to_markdown(with_failures, ZERO, TOP))
+    for task in TOY:
+        section = "\n".join(board_section(task, block))
+        assert "| policy | mean TTA h [95% CI] | score | success |" in section
+        assert section.count("| Stuck |") == 1 and "## " not in section
+        assert leaderboard.caption(ZERO, TOP) in section
+        assert section.rstrip().endswith(leaderboard.NEVER_FINISHED_NOTE)
+    assert "| HalfWay | 9.000" not in "\n".join(board_section("B-v0", block))  # A's row
+
+
+def test_evaluate_s_summary_marks_a_policy_that_never_finished_as_the_board_does() -> None:
+    """``powertrip evaluate``'s summary shows success beside the mean TTA and marks, with the
+    board's mark, the policies that reached the target in no episode, saying so under it."""
+    from powertrip_env.harness.evaluation.evaluate import summary_table
+    from powertrip_env.harness.evaluation.results import EPISODE_COLUMNS, Evaluation
+
+    rows = []
+    for policy, tta, success in (("PowerTrip", 20.0, True), ("Stuck", 48.0, False),
+                                 ("Sometimes", 30.0, None)):  # fmt: skip
+        for e in range(4):
+            row = dict.fromkeys(EPISODE_COLUMNS, 1.0)
+            row.update(policy=policy, episode=e, seed=e, start_time=TOY_STARTS[e], tta_h=tta,
+                       success=e < 2 if success is None else success)  # fmt: skip
+            rows.append(row)
+    episodes = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
+    order = ["PowerTrip", "Stuck", "Sometimes"]
+    text = Evaluation("Toy-v0", "test", episodes, summary_table(episodes, order)).to_markdown()
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line[:2] == "| "}
+    mark = leaderboard.NEVER_FINISHED
+    assert f"| 48.000 {mark} |" in lines["Stuck"] and "| 0% |" in lines["Stuck"]
+    assert mark not in lines["Sometimes"] and "| 50% |" in lines["Sometimes"]
+    assert mark not in lines["PowerTrip"] and "| 100% |" in lines["PowerTrip"]
+    assert f"- {mark} never finished:" in text
+    without = episodes[episodes["policy"] != "Stuck"]
+    summary = summary_table(without, ["PowerTrip", "Sometimes"])
+    assert mark not in Evaluation("Toy-v0", "test", without, summary).to_markdown()

@@ -71,7 +71,7 @@ def test_an_unknown_learner_is_refused_naming_the_allowed_ones() -> None:
     with pytest.raises(ValueError, match="reset"):
         make_learner(object())
     with pytest.raises(ValueError, match="surrogate learner only"):
-        gym.make_vec("PowerTrip-Digits-v0", num_envs=2, learner="torch")
+        gym.make_vec("PowerTrip-Digits-v1", num_envs=2, learner="torch")
 
 
 def test_without_torch_the_real_learner_and_its_commands_name_the_extra(monkeypatch, capsys):
@@ -79,9 +79,9 @@ def test_without_torch_the_real_learner_and_its_commands_name_the_extra(monkeypa
     monkeypatch.setitem(__import__("sys").modules, "torch", None)
     with pytest.raises(ImportError, match=r"learner='torch'.*powertrip-env\[train\]"):
         make_learner("torch")
-    assert calibrate.main(["--env", "PowerTrip-Digits-v0", "--episodes", "1"]) == 2
+    assert calibrate.main(["--env", "PowerTrip-Digits-v1", "--episodes", "1"]) == 2
     assert "calibration (it trains real models) needs PyTorch" in capsys.readouterr().err
-    assert validate_main(["--env", "PowerTrip-Digits-v0", "--policies", "PowerTrip,AllSites"]) == 2
+    assert validate_main(["--env", "PowerTrip-Digits-v1", "--policies", "PowerTrip,AllSites"]) == 2
     assert "powertrip-env[train]" in capsys.readouterr().err
 
 
@@ -125,7 +125,7 @@ def test_diloco_takes_an_outer_nesterov_step_on_the_mean_change() -> None:
 
 @pytest.fixture(scope="module")
 def digits_env():
-    return gym.make("PowerTrip-Digits-v0", learner="torch", split="test")
+    return gym.make("PowerTrip-Digits-v1", learner="torch", split="test")
 
 
 def test_a_dropped_or_absent_site_contributes_nothing(digits_env) -> None:
@@ -186,15 +186,15 @@ def _episode(env, seed: int, rounds: int) -> list[float]:
 
 def test_the_same_seed_trains_the_same_model_bit_for_bit(digits_env) -> None:
     first = _episode(digits_env, 3, 25)
-    again = _episode(gym.make("PowerTrip-Digits-v0", learner="torch", split="test"), 3, 25)
+    again = _episode(gym.make("PowerTrip-Digits-v1", learner="torch", split="test"), 3, 25)
     other = _episode(digits_env, 4, 25)
     assert first == again
     assert first != other
 
 
 def test_the_real_learner_changes_only_the_accuracy_and_keeps_the_clock() -> None:
-    surrogate = gym.make("PowerTrip-Digits-v0", split="test")
-    real = gym.make("PowerTrip-Digits-v0", split="test", learner="torch")
+    surrogate = gym.make("PowerTrip-Digits-v1", split="test")
+    real = gym.make("PowerTrip-Digits-v1", split="test", learner="torch")
     for env in (surrogate, real):
         env.reset(seed=2)
     for _ in range(10):
@@ -209,7 +209,7 @@ def test_a_hundred_real_rounds_are_quick(tmp_path) -> None:
     # Done-when: a 100-round real episode in at most 60 s on two cores; here far less.
     slow = tmp_path / "never.toml"
     slow.write_text('extends = "digits"\n[workload]\na_target = 0.99\n', encoding="utf-8")
-    env = gym.make("PowerTrip-Digits-v0", scenario=str(slow), learner="torch")
+    env = gym.make("PowerTrip-Digits-v1", scenario=str(slow), learner="torch")
     env.reset(seed=0)
     started = time.perf_counter()
     for _ in range(100):
@@ -243,7 +243,7 @@ def test_users_bring_their_own_model_and_per_site_datasets() -> None:
         datasets=sites,
         test_set=(x[320:], y[320:]),
     )
-    env = gym.make("PowerTrip-Digits-v0", learner=learner)
+    env = gym.make("PowerTrip-Digits-v1", learner=learner)
     env.reset(seed=0)
     start = env.unwrapped.state.accuracy[0]
     for _ in range(30):
@@ -259,7 +259,7 @@ def test_users_bring_their_own_model_and_per_site_datasets() -> None:
 
 def test_the_fit_recovers_a_surrogate_from_its_own_rounds() -> None:
     # Rounds whose "real" accuracy is the surrogate's own: the fit must reproduce them.
-    env = gym.make("PowerTrip-Digits-v0", split="train")
+    env = gym.make("PowerTrip-Digits-v1", split="train")
     params = env.unwrapped.params
     recorded = []
     rng = np.random.default_rng(0)
@@ -292,7 +292,7 @@ def test_calibrate_writes_a_scenario_that_loads_and_its_files(tmp_path) -> None:
         assert (out / name).is_file(), name
     fit = json.loads((out / "fit.json").read_text())
     assert set(calibrate.FITTED) <= set(fit) and fit["rounds"] > 0
-    env = gym.make("PowerTrip-Digits-v0", scenario=str(out / "calibrated.toml"))
+    env = gym.make("PowerTrip-Digits-v1", scenario=str(out / "calibrated.toml"))
     assert env.unwrapped.params.a_max == pytest.approx(fit["a_max"], rel=1e-5)
 
 
@@ -325,8 +325,8 @@ def test_validate_runs_both_learners_and_ends_with_json(tmp_path, capsys) -> Non
 
 
 def test_digits_is_registered_with_its_real_target() -> None:
-    assert powertrip_env.ENV_IDS["PowerTrip-Digits-v0"] == "digits"
-    env = gym.make("PowerTrip-Digits-v0")
+    assert powertrip_env.ENV_IDS["PowerTrip-Digits-v1"] == "digits"
+    env = gym.make("PowerTrip-Digits-v1")
     assert env.unwrapped.params.a_target == 0.85
     assert env.unwrapped.scenario.learner.dirichlet_alpha == 1.0
     assert Path(env.unwrapped.scenario.source).name == "digits.toml"

@@ -156,7 +156,7 @@ def test_mpc_keeps_the_current_set_within_its_margin(flagship: gym.Env) -> None:
 
 def test_a_plan_knows_the_progress_its_coverage_needs(flagship: gym.Env) -> None:
     """Without a coverage ceiling every plan needs the full-coverage progress; with one
-    (PowerTrip-Digits-v0), a set that leaves label-skewed sites out needs more, or cannot get
+    (PowerTrip-Digits-v1), a set that leaves label-skewed sites out needs more, or cannot get
     there, and the MPC's projection must see it."""
     _advance(flagship, 5)
     env = flagship.unwrapped
@@ -164,7 +164,7 @@ def test_a_plan_knows_the_progress_its_coverage_needs(flagship: gym.Env) -> None
     out = env.predict_plan(masks, rounds=6)
     assert (out.progress_needed == dynamics.progress_needed(env.params)).all()
 
-    digits = gym.make("PowerTrip-Digits-v0")
+    digits = gym.make("PowerTrip-Digits-v1")
     digits.reset(seed=0)
     n = digits.unwrapped.n_sites
     alone, everyone = np.zeros((1, n), bool), np.ones((1, n), bool)
@@ -177,10 +177,10 @@ def test_a_plan_knows_the_progress_its_coverage_needs(flagship: gym.Env) -> None
 
 def test_mpc_does_not_stall_under_a_coverage_ceiling() -> None:
     """Projecting a one-site set's progress to the full-coverage target once led the MPC on
-    PowerTrip-Digits-v0 to a site whose shard caps the accuracy below the target, where it
+    PowerTrip-Digits-v1 to a site whose shard caps the accuracy below the target, where it
     stayed for the whole 0.25 h budget; it reaches the target as fast as PowerTrip now."""
     result = evaluate(
-        "PowerTrip-Digits-v0", ["ForecastMPC", "PowerTrip"], episodes=3, progress=False
+        "PowerTrip-Digits-v1", ["ForecastMPC", "PowerTrip"], episodes=3, progress=False
     )
     tta = result.episodes.groupby("policy")["tta_h"].mean()
     assert tta["ForecastMPC"] < 1.1 * tta["PowerTrip"]

@@ -20,27 +20,32 @@ from powertrip_env.baselines.references import Optimiser, improve_plan, plan_mov
 from powertrip_env.baselines.registry import make_policy
 
 TOLERANCE_H = 1e-9
+# The flagship in every run; the suite's other tasks (seconds of clairvoyant planning per
+# episode each) in CI's slow stage.
+SUITE = [
+    pytest.param(env_id, marks=[] if env_id == "PowerTrip-v0" else [pytest.mark.slow])
+    for env_id in powertrip_env.SUITE_IDS
+]
 
 
-def _runs(env: gym.Env, names: tuple[str, ...], seed: int) -> dict[str, float]:
-    n = env.unwrapped.params.n_sites
-    out = {}
-    for name in names:
-        env.reset(seed=seed)
-        out[name] = play_on_copy(env, make_policy(name, n)).tta_h
-    return out
+def _runs(runs, env_id: str, jitter: bool, names: tuple[str, ...], seed: int) -> dict[str, float]:
+    """Each policy's TTA from ``reset(seed=seed)``, played by ``play_on_copy`` once per test run
+    (``reference_runs``, tests/conftest.py: test_benchmark.py plays the Optimiser there too)."""
+    return {name: runs(env_id, jitter, seed, name).run.tta_h for name in names}
 
 
 @pytest.mark.parametrize("jitter", [False, True])
-@pytest.mark.parametrize("env_id", powertrip_env.SUITE_IDS)
-def test_every_bound_holds_below_every_policy_and_the_plan(env_id: str, jitter: bool) -> None:
+@pytest.mark.parametrize("env_id", SUITE)
+def test_every_bound_holds_below_every_policy_and_the_plan(
+    env_id: str, jitter: bool, reference_runs
+) -> None:
     env = gym.make(env_id, split="test", jitter=jitter)
     p = env.unwrapped.params
     names = ("Optimiser", "HorizonRule", "PowerTrip")
     if p.n_sites <= 16:
         names += ("MyopicOptimal",)
     seed = 1 if jitter else 0
-    ttas = _runs(env, names, seed)
+    ttas = _runs(reference_runs, env_id, jitter, names, seed)
     env.reset(seed=seed)
     bounds = {"rate": rate_bound_h(env.unwrapped), "round": round_bound_h(env.unwrapped)}
     if not p.nonblocking and p.n_sites <= JOIN_BOUND_MAX_SITES:
@@ -63,12 +68,12 @@ def test_charging_joins_tightens_the_bound_on_the_flagship() -> None:
     assert plan / joins < 1.05 < plan / rate
 
 
-def test_the_optimiser_replays_its_plan_and_never_loses_to_its_beam() -> None:
+def test_the_optimiser_replays_its_plan_and_never_loses_to_its_beam(reference_runs) -> None:
     env = gym.make("PowerTrip-v0", split="test", jitter=True)
-    env.reset(seed=1)
-    optimiser = make_policy("Optimiser", 10)
+    # make_policy("Optimiser", 10) played by play_on_copy from reset(seed=1), as the bounds' test
+    # plays it (tests/conftest.py)
+    run, optimiser = reference_runs("PowerTrip-v0", True, 1, "Optimiser")
     assert isinstance(optimiser, Optimiser)
-    run = play_on_copy(env, optimiser)
     beam_tta = optimiser.planned_tta_h + optimiser.improved_h
     assert run.tta_h == pytest.approx(optimiser.planned_tta_h, rel=1e-12)  # replayed exactly
     assert run.tta_h <= beam_tta + TOLERANCE_H

@@ -6,11 +6,15 @@ and ``powertrip_env.harness.calibration.calibrate`` write a set of files to ``--
 into the
 same folder is refused (exit 2, before the long run) unless ``--force``, which replaces the whole
 set; a stop half-way through writing leaves the earlier set exactly as it was, and no temporary
-folder behind. Every run here is one or two tiny episodes.
+folder behind. A write that fails (a full disk) leaves it so too, and ends in one line naming
+the folder and the error, with exit code 2, after the run's tables are printed, so that its work
+is not lost. Every run here is one or two tiny episodes.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +158,103 @@ def test_a_stop_half_way_through_writing_leaves_the_folder_as_it_was(
     else:
         assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == (["results"] if earlier else [])
+
+
+# --------------------------------------------------------------------------- a full disk
+
+NO_SPACE = "[Errno 28] No space left on device"
+TABLE_FILES = {  # the file of each tool's set that holds what it prints
+    "evaluate": "summary.md",
+    "headroom": "headroom.md",
+    "validate": "validation.md",
+    "calibrate": "calibrated.toml",
+}
+
+
+def _earlier_set(out: Path, names: set[str]) -> dict[str, bytes]:
+    """An earlier run's files in ``out`` (one of which says so): what a failed write must keep."""
+    out.mkdir()
+    for name in names:
+        (out / name).write_text(f"the earlier run's {name}\n")
+    return _contents(out)
+
+
+def _disk_full(*args: object, **kwargs: object) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _one_line_naming(err: str, out: Path) -> None:
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: results not written to ") and str(out) in err, err
+    assert NO_SPACE in err, err
+
+
+@pytest.mark.parametrize("earlier", [True, False], ids=["over-old-results", "fresh-out"])
+def test_a_full_disk_while_writing_ends_in_one_line_and_the_tables_are_printed(
+    tool, small_scenario, tmp_path, monkeypatch, capsys, earlier
+):
+    """The disk fills after the set's first file: exit 2 (as a used --out), one line on
+    stderr naming the folder and the error, the run's table on stdout (so its work is not
+    lost), the folder as it was and no temporary folder beside it."""
+    out = tmp_path / "results"
+    before = _earlier_set(out, tool.files) if earlier else None
+    real_write = tool.module.write_text
+    attempted: dict[str, str] = {}
+
+    def write_until_full(path: Path, text: str) -> Path:
+        attempted[Path(path).name] = text
+        if len(attempted) > 1:
+            _disk_full()
+        return real_write(path, text)
+
+    monkeypatch.setattr(tool.module, "write_text", write_until_full)
+    assert _run(tool, small_scenario, out, *(["--force"] if earlier else [])) == 2
+    captured = capsys.readouterr()
+    _one_line_naming(captured.err, out)
+    name = next(key for key, spec in TOOLS.items() if spec is tool)
+    assert attempted[TABLE_FILES[name]].strip() in captured.out
+    if earlier:
+        assert _contents(out) == before
+    else:
+        assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == (["results"] if earlier else [])
+
+
+def test_a_full_disk_in_matplotlib_s_savefig_keeps_evaluate_s_summary(
+    small_scenario, tmp_path, monkeypatch, capsys
+):
+    """The case reported: ``powertrip evaluate``'s write phase on a full disk, where matplotlib
+    raises ``OSError: [Errno 28]`` from ``savefig``, ended in a 30-line traceback and lost the
+    summary."""
+    from matplotlib.figure import Figure
+
+    out = tmp_path / "results"
+    before = _earlier_set(out, TOOLS["evaluate"].files)
+    monkeypatch.setattr(Figure, "savefig", _disk_full)
+    assert _run(TOOLS["evaluate"], small_scenario, out, "--force") == 2
+    captured = capsys.readouterr()
+    _one_line_naming(captured.err, out)
+    assert "| AllSites |" in captured.out and "results written" not in captured.out
+    assert _contents(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["results"]
+
+
+def test_a_full_disk_while_the_benchmark_writes_keeps_its_board(tmp_path, monkeypatch, capsys):
+    """``powertrip benchmark`` (two episodes of one task): the same line and exit code, the
+    board and its JSON (the last line, as after a good run) on stdout."""
+    from powertrip_env.harness.reports import benchmark
+
+    out = tmp_path / "results"
+    before = _earlier_set(out, {"leaderboard.md", "episodes.csv"})
+    monkeypatch.setattr(benchmark, "write_text", _disk_full)
+    argv = ["--env", "PowerTrip-v0", "--quick", "--out", str(out), "--force", "--no-progress"]
+    assert benchmark.main(argv) == 2
+    captured = capsys.readouterr()
+    _one_line_naming(captured.err, out)
+    assert "Leaderboard" in captured.out
+    assert json.loads(captured.out.strip().splitlines()[-1])["tasks"]
+    assert _contents(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["results"]
 
 
 def test_pretrain_passes_force_on_to_the_training_run(tmp_path, monkeypatch):

@@ -519,19 +519,17 @@ def test_a_stopped_final_comparison_leaves_the_earlier_results_whole(
     folder = copy_of(trained, tmp_path)
     summary = (folder / "summary.md").read_bytes()
     episodes = (folder / "episodes.csv").read_bytes()
-    write = powertrip_env.harness.evaluation.evaluate.write_outputs
+    write = powertrip_env.harness.evaluation.evaluate.write_files
 
     def stopped_after_the_csv(
-        result: powertrip_env.harness.evaluation.evaluate.Evaluation,
-        out_dir: Path,
-        **kwargs: object,
+        result: powertrip_env.harness.evaluation.evaluate.Evaluation, folder: Path
     ) -> None:
-        write(result, out_dir, **kwargs)
-        (out_dir / "summary.md").unlink()
+        write(result, folder)
+        (folder / "summary.md").unlink()
         raise KeyboardInterrupt
 
     monkeypatch.setattr(
-        powertrip_env.harness.evaluation.evaluate, "write_outputs", stopped_after_the_csv
+        powertrip_env.harness.evaluation.evaluate, "write_files", stopped_after_the_csv
     )
     argv = ["--resume", str(folder / "final_model.zip"), "--timesteps", "384",
             "--vec-env", "dummy", "--scenario", str(short_scenario), "--n-envs", "2",
@@ -540,4 +538,38 @@ def test_a_stopped_final_comparison_leaves_the_earlier_results_whole(
     assert (folder / "summary.md").read_bytes() == summary
     assert (folder / "episodes.csv").read_bytes() == episodes  # not a new one beside it
     assert PPO.load(folder / "final_model.zip", device="cpu").num_timesteps == 384
+    assert not list(folder.glob(".*"))
+
+
+def test_a_full_disk_while_the_final_table_is_written_keeps_the_table(
+    trained: Path,
+    short_scenario: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The final table is printed before its files are written: a full disk then ends the run in
+    one line naming the run folder and the error (exit 1, a failed final comparison), and the
+    earlier table's files stay as they were."""
+    import powertrip_env.harness.evaluation.evaluate
+
+    folder = copy_of(trained, tmp_path)
+    before = {name: (folder / name).read_bytes() for name in ("summary.md", "episodes.csv")}
+
+    def disk_full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(powertrip_env.harness.evaluation.evaluate, "write_files", disk_full)
+    argv = ["--resume", str(folder / "final_model.zip"), "--timesteps", "384",
+            "--vec-env", "dummy", "--scenario", str(short_scenario), "--n-envs", "2",
+            "--out", str(folder), "--no-progress"]  # fmt: skip
+    code, out, err = run(argv, capsys)
+    assert code == 1
+    assert (
+        f"train_agent.py: error: results not written to {str(folder)!r}: [Errno 28] No space "
+        "left on device" in err
+    ), err
+    assert "Traceback" not in err
+    assert "| PowerTrip |" in out and "results written" not in out
+    assert {name: (folder / name).read_bytes() for name in before} == before
     assert not list(folder.glob(".*"))

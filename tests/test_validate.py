@@ -44,7 +44,7 @@ SURROGATE = {"A": 5.0, "B": 4.9, "C": 8.0, "D": 12.0}
 
 
 def test_tau_over_separated_pairs_ignores_the_pair_tied_within_intervals():
-    summary = summarise(_frame(REAL, SURROGATE), env_id="PowerTrip-Digits-v0")
+    summary = summarise(_frame(REAL, SURROGATE), env_id="PowerTrip-Digits-v1")
     assert summary["kendall_tau"] == pytest.approx((5 - 1) / 6, abs=1e-4)  # A-B discordant
     assert summary["kendall_tau_separated"] == 1.0
     assert summary["separated_pairs"] == [["A", "C"], ["A", "D"], ["B", "C"], ["B", "D"],

@@ -1,23 +1,69 @@
-"""Each suite task's results, pinned on a few seeds: a change to the dynamics, the data or a
-scenario that moves them must come with a new version of the task's ID (``-v0`` to ``-v1``), as
-Gymnasium versions its environments, so that numbers published against an ID stay
-reproducible. If a test here fails after an intended change, bump the ID in
-``powertrip_env/__init__.py`` (and its mention in docs), then update the pins.
+"""An ID's results may change only with its version (``-v0`` to ``-v1``), as Gymnasium versions
+its environments, so that numbers published against an ID stay reproducible. Two checks:
 
-Two players per task, both independent of anything tuned: the PowerTrip heuristic (the
-paper's rule) and the first three sites requested every round. The jitter is on (the IDs'
-default), so the pins cover the episode's random stream too.
+* **Every registered ID's inputs are fingerprinted** (``FINGERPRINTS``): a hash of what
+  determines its results besides the code, its resolved scenario's parameters (after
+  ``extends``, comments and names left out), the bytes of every data file it reads (catalogues,
+  power traces, forecasts) and its registration's arguments. A refitted surrogate, a new trace
+  or a changed catalogue changes the hash; if the ID's version did not change with it, the test
+  fails and says which version to register and what to record. A retired ID keeps its last
+  fingerprint in ``RETIRED``, so that it is never registered again with other results.
+* **Each suite task's results are pinned** on a few seeds (``POWERTRIP``, ``FIRST_THREE``),
+  which a change of the dynamics (code, not inputs) moves. Two players per task, both
+  independent of anything tuned: the PowerTrip heuristic (the paper's rule) and the first three
+  sites requested every round. The jitter is on (the IDs' default), so the pins cover the
+  episode's random stream too.
+
+If a test here fails after an intended change, bump the ID in ``powertrip_env/__init__.py`` (and
+its mentions in the docs: ``powertrip docs`` rewrites the generated pages), then record the new
+fingerprint and update the pins.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.envs.registration import parse_env_id
 
 import powertrip_env
 from powertrip_env.baselines.registry import make_policy
 from powertrip_env.harness.evaluation.evaluate import run_episode
+from powertrip_env.scenario import data_dir, load_scenario, scenario_path
+from powertrip_env.scenario.sampling import as_sampler
+
+# ID -> the fingerprint of its inputs (``fingerprint``), for every ID the package registers.
+FINGERPRINTS = {
+    "PowerTrip-v0": "1624262415a7a804",
+    "PowerTrip-LoRA-v0": "a06527d63afabeff",
+    "PowerTrip-KWS-v0": "864e587de3732e13",
+    "PowerTrip-EMNIST-v0": "90da4cef6c2703b6",
+    "PowerTrip-LLMFull-v0": "89ac18aea2a76fdf",
+    "PowerTrip-Large-v0": "5794fc75924b5b99",
+    "PowerTrip-Digits-v1": "b432bc198c116658",
+    "PowerTrip-NonBlocking-v0": "3234af44102dd2f1",
+    "PowerTrip-Solar-v0": "97c52fbfe6cd38a7",
+    "PowerTrip-Wide-v0": "87cef00b07d338bb",
+    "PowerTrip-Random-v0": "7bbecafc9acc4e93",
+}
+# Retired ID -> its last fingerprint: never registered again (its published numbers stand).
+RETIRED = {
+    "PowerTrip-Digits-v0": "50ce19c3d28af5b7",  # before the surrogate's refit to FedAvg
+}
+# digits.toml's surrogate before that refit (commit a864517), which PowerTrip-Digits-v0 ran.
+DIGITS_V0 = {
+    "eta_local": 0.6838, "noise_b0": 158.7, "noise_p_b": 2540.0, "noise_gamma": 0.4249,
+    "a0": 0.003635, "a_max": 0.9959, "p0": 104.9, "alpha": 15.15, "non_iid": 0.9973,
+    "coverage_tau_rounds": 29.01, "coverage_ceiling": 0.08757,
+}  # fmt: skip
 
 # (ID, seed) -> (tta_h, rounds, energy_kwh)
 POWERTRIP = {
@@ -72,3 +118,125 @@ def test_fixed_set_results_are_pinned(env_id: str, seed: int) -> None:
             break
     got = (float(info["tta_h"]), int(info["rounds"]), float(info["energy_kwh"]))
     assert got == pytest.approx(FIRST_THREE[env_id, seed], rel=1e-9), _bump_hint(env_id)
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):  # the file's bytes are hashed under "data"
+        return value.name
+    raise TypeError(f"cannot fingerprint {value!r}")
+
+
+def fingerprint(env_id: str, scenario: str | Path | None = None) -> str:
+    """A hash of what determines ``env_id``'s results besides the code: its resolved scenario's
+    parameters (or ``scenario``'s, run under the ID's other arguments), the bytes of the data
+    files it reads, and its registration's other arguments. The scenario's name, description
+    and file locations are left out: they change no result."""
+    spec = gym.spec(env_id)
+    kwargs = dict(spec.kwargs)
+    loaded = load_scenario(scenario if scenario is not None else kwargs["scenario"])
+    kwargs.pop("scenario", None)
+    values = dataclasses.asdict(loaded)
+    for key in ("name", "description", "source", "inputs", "sites_source"):
+        values.pop(key)
+    files = [path for path in loaded.inputs if path.suffix != ".toml"]
+    sampler = as_sampler(kwargs.pop("sites", None))
+    if sampler is not None:  # the catalogue is drawn: the draw's parameters and its cities
+        values["sampler"] = dataclasses.asdict(sampler)
+        files.append(data_dir() / sampler.cities)
+    record = {
+        "scenario": values,
+        "kwargs": kwargs,
+        "max_episode_steps": spec.max_episode_steps,
+        "data": {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in files},
+    }
+    text = json.dumps(record, sort_keys=True, default=_plain)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _next_version(env_id: str) -> str:
+    namespace, name, version = parse_env_id(env_id)
+    return f"{namespace + '/' if namespace else ''}{name}-v{(version or 0) + 1}"
+
+
+def version_problems(
+    current: Mapping[str, str], recorded: Mapping[str, str], retired: Mapping[str, str]
+) -> list[str]:
+    """What is wrong with the registered IDs' fingerprints (``current``) against the recorded
+    ones, each in a sentence that says what to do; empty when every version is right."""
+    problems = []
+    for env_id, got in current.items():
+        namespace, name, version = parse_env_id(env_id)
+        later = [
+            old
+            for old in retired
+            if parse_env_id(old)[:2] == (namespace, name)
+            and (parse_env_id(old)[2] or 0) >= (version or 0)
+        ]
+        if later:
+            problems.append(
+                f"{env_id} is registered, but {', '.join(later)} was retired: an ID's version "
+                "only goes up, so that a published number never meets other results"
+            )
+        elif env_id not in recorded:
+            problems.append(
+                f"{env_id} has no fingerprint: record it in tests/test_versions.py's "
+                f'FINGERPRINTS: "{env_id}": "{got}"'
+            )
+        elif recorded[env_id] != got:
+            bumped = _next_version(env_id)
+            problems.append(
+                f"{env_id}'s scenario or data changed (fingerprint {got}, recorded "
+                f"{recorded[env_id]}), so its results change while its version did not: "
+                f"register it as {bumped} (powertrip_env/__init__.py, then the docs and "
+                f'`powertrip docs`), move "{env_id}": "{recorded[env_id]}" to RETIRED and record '
+                f'"{bumped}": "{got}" in FINGERPRINTS'
+            )
+    for env_id in sorted(set(recorded) - set(current)):
+        problems.append(
+            f"{env_id} has a fingerprint but is not registered: if it was given a new version, "
+            f'move "{env_id}": "{recorded[env_id]}" to RETIRED'
+        )
+    return problems
+
+
+def test_no_registered_id_changed_its_inputs_without_a_new_version() -> None:
+    shipped = [*powertrip_env.ENV_IDS, *powertrip_env.SAMPLED_ENV_IDS]
+    current = {env_id: fingerprint(env_id) for env_id in shipped}
+    assert version_problems(current, FINGERPRINTS, RETIRED) == []
+
+
+def test_the_check_catches_a_refit_that_keeps_the_version(tmp_path) -> None:
+    """PowerTrip-Digits' surrogate was refitted (digits.toml's values changed) while its ID
+    stayed -v0: the fingerprint of the refit differs from -v0's, so had the check been there,
+    the refit could not have kept the ID."""
+    text = scenario_path("digits").read_text(encoding="utf-8")
+    for key, value in DIGITS_V0.items():
+        text, n = re.subn(rf"^{key} = \S+", f"{key} = {value}", text, flags=re.MULTILINE)
+        assert n == 1, key
+    before = tmp_path / "digits.toml"
+    before.write_text(text, encoding="utf-8")
+    assert fingerprint("PowerTrip-Digits-v1", before) == RETIRED["PowerTrip-Digits-v0"]
+    refit = fingerprint("PowerTrip-Digits-v1")
+    kept = {"PowerTrip-Digits-v0": refit}
+    (problem,) = version_problems(kept, {"PowerTrip-Digits-v0": RETIRED["PowerTrip-Digits-v0"]}, {})
+    assert "PowerTrip-Digits-v0's scenario or data changed" in problem
+    assert (
+        "register it as PowerTrip-Digits-v1" in problem
+        and f'"PowerTrip-Digits-v1": "{refit}"' in problem
+    )
+    assert version_problems(kept, {}, RETIRED)[0].startswith("PowerTrip-Digits-v0 is registered")
+
+
+def test_a_comment_or_a_name_changes_no_fingerprint(tmp_path) -> None:
+    """Only what moves results counts: the same scenario with other comments, another name
+    and description, in another folder, has the ID's fingerprint."""
+    text = scenario_path("digits").read_text(encoding="utf-8")
+    text = re.sub(r"^#.*$", "# another comment", text, flags=re.MULTILINE)
+    text = re.sub(r'^name = "digits"', 'name = "my-digits"', text, flags=re.MULTILINE)
+    copy = tmp_path / "elsewhere" / "mine.toml"
+    copy.parent.mkdir()
+    copy.write_text(text, encoding="utf-8")
+    assert fingerprint("PowerTrip-Digits-v1", copy) == FINGERPRINTS["PowerTrip-Digits-v1"]

@@ -5,8 +5,9 @@ folder. Two things of this project it cannot see that way:
 
 * ``baselines/``, ``harness/`` and ``agents/`` install inside the package as
   ``powertrip_env.baselines``, ``powertrip_env.harness`` and ``powertrip_env.agents``
-  (``[tool.setuptools.package-dir]`` in pyproject.toml), so they are not under ``powertrip_env/``. The extension reads that table, the one place the mapping is written,
-  and loads each folder as the subpackage it installs as.
+  (``[tool.setuptools.package-dir]`` in pyproject.toml), so they are not under
+  ``powertrip_env/``. The extension reads that table, the one place the mapping is written, and
+  loads each folder as the subpackage it installs as.
 * A docstring finished at import time: ``PowerTripEnv``'s observation table is written into its
   ``__doc__`` from ``powertrip_env.dynamics.features`` when the module is imported. The objects
   named in ``runtime_docstrings`` take the docstring Python's ``help()`` shows.

@@ -1,6 +1,6 @@
 """Fit the surrogate's learning curve to real federated training on the same clock.
 
-    powertrip calibrate --env PowerTrip-Digits-v0 --episodes 10 --out results/calib
+    powertrip calibrate --env PowerTrip-Digits-v1 --episodes 10 --out results/calib
 
 Runs episodes of the environment with the real learner (``learner="torch"``) under several
 selection rules, records what every round did (which sites completed, the global batch, the
@@ -43,7 +43,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import powertrip_env
 from powertrip_env.atomic import (
     OutputDirError,
     check_output_dir,
@@ -52,6 +51,15 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.harness.arguments import (
+    REAL_TRAINING,
+    add_env,
+    add_episodes,
+    add_force,
+    add_out,
+    add_seed,
+    positive_int,
+)
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 from powertrip_env.simulation import load_simulation
@@ -320,23 +328,20 @@ def plot(recorded: Sequence[Recorded], predicted: np.ndarray, path: Path) -> boo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; 0 on success, 2 for bad arguments."""
+    """Command-line entry point; 0 on success, 2 for bad arguments and for results that could
+    not be written (the calibrated scenario is printed first, so a full disk does not lose it)."""
     p = argparse.ArgumentParser(prog="powertrip calibrate", description=__doc__.split("\n")[0])
-    p.add_argument("--env", default="PowerTrip-Digits-v0", help="registered PowerTrip ID")
+    add_env(p, "PowerTrip-Digits-v1", fixed_sites=REAL_TRAINING, scenario_hint=True)
     p.add_argument("--scenario", default=None, help="a scenario to run --env on")
-    p.add_argument("--episodes", type=int, default=6, help="episodes per selection rule")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--iterations", type=int, default=600, help="optimiser steps of the fit")
+    add_episodes(p, 6, "episodes per selection rule")
+    add_seed(p)
+    p.add_argument(
+        "--iterations", type=positive_int, default=600, help="optimiser steps of the fit"
+    )
     p.add_argument("--max-rounds", type=int, default=300, help="rounds recorded per episode")
-    p.add_argument("--out", default="results/calibrate", help="output folder")
-    p.add_argument("--force", action="store_true", help="replace the results in --out")
+    add_out(p, "results/calibrate")
+    add_force(p)
     args = p.parse_args(argv)
-    if args.env not in powertrip_env.ENV_IDS:
-        p.error(
-            f"--env {args.env!r}: not a PowerTrip ID; allowed: {', '.join(powertrip_env.ENV_IDS)}"
-        )
-    if args.episodes < 1 or args.iterations < 1:
-        p.error("--episodes and --iterations must be at least 1")
     try:
         require_torch("calibration (it trains real models)")
     except ImportError as exc:
@@ -361,23 +366,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     base = args.scenario if args.scenario else scenario.name
     command = " ".join(["powertrip calibrate", *(argv or sys.argv[1:])])
+    summary = None
     with stop_codes(OutputDirError) as stop:
         recorded = record(args.env, args.episodes, args.seed, args.scenario, args.max_rounds)
         fitted = fit(recorded, params, args.iterations)
         summary = {k: v for k, v in fitted.items() if not k.startswith("_")}
         summary.update(env=args.env, scenario=args.scenario, episodes=len(recorded),
                        rounds=int(sum(len(r.accuracy) for r in recorded)))  # fmt: skip
+        print(calibrated_toml(fitted, str(base), command))  # first: a failed write keeps it
         with result_dir(out, force=args.force) as tmp:  # every file, or none
             plotted = _write_results(tmp, recorded, fitted, summary, str(base), command)
-    if stop.code:
-        return stop.code
-    print(calibrated_toml(fitted, str(base), command))
-    print(
-        f"written to {out}: calibrated.toml, rounds.csv, fit.json"
-        + (", real_vs_surrogate.png" if plotted else " (no plot: matplotlib is not installed)")
-    )
-    print(json.dumps(summary))
-    return 0
+        print(
+            f"written to {out}: calibrated.toml, rounds.csv, fit.json"
+            + (", real_vs_surrogate.png" if plotted else " (no plot: matplotlib is not installed)")
+        )
+    if summary is not None:
+        print(json.dumps(summary))  # the last line, written or not
+    return stop.code
 
 
 def _write_results(

@@ -40,7 +40,6 @@ from powertrip_env.dynamics import delta_progress, rounds_to_target
 from powertrip_env.errors import EvaluationError
 from powertrip_env.harness.arguments import (
     make_env,
-    parse_report_args,
     report_cli,
     report_parser,
 )
@@ -153,7 +152,7 @@ def fidelity(
         "join_s": round(float(params.join_s.mean()), 1),
         "state_transfer_s": round(float(transfer.mean()), 1),
         "beam_never_worse": never_worse,
-        "headroom": summary["headroom"],
+        "headroom": summary["beam_headroom"],
         "mean_tta_h": mean,
         "myopic_over_beam": (
             round(mean["MyopicOptimal"] / mean["BeamPlanner"], 4)
@@ -231,9 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "powertrip fidelity",
         "The calibration table: simulated against published figures.",
         episodes=30,
+        scenario=True,
     )
-    parser.add_argument("--scenario", default=None, help="a scenario name or TOML file")
-    args = parse_report_args(parser, argv)
+    args = parser.parse_args(argv)
     return report_cli(
         lambda: fidelity(args.env, episodes=args.episodes, seed=args.seed,
                          scenario=args.scenario, progress=sys.stderr.isatty()),

@@ -33,7 +33,7 @@ import gymnasium as gym
 
 import powertrip_env
 from powertrip_env.errors import EvaluationError
-from powertrip_env.harness.arguments import parse_report_args, report_cli, report_parser
+from powertrip_env.harness.arguments import report_cli, report_parser
 from powertrip_env.harness.calibration.validate import kendall_tau
 from powertrip_env.harness.reports.headroom import POLICIES, headroom
 
@@ -143,7 +143,7 @@ def sensitivity(
             )
             success = frame.groupby("policy")["success"].mean()
             rows.append({"knob": setting.knob, "value": setting.value,
-                         "mean_tta_h": summary["mean_tta_h"], "headroom": summary["headroom"],
+                         "mean_tta_h": summary["mean_tta_h"], "headroom": summary["beam_headroom"],
                          "all_sites_success": round(float(success["AllSites"]), 3)})  # fmt: skip
     names = [p for p in POLICIES if p in rows[0]["mean_tta_h"]]
     reference = [rows[0]["mean_tta_h"][p] for p in names]
@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Sweep the calibrated knobs across their published ranges.",
         episodes=10,
     )
-    args = parse_report_args(parser, argv)
+    args = parser.parse_args(argv)
     return report_cli(
         lambda: sensitivity(args.env, episodes=args.episodes, seed=args.seed,
                             progress=sys.stderr.isatty()),

@@ -22,6 +22,7 @@ from typing import Any
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.lookahead import ForecastMPC, HorizonRule
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.arguments import add_env, add_episodes, add_seed
 from powertrip_env.harness.evaluation.evaluate import evaluate
 
 GRIDS: dict[str, tuple[str, Sequence[float], str, Sequence[float], Callable[..., Policy]]] = {
@@ -74,9 +75,9 @@ def to_markdown(result: dict[str, Any], episodes: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="powertrip tune", description=__doc__)
-    parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (default %(default)s)")
-    parser.add_argument("--episodes", type=int, default=20, help="train episodes per cell")
-    parser.add_argument("--seed", type=int, default=0)
+    add_env(parser)
+    add_episodes(parser, 20, "paired train episodes per cell")
+    add_seed(parser)
     args = parser.parse_args(argv)
     try:
         result = tune(args.env, args.episodes, args.seed)

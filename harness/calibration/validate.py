@@ -1,6 +1,6 @@
 """How far can the surrogate be trusted? The same paired episodes under both learners.
 
-    powertrip validate --env PowerTrip-Digits-v0 --scenario calibrated.toml \\
+    powertrip validate --env PowerTrip-Digits-v1 --scenario calibrated.toml \\
         --policies PowerTrip,AllSites,MyopicOptimal,RandomK,Nearest-2,FastestK-4 --episodes 10
 
 Runs every policy on the same test episodes twice, with the same clock, start times and jitter:
@@ -54,6 +54,15 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.errors import EvaluationError
+from powertrip_env.harness.arguments import (
+    REAL_TRAINING,
+    add_env,
+    add_episodes,
+    add_force,
+    add_no_progress,
+    add_out,
+    add_seed,
+)
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.evaluation.statistics import (
     BOOTSTRAP_RESAMPLES,
@@ -287,17 +296,18 @@ def plot(summary: dict[str, Any], path: Path) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; 0 on success, 2 for bad arguments."""
+    """Command-line entry point; 0 on success, 2 for bad arguments and for results that could
+    not be written (the table is printed first, so a full disk does not lose it)."""
     p = argparse.ArgumentParser(prog="powertrip validate",
                                 description="The surrogate against real training.")  # fmt: skip
-    p.add_argument("--env", default="PowerTrip-Digits-v0", help="registered PowerTrip ID")
+    add_env(p, "PowerTrip-Digits-v1", fixed_sites=REAL_TRAINING, scenario_hint=True)
     p.add_argument("--scenario", default=None, help="the (calibrated) scenario for both runs")
     p.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated policy names")
-    p.add_argument("--episodes", type=int, default=10, help="paired test episodes")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="results/validate", help="output folder")
-    p.add_argument("--force", action="store_true", help="replace the results in --out")
-    p.add_argument("--no-progress", action="store_true")
+    add_episodes(p, 10)
+    add_seed(p)
+    add_out(p, "results/validate")
+    add_force(p)
+    add_no_progress(p)
     args = p.parse_args(argv)
     policies = [x.strip() for x in args.policies.split(",") if x.strip()]
     if len(policies) < 2:
@@ -308,21 +318,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ImportError, OutputDirError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    summary = None
     with stop_codes(EvaluationError, OutputDirError) as stop:
         summary, frame = validate(
             args.env, policies, episodes=args.episodes, seed=args.seed, scenario=args.scenario,
             progress=not args.no_progress,
         )  # fmt: skip
         table = to_markdown(summary)
+        print(table)  # before the write: a failed one must not lose the table
         with result_dir(out, force=args.force) as tmp:  # the three files, or none
             write_text(tmp / "validation.csv", frame.to_csv(index=False, lineterminator="\n"))
             write_text(tmp / "validation.md", table)
             plot(summary, tmp / "validation.png")
-    if stop.code:
-        return stop.code
-    print(table)
-    print(json.dumps(summary))
-    return 0
+    if summary is not None:
+        print(json.dumps(summary))  # the last line, written or not
+    return stop.code
 
 
 if __name__ == "__main__":

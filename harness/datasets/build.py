@@ -59,12 +59,22 @@ from typing import Any
 import numpy as np
 
 import powertrip_env
-from powertrip_env.atomic import OutputDirError, probe_writable, result_dir
+from powertrip_env.atomic import OutputDirError, probe_writable, result_dir, write_error
 from powertrip_env.baselines import candidates
 from powertrip_env.baselines.registry import LOOKAHEAD, make_policy
 from powertrip_env.episodes import SPLITS
 from powertrip_env.errors import EvaluationError
-from powertrip_env.harness.arguments import make_env
+from powertrip_env.harness.arguments import (
+    CLAIRVOYANT,
+    SHIPPED,
+    add_env,
+    add_episodes,
+    add_force,
+    add_out,
+    add_seed,
+    env_id_problem,
+    make_env,
+)
 from powertrip_env.harness.datasets.recording import (
     Recording,
     RecordSettings,
@@ -104,12 +114,9 @@ def _check_settings(env_ids: list[str], policies: list[str], run: RecordSettings
     if not env_ids:
         raise DatasetError("argument --env: give at least one environment ID")
     for env_id in env_ids:
-        if env_id not in powertrip_env.ENV_IDS:
-            raise DatasetError(
-                f"argument --env: {env_id!r} is not a shipped PowerTrip ID; allowed: "
-                f"{', '.join(powertrip_env.ENV_IDS)} (default: the suite tasks "
-                f"{', '.join(powertrip_env.SUITE_IDS)})"
-            )
+        problem = env_id_problem(env_id, SHIPPED, fixed_sites=CLAIRVOYANT)
+        if problem is not None:
+            raise DatasetError(f"argument --env: {problem}")
     if not policies:
         raise DatasetError("argument --policies: give at least one policy name")
     episodes, seed = run.episodes, run.seed
@@ -203,6 +210,8 @@ def _write(recording: Recording, spec: Any, run: RecordSettings, path: Path, roo
             for folder in new:
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+        if isinstance(exc, OSError):  # a full disk: one line naming the dataset's folder
+            exc = write_error(path, exc)
         if isinstance(exc, OutputDirError):
             raise DatasetError(str(exc)) from None
         raise
@@ -320,30 +329,26 @@ def _parser() -> argparse.ArgumentParser:
         prog="powertrip datasets",
         description="Record Minari datasets of the references and the strongest baselines.",
     )
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        help="a shipped ID; may repeat (default: every ID of powertrip_env.SUITE_IDS)",
-    )
+    add_env(
+        parser, [], ids=SHIPPED, repeat=True, fixed_sites=CLAIRVOYANT,
+        what="a task to record (a dataset names it, for its reader to remake the env)",
+        default_text="every ID of powertrip_env.SUITE_IDS",
+    )  # fmt: skip
     parser.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
         help=f"comma-separated policy names ({','.join(DEFAULT_POLICIES)})",
     )
-    parser.add_argument(
-        "--episodes", type=int, default=DEFAULT_EPISODES, help=f"per dataset ({DEFAULT_EPISODES})"
-    )
+    add_episodes(parser, DEFAULT_EPISODES, "episodes per dataset")
     parser.add_argument(
         "--split", default=DEFAULT_SPLIT, help=f"trace days: {', '.join(SPLITS)} ({DEFAULT_SPLIT})"
     )
-    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
-    parser.add_argument(
-        "--out",
-        default=None,
-        help="Minari's data folder (default: MINARI_DATASETS_PATH or ~/.minari/datasets)",
-    )
-    parser.add_argument("--force", action="store_true", help="replace datasets that exist")
+    add_seed(parser)
+    add_out(
+        parser, None, what="Minari's data folder",
+        default_text="MINARI_DATASETS_PATH or ~/.minari/datasets",
+    )  # fmt: skip
+    add_force(parser, "replace datasets that exist (each once its new one is complete)")
     return parser
 
 

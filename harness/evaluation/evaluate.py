@@ -20,7 +20,9 @@ summary. A ``--out`` that holds an earlier run's files is refused unless ``--for
 replaces them once the new set is complete. Bad arguments (unknown policy or environment, a
 broken scenario or trace, a missing or incompatible model, a model that could only be loaded by
 running code stored in it, a used or unwritable output folder, a ``--timeline`` seed that is
-not one of the run's episodes) exit with code 2 and a message, before any episode runs.
+not one of the run's episodes) exit with code 2 and a message, before any episode runs. A set
+that cannot be written (a full disk) exits 2 too, with one line naming the folder and the error;
+its summary is printed first, so the run's table is not lost, and the folder keeps what it held.
 
 A model file is code: SB3 pickles the policy class and other objects into its zips, and
 unpickling runs whatever the file names. Models are loaded without unpickling anything in them
@@ -54,12 +56,17 @@ from powertrip_env.atomic import (
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.registry import REFERENCES, default_policy_names, make_policy
 from powertrip_env.episodes import SPLITS
-from powertrip_env.errors import EvaluationError, is_whole
+from powertrip_env.errors import EvaluationError, ResultsNotWritten, is_whole
 from powertrip_env.harness.arguments import (
+    add_env,
+    add_episodes,
+    add_force,
+    add_no_progress,
+    add_out,
+    add_seed,
     check_env_id,
     check_out_dir,
     make_env,
-    powertrip_env_ids,
 )
 from powertrip_env.harness.evaluation.figures import FIGURES
 from powertrip_env.harness.evaluation.results import (
@@ -78,7 +85,6 @@ from powertrip_env.harness.evaluation.timeline import (
 )
 from powertrip_env.harness.models.loading import ALGOS, load_agent, model_label
 from powertrip_env.render import has_matplotlib, save_png
-from powertrip_env.scenario import scenario_names
 from powertrip_env.scenario.power_data import iso_utc
 
 # --------------------------------------------------------------------------- running
@@ -185,6 +191,7 @@ def evaluate(
     progress: bool = True,
     force: bool = False,
     timeline: int | None = None,
+    probe: gym.Env | None = None,
 ) -> Evaluation:
     """Run policies and saved agents on the same episodes and summarise time-to-accuracy.
 
@@ -208,6 +215,8 @@ def evaluate(
             run's set is complete).
         timeline: the reset seed (``seed + e``) of the episode ``timeline.png`` draws, recorded
             while it is evaluated; None for the first, ``seed``.
+        probe: an env of ``env_id`` made with ``env_kwargs`` and ``split`` (the caller's, which
+            it closes) to read the sites from, so a report needing one anyway makes one, not two.
 
     Returns:
         An ``Evaluation``. Raises ``EvaluationError`` (a ``ValueError``) for bad input, before
@@ -221,10 +230,11 @@ def evaluate(
     base_kwargs = {**dict(env_kwargs or {}), "split": split}
     timeline_seed = check_timeline_seed(timeline, seed, episodes)
 
-    probe = make_env(env_id, **base_kwargs)
-    n_sites = probe.unwrapped.n_sites
-    scenario = Path(probe.unwrapped.scenario.source).name if "scenario" in base_kwargs else ""
-    probe.close()
+    env = make_env(env_id, **base_kwargs) if probe is None else probe
+    n_sites = env.unwrapped.n_sites
+    scenario = Path(env.unwrapped.scenario.source).name if "scenario" in base_kwargs else ""
+    if env is not probe:
+        env.close()
 
     entries = _entries(policies, models, n_sites, seed, env_id, base_kwargs)
     if not entries:
@@ -342,6 +352,11 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 # --------------------------------------------------------------------------- outputs
 
 
+RESULT_FILES: tuple[str, ...] = ("summary.md", "episodes.csv", *FIGURES)
+"""Every file of one result set (``write_outputs``): the two tables, then ``FIGURES``;
+``summary.md``, the set's marker, first (``powertrip_env.agents.saving.install_results``)."""
+
+
 def write_outputs(
     result: Evaluation, out_dir: str | os.PathLike[str], *, force: bool = False
 ) -> None:
@@ -350,19 +365,23 @@ def write_outputs(
     The files are written into a hidden folder beside ``out_dir`` that becomes ``out_dir`` only
     once all are written (``powertrip_env.atomic.result_dir``): a Ctrl-C half-way leaves the
     earlier results as they were, never a new ``episodes.csv`` beside an old summary. A
-    ``out_dir`` that holds files is refused unless ``force``, which replaces them all.
+    ``out_dir`` that holds files is refused unless ``force``, which replaces them all. A set
+    that cannot be written (a full disk) leaves ``out_dir`` as it was and raises
+    ``ResultsNotWritten``, one line naming the folder and the error, holding ``result``.
 
     The plots need matplotlib (the ``train`` extra); without it they are left out with a note,
     so that evaluation runs on an install that has only the environment and RLlib.
     """
     try:
         with result_dir(out_dir, force=force) as tmp:
-            _write_files(result, tmp)
-    except OutputDirError as exc:
-        raise EvaluationError(str(exc)) from None
+            write_files(result, tmp)
+    except OutputDirError as exc:  # a full disk, say (atomic.WriteError), named in one line
+        raise ResultsNotWritten(str(exc), result) from None
 
 
-def _write_files(result: Evaluation, folder: Path) -> None:
+def write_files(result: Evaluation, folder: Path) -> None:
+    """The files of ``RESULT_FILES`` into ``folder``, one by one: ``write_outputs`` and a
+    training run's final table (which moves them into its run folder) make them one set."""
     write_text(folder / "episodes.csv", result.episodes.to_csv(index=False, lineterminator="\n"))
     write_text(folder / "summary.md", result.to_markdown())
     if not has_matplotlib():
@@ -386,7 +405,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="powertrip evaluate",
         description="Compare site-selection policies and saved agents on paired episodes.",
     )
-    parser.add_argument("--env", default="PowerTrip-v0", help="registered ID (PowerTrip-v0)")
+    add_env(parser, scenario_hint=True)
     parser.add_argument(
         "--scenario",
         metavar="FILE_OR_NAME",
@@ -398,9 +417,9 @@ def _parser() -> argparse.ArgumentParser:
         default="all",
         help="comma-separated policy names, or 'all' (default) for the standard set",
     )
-    parser.add_argument("--episodes", type=int, default=30, help="paired episodes (30)")
+    add_episodes(parser, 30, "paired episodes")
     parser.add_argument("--split", default="test", choices=SPLITS, help="trace days (test)")
-    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
+    add_seed(parser)
     parser.add_argument(
         "--model",
         action="append",
@@ -423,25 +442,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SEED",
         help="the episode timeline.png draws, by its seed: seed + e for episode e (--seed)",
     )
-    parser.add_argument("--out", default=None, help="output folder (results/<env>-<split>)")
-    parser.add_argument("--force", action="store_true", help="replace the results already in --out")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_out(parser, None, default_text="results/<env>-<split>")
+    add_force(parser)
+    add_no_progress(parser)
     return parser
 
 
-def _looks_like_a_scenario(env: str) -> bool:
-    """Whether ``--env`` was given a scenario (a TOML file or shipped name) instead of an ID.
-
-    Passing the scenario file as the environment is the natural first guess; the generic
-    "unknown environment" message would not say that ``--scenario`` exists.
-    """
-    if env in powertrip_env_ids():
-        return False
-    return env.endswith(".toml") or env in scenario_names() or Path(env).is_file()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; returns the exit code (2 for bad arguments)."""
+    """Command-line entry point; returns the exit code: 2 for bad input (argparse's errors and
+    the ones found before any episode runs) and for a result set that could not be written,
+    whose table is printed all the same, so that a full disk does not lose the run."""
     parser = _parser()
     args = parser.parse_args(argv)
     algos = args.algo or ["ppo"]
@@ -452,35 +462,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_model = algos if len(algos) == len(args.model) else algos[:1] * len(args.model)
     models = list(zip(args.model, per_model, strict=True))
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if _looks_like_a_scenario(args.env):
-        print(
-            f"error: --env {args.env!r} looks like a scenario, but --env takes a registered "
-            f"environment ID ({', '.join(powertrip_env_ids())}); give the scenario with "
-            f"--scenario: --env PowerTrip-v0 --scenario {args.env}",
-            file=sys.stderr,
-        )
-        return 2
     run = f"{args.env}-{Path(args.scenario).stem}" if args.scenario else args.env
     out = Path(args.out) if args.out else Path("results") / f"{run}-{args.split}"
     with stop_codes(EvaluationError) as stop:
-        result = evaluate(
-            args.env,
-            policies,
-            episodes=args.episodes,
-            split=args.split,
-            seed=args.seed,
-            models=models,
-            env_kwargs={"scenario": args.scenario} if args.scenario else None,
-            out_dir=out,
-            progress=not args.no_progress,
-            force=args.force,
-            timeline=args.timeline,
-        )
-    if stop.code:
-        return stop.code
-    print(result.to_markdown())
-    print(f"results written to {out}")
-    return 0
+        try:
+            result = evaluate(
+                args.env,
+                policies,
+                episodes=args.episodes,
+                split=args.split,
+                seed=args.seed,
+                models=models,
+                env_kwargs={"scenario": args.scenario} if args.scenario else None,
+                out_dir=out,
+                progress=not args.no_progress,
+                force=args.force,
+                timeline=args.timeline,
+            )
+        except ResultsNotWritten as exc:
+            print(exc.result.to_markdown())  # the run's table is not lost with its files
+            raise
+        print(result.to_markdown())
+        print(f"results written to {out}")
+    return stop.code
 
 
 if __name__ == "__main__":

@@ -47,6 +47,9 @@ SUMMARY_COLUMNS = (
 )
 # The paper's heuristic, the policy every table is compared with ("vs PowerTrip", a score of 0).
 YARDSTICK = "PowerTrip"
+# The mark beside the result of a policy that reached the target in none of its episodes: each
+# counts at the time budget, so such policies share one number, which is not a tie on merit.
+NEVER_FINISHED = "†"
 
 
 @dataclass
@@ -83,8 +86,9 @@ class Evaluation:
         ]
         for row in self.summary.itertuples(index=False):
             ci = _fmt(row.ci95_tta_h, ".3f")  # "–" when undefined (one start day)
+            mark = f" {NEVER_FINISHED}" if row.success_rate == 0 else ""
             lines.append(
-                f"| {row.policy} | {row.episodes} | {row.mean_tta_h:.3f} | "
+                f"| {row.policy} | {row.episodes} | {row.mean_tta_h:.3f}{mark} | "
                 f"{ci if ci == '–' else '±' + ci} | {row.median_tta_h:.3f} | "
                 f"{row.success_rate:.0%} | {row.mean_rounds:.1f} | "
                 f"{_energy(row.mean_energy_kwh)} | {row.mean_sites:.2f} | "
@@ -99,7 +103,14 @@ class Evaluation:
             "seed + e), so differences are paired.",
             f"- vs PowerTrip: change of mean TTA relative to {YARDSTICK} (negative is faster).",
             "- sites/round: effective sites per non-idle round.",
+            "- success: the share of the policy's episodes that reached the target accuracy.",
         ]
+        if (self.summary["success_rate"] == 0).any():
+            lines.append(
+                f"- {NEVER_FINISHED} never finished: no episode reached the target, so every one "
+                "counts at the time budget; the mean TTA is a lower bound on the policy's, and "
+                "policies marked so tie at the budget, not on merit."
+            )
         return "\n".join(lines) + "\n"
 
 

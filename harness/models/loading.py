@@ -66,13 +66,28 @@ from powertrip_env.harness.models.spaces import (
     space_shape,
 )
 
-ALGOS: dict[str, tuple[str, str]] = {
+SB3_ALGOS: dict[str, tuple[str, str]] = {
     "ppo": ("stable_baselines3", "PPO"),
     "a2c": ("stable_baselines3", "A2C"),
     "maskable_ppo": ("sb3_contrib", "MaskablePPO"),
+}
+"""The Stable-Baselines3 algorithms by their ``--algo`` name: the module and class that load a
+saved zip here and train one in ``agents`` (``powertrip_env.agents.hyperparams.ALGOS`` imports
+them from this table, its one definition: ``agents`` may import this layer, not the reverse).
+Named, not imported, so that evaluating hand-coded policies needs neither library."""
+
+ALGOS: dict[str, tuple[str, str]] = {
+    **SB3_ALGOS,
     # a checkpoint folder of Algorithm.save
     "rllib": ("powertrip_env.integrations.rllib", "load_module"),
 }
+"""Every ``--algo`` a saved model may be loaded with: the SB3 ones and RLlib's."""
+
+
+def sb3_algorithm(algo: str) -> type:
+    """The class of the SB3 algorithm ``algo`` (a key of ``SB3_ALGOS``), imported now."""
+    module_name, class_name = SB3_ALGOS[algo]
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 def _interface_for(
@@ -229,8 +244,7 @@ def _load_sb3(
     for key, item in data.items():  # a second guard: SB3 would unpickle anything left over
         if is_pickled(item) and key not in objects:
             raise unsafe(file, key, "is a pickled object evaluate cannot rebuild")
-    module_name, class_name = ALGOS[algo]
-    algo_cls = getattr(importlib.import_module(module_name), class_name)
+    algo_cls = sb3_algorithm(algo)
     try:
         model = algo_cls.load(io.BytesIO(raw), device="cpu", custom_objects=objects)
     except Exception as exc:  # SB3 raises many types for a broken file; report, don't trace

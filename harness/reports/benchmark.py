@@ -15,18 +15,29 @@ exactly):
 * the bracket on the optimum: ``optimum_upper_h``, the optimiser's mean TTA (a feasible plan,
   replayed in the env), and ``optimum_lower_h``, the mean of ``lower_bound_h`` (a relaxation no
   policy beats, which charges joins where it can); ``gap`` is their ratio;
+* ``optimiser_headroom``: BestFixedSet / Optimiser (mean TTA over mean TTA), named for its
+  denominator apart from ``powertrip headroom``'s ``beam_headroom`` (BestFixedSet /
+  BeamPlanner): the optimiser improves on BeamPlanner's plan, so this is the larger of the two
+  on every published task;
 * each ``--model`` (a saved agent, as ``powertrip_env.harness.evaluation.evaluate`` loads it).
 
 Scores are normalised per task, 0 = PowerTrip and 1 = the optimiser's feasible plan
 (``powertrip_env.harness.reports.leaderboard``), and aggregated over tasks as a mean and an
-interquartile
-mean with bootstrap intervals that resample start days within each task. It writes ``episodes.csv``,
-``leaderboard.md`` and ``profile.png`` (a performance profile) to ``--out`` as one set, prints
-the Markdown, and prints as its last line one JSON object::
+interquartile mean with bootstrap intervals that resample start days within each task; beside
+each score is the share of episodes that reached the target, since a policy that never does
+counts at the time budget everywhere and shares its score with every other such policy. It
+writes ``episodes.csv`` (the bound's rows included), ``leaderboard.md``, ``leaderboard.json``
+and ``profile.png`` (a performance profile) to ``--out`` as one set, prints the Markdown, and
+prints as its last line the JSON object of ``leaderboard.json``::
 
-    {"tasks": {"<ID>": {"headroom", "optimum_upper_h", "optimum_lower_h", "gap",
-                        "reference_never_beaten", "policies": {"<name>": {"tta_h", "score"}}}},
-     "aggregate": {"<name>": {"mean", "iqm", "ci95"}}}
+    {"tasks": {"<ID>": {"optimiser_headroom", "optimum_upper_h", "optimum_lower_h", "gap",
+                        "reference_never_beaten", "bound_holds", "episodes", "n_sites", "days",
+                        "policies": {"<name>": {"tta_h", "score", "success",
+                                                "never_finished"}}}},
+     "aggregate": {"<name>": {"mean", "iqm", "ci95", "iqm_ci95", "success", "never_finished"}},
+     "normaliser": {"zero", "top"}, "resamples"}
+
+``read_run`` reads such a folder back (``powertrip readme-tables --leaderboard-from``).
 
 Command line::
 
@@ -54,18 +65,32 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
-from powertrip_env.baselines.lower_bound import lower_bound_h
 from powertrip_env.baselines.registry import default_policy_names
 from powertrip_env.errors import EvaluationError
-from powertrip_env.harness.arguments import make_env
+from powertrip_env.harness.arguments import (
+    SUITE,
+    add_env,
+    add_episodes,
+    add_force,
+    add_no_progress,
+    add_out,
+    add_seed,
+    make_env,
+)
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.evaluation.results import YARDSTICK
 from powertrip_env.harness.models.loading import ALGOS
 from powertrip_env.harness.reports import leaderboard
+from powertrip_env.harness.reports.headroom import BOUND, bound_holds, bound_rows
 
 TOP = "Optimiser"  # the reference: score 1
-BOUND = "LowerBound"
 QUICK_EPISODES = 2
+EPISODES, BOARD_MD, BOARD_JSON, PROFILE = (
+    "episodes.csv",
+    "leaderboard.md",
+    "leaderboard.json",
+    "profile.png",
+)  # the files of one run, written as one set
 
 
 def run_task(
@@ -76,42 +101,45 @@ def run_task(
     models: Sequence[tuple[str, str]] = (),
     progress: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """One task's episodes (columns ``task, policy, episode, start_time, tta_h``; the bound's
-    rows included) and its facts: headroom, the bracket and whether the reference held."""
+    """One task's episodes (columns ``task, policy, episode, start_time, tta_h, success``; the
+    bound's rows included) and its facts: the optimiser headroom, the bracket and whether the
+    reference held. One env serves the task: ``evaluate`` reads its sites from it and the
+    bound is computed on it."""
     kwargs = {"jitter": False}
     probe = make_env(env_id, split="test", **kwargs)
-    n_sites = probe.unwrapped.n_sites
-    deployable = default_policy_names(n_sites)
-    result = evaluate(
-        env_id,
-        [*deployable, "BestFixedSet", TOP],
-        episodes=episodes,
-        split="test",
-        seed=seed,
-        models=models,
-        env_kwargs=kwargs,
-        progress=progress,
-    )
-    frame = result.episodes[["policy", "episode", "start_time", "tta_h"]].copy()
-    bounds = []
-    for e in range(episodes):
-        probe.reset(seed=seed + e)
-        bounds.append({"policy": BOUND, "episode": e, "tta_h": lower_bound_h(probe.unwrapped)})
-    probe.close()
+    try:
+        n_sites = probe.unwrapped.n_sites
+        deployable = default_policy_names(n_sites)
+        result = evaluate(
+            env_id,
+            [*deployable, "BestFixedSet", TOP],
+            episodes=episodes,
+            split="test",
+            seed=seed,
+            models=models,
+            env_kwargs=kwargs,
+            progress=progress,
+            probe=probe,
+        )
+        bounds = bound_rows(probe, episodes, seed)
+    finally:
+        probe.close()
+    frame = result.episodes[["policy", "episode", "start_time", "tta_h", "success"]].copy()
     starts = frame.loc[frame["policy"] == YARDSTICK, ["episode", "start_time"]]
-    frame = pd.concat([frame, pd.DataFrame(bounds).merge(starts, on="episode")], ignore_index=True)
+    bounds = bounds[["policy", "episode", "tta_h", "success"]].merge(starts, on="episode")
+    frame = pd.concat([frame, bounds], ignore_index=True)
     frame.insert(0, "task", env_id)
 
     tta = frame.pivot(index="episode", columns="policy", values="tta_h")
     mean = tta.mean()
     never_beaten = bool((tta[TOP] <= tta[deployable].min(axis=1) + 1e-9).all())
     facts = {
-        "headroom": float(mean["BestFixedSet"] / mean[TOP]),
+        "optimiser_headroom": float(mean["BestFixedSet"] / mean[TOP]),
         "optimum_upper_h": float(mean[TOP]),
         "optimum_lower_h": float(mean[BOUND]),
         "gap": float(mean[TOP] / mean[BOUND]),
         "reference_never_beaten": never_beaten,
-        "bound_holds": bool((tta[BOUND] <= tta.drop(columns=[BOUND]).min(axis=1) + 1e-9).all()),
+        "bound_holds": bound_holds(tta),
         "episodes": episodes,
         "n_sites": n_sites,
     }
@@ -136,29 +164,84 @@ def benchmark(
     return pd.concat(frames, ignore_index=True), facts
 
 
-def report(episodes: pd.DataFrame, facts: dict[str, dict[str, Any]]) -> tuple[str, dict]:
-    """The Markdown leaderboard (bracket table first) and the JSON object."""
-    scored = episodes[episodes["policy"] != BOUND]
+def scored(episodes: pd.DataFrame) -> pd.DataFrame:
+    """The episodes the leaderboard scores: the policies', not the bound's."""
+    return episodes[episodes["policy"] != BOUND]
+
+
+def bracket_lines(facts: dict[str, dict[str, Any]]) -> list[str]:
+    """The table of each task's facts (sites, optimiser headroom, the bracket, whether the
+    reference held) and the note that reads it."""
     lines = [
-        "| task | sites | headroom | optimum ≥ (h) | optimum ≤ (h) | gap | never beaten |",
+        "| task | sites | optimiser headroom | optimum ≥ (h) | optimum ≤ (h) | gap | "
+        "never beaten |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for task, f in facts.items():
         lines.append(
-            f"| {task} | {f['n_sites']} | {f['headroom']:.3f} | {f['optimum_lower_h']:.2f} | "
-            f"{f['optimum_upper_h']:.2f} | {f['gap']:.3f} | {f['reference_never_beaten']} |"
+            f"| {task} | {f['n_sites']} | {f['optimiser_headroom']:.3f} | "
+            f"{f['optimum_lower_h']:.2f} | {f['optimum_upper_h']:.2f} | {f['gap']:.3f} | "
+            f"{f['reference_never_beaten']} |"
         )
-    lines += [
+    return [
+        *lines,
         "",
-        "headroom = BestFixedSet / Optimiser (the reference, which starts from every deployable "
-        "baseline's episode); optimum ≤ is the reference's feasible plan, optimum ≥ the lower "
+        "optimiser headroom = BestFixedSet / Optimiser (the reference, which starts from every "
+        "deployable baseline's episode; `powertrip headroom`'s beam headroom divides by "
+        "BeamPlanner instead); optimum ≤ is the reference's feasible plan, optimum ≥ the lower "
         "bound; gap = their ratio; never beaten: no deployable baseline was faster than the "
         "reference in any episode.",
-        "",
     ]
-    board = leaderboard.to_markdown(scored, zero=YARDSTICK, top=TOP, title="Leaderboard")
-    summary = leaderboard.to_json(scored, zero=YARDSTICK, top=TOP, task_facts=facts)
-    return "\n".join(lines) + board, summary
+
+
+def report(
+    episodes: pd.DataFrame,
+    facts: dict[str, dict[str, Any]],
+    *,
+    board: leaderboard.Board | None = None,
+) -> tuple[str, dict]:
+    """The Markdown leaderboard (bracket table first) and the JSON object, both laid out from
+    one ``leaderboard.Board`` of the scored episodes (``board``, or one made here), so its
+    bootstraps run once."""
+    if board is None:
+        board = leaderboard.board(scored(episodes), YARDSTICK, TOP)
+    markdown = leaderboard.to_markdown(board, title="Leaderboard")
+    summary = leaderboard.to_json(board, task_facts=facts)
+    return "\n".join([*bracket_lines(facts), "", markdown]), summary
+
+
+def write_run(folder: Path, episodes: pd.DataFrame, markdown: str, summary: dict) -> None:
+    """The files of one run into ``folder``: the episodes (the bound's rows included), the
+    board as Markdown and as JSON, and the performance profile of the policies that ran every
+    task."""
+    episodes.to_csv(folder / EPISODES, index=False)
+    write_text(folder / BOARD_MD, markdown + "\n")
+    write_text(folder / BOARD_JSON, json.dumps(summary) + "\n")
+    profiled = leaderboard.on_every_task(scored(episodes))
+    leaderboard.performance_profile(profiled, YARDSTICK, TOP, folder / PROFILE)
+
+
+def read_run(folder: Path) -> tuple[pd.DataFrame, dict[str, dict[str, Any]], dict[str, Any]]:
+    """A finished run's episodes, task facts and JSON object, from its ``EPISODES`` and
+    ``BOARD_JSON`` (not its Markdown, which is their rendering). ``report(episodes, facts)``
+    gives that JSON object again, number for number: the CSV holds every TTA to the last bit.
+    ``ValueError`` when the folder lacks a file of the set."""
+    missing = [name for name in (EPISODES, BOARD_JSON, PROFILE) if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(
+            f"no {', '.join(missing)} in it: not the folder of a finished `powertrip benchmark "
+            f"--out` (one from before {BOARD_JSON} was written has none; run it again)"
+        )
+    episodes = pd.read_csv(folder / EPISODES)
+    summary = json.loads((folder / BOARD_JSON).read_text(encoding="utf-8"))
+    try:
+        facts = {
+            task: {k: v for k, v in entry.items() if k != "policies"}
+            for task, entry in summary["tasks"].items()
+        }
+    except (KeyError, TypeError, AttributeError):
+        raise ValueError(f"its {BOARD_JSON} has no tasks' facts: not a benchmark's") from None
+    return episodes, facts, summary
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -166,37 +249,27 @@ def _parser() -> argparse.ArgumentParser:
         prog="powertrip benchmark",
         description="The leaderboard over the suite of sequential tasks (see the module docs).",
     )
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        help="a task's registered ID; may repeat (default: every ID of powertrip_env.SUITE_IDS)",
-    )
-    parser.add_argument("--episodes", type=int, default=30, help="paired test episodes (30)")
+    add_env(parser, [], ids=SUITE, repeat=True, default_text="every suite task")
+    add_episodes(parser, 30)
     parser.add_argument(
         "--quick", action="store_true", help=f"{QUICK_EPISODES} episodes per task (for CI)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="episode e uses seed + e (0)")
+    add_seed(parser)
     parser.add_argument("--model", action="append", default=[], help="saved agent; may repeat")
     parser.add_argument("--algo", default="ppo", choices=sorted(ALGOS), help="of every --model")
-    parser.add_argument("--out", default="results/benchmark", help="output folder")
-    parser.add_argument("--force", action="store_true", help="replace the results in --out")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_out(parser, "results/benchmark")
+    add_force(parser)
+    add_no_progress(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code: 2 for bad input and for a board that
+    could not be written, which is printed all the same (its JSON the last line either way)."""
     args = _parser().parse_args(argv)
     episodes = QUICK_EPISODES if args.quick else args.episodes
-    unknown = [e for e in args.env if e not in powertrip_env.SUITE_IDS]
-    if unknown:
-        print(
-            f"error: --env {unknown[0]!r} is not a suite task; tasks: "
-            f"{', '.join(powertrip_env.SUITE_IDS)}",
-            file=sys.stderr,
-        )
-        return 2
     out = Path(args.out)
+    summary = None
     with stop_codes(EvaluationError, OutputDirError, OSError) as stop:
         check_output_dir(out, force=args.force)
         frame, facts = benchmark(
@@ -207,18 +280,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=not args.no_progress,
         )
         markdown, summary = report(frame, facts)
+        print(markdown)  # before the write: a failed one must not lose the board
         with result_dir(out, force=args.force) as folder:
-            frame.to_csv(folder / "episodes.csv", index=False)
-            write_text(folder / "leaderboard.md", markdown + "\n")
-            scored = frame[frame["policy"] != BOUND]
-            profiled = leaderboard.on_every_task(scored)
-            leaderboard.performance_profile(profiled, YARDSTICK, TOP, folder / "profile.png")
-    if stop.code:
-        return stop.code
-    print(markdown)
-    print(f"results written to {out}")
-    print(json.dumps(summary))
-    return 0
+            write_run(folder, frame, markdown, summary)
+        print(f"results written to {out}")
+    if summary is not None:
+        print(json.dumps(summary))
+    return stop.code
 
 
 if __name__ == "__main__":

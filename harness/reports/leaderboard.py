@@ -2,9 +2,10 @@
 
 The numbers (normalised scores, IQM, the stratified day bootstrap) come from
 ``powertrip_env.harness.reports.scores``, whose docs define them; this module lays them out
-(and counts the profile's fractions from the per-episode scores), so a change of wording or
-layout cannot change a number. The input is the same frame of paired episodes
-(``leaderboard_scores.COLUMNS``). Nothing here runs an environment.
+(and counts the profile's fractions from the per-episode scores, and the share of episodes that
+reached the target), so a change of wording or layout cannot change a number. The input is one
+frame of paired episodes (``scores.COLUMNS`` and ``success``), computed once into a ``Board``
+that every rendering reads. Nothing here runs an environment.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from powertrip_env.harness.evaluation.results import YARDSTICK
+from powertrip_env.harness.evaluation.results import NEVER_FINISHED, YARDSTICK
 from powertrip_env.harness.evaluation.statistics import BOOTSTRAP_RESAMPLES
 from powertrip_env.harness.reports.scores import (
     TOP,
@@ -28,7 +30,8 @@ from powertrip_env.harness.reports.scores import (
 )
 from powertrip_env.render import agg_figure, save_png
 
-TASK_FACTS = ("headroom", "optimum_upper_h", "optimum_lower_h", "gap", "reference_never_beaten")
+TASK_FACTS = ("optimiser_headroom", "optimum_upper_h", "optimum_lower_h", "gap",
+              "reference_never_beaten")  # fmt: skip
 """The per-task facts ``to_json`` requires from its caller, the last a bool, the others floats."""
 
 # Thresholds τ of the performance profile: from "much slower than PowerTrip" (−1: as far below
@@ -108,7 +111,135 @@ def performance_profile(
     return Path(path)
 
 
-# --------------------------------------------------------------------------- rendering
+# --------------------------------------------------------------------------- the board
+
+
+NEVER_FINISHED_NOTE = (
+    f"{NEVER_FINISHED} never finished: no episode reached the target accuracy (in the aggregate: "
+    "on any task; in a task's table or column: on that task), so every one counted at the time "
+    "budget; the score is an upper bound on the policy's, and policies marked so tie at the "
+    "budget, not on merit."
+)
+"""What the mark means, under every table that may carry it: a failed episode counts at the
+time budget, so policies that never finish get the same score, which is not a tie."""
+
+CAPTION_START = "Normalised score per task"
+"""How the board's caption begins (what 0 and 1 are), which pages that quote a task's table
+pick up with it (``maintainers.docs_envs``)."""
+
+TASK_NOTES_START = "Mean TTA intervals"
+"""How the notes under the tasks' tables begin, picked up the same way."""
+
+
+@dataclass(frozen=True)
+class Board:
+    """Every number of a leaderboard, computed once from its episodes.
+
+    ``table`` is ``per_task_table`` of each task with a ``success`` column (the share of the
+    task's episodes that reached the target), ``aggregate`` is ``aggregate`` over the policies
+    that ran every task with ``success`` (the share over all their episodes) added, and
+    ``left_out`` the policies it does not rank. The Markdown, the JSON and README's table are
+    laid out from one ``Board``: the bootstraps run once, and the three cannot disagree.
+    """
+
+    zero: str
+    top: str
+    resamples: int
+    table: pd.DataFrame
+    aggregate: dict[str, dict[str, Any]]
+    left_out: tuple[str, ...]
+
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks in order of first appearance."""
+        return list(dict.fromkeys(self.table["task"]))
+
+    def ranked(self) -> list[tuple[str, dict[str, Any]]]:
+        """The aggregate by mean score, best first (stable for ties)."""
+        return sorted(self.aggregate.items(), key=lambda kv: -kv[1]["mean"])
+
+    @property
+    def marked(self) -> bool:
+        """Whether any policy, in the aggregate or in a task, never finished."""
+        rates = [*self.table["success"], *(row["success"] for row in self.aggregate.values())]
+        return any(never_finished(rate) for rate in rates)
+
+
+def never_finished(success: float) -> bool:
+    """Whether a success rate says no episode reached the target."""
+    return success == 0.0
+
+
+def _success(episodes: pd.DataFrame) -> pd.DataFrame:
+    """``episodes``' ``task, policy, success`` with ``success`` as bools; ``ValueError`` when
+    the column is missing or holds anything but booleans (or 0 and 1)."""
+    if "success" not in episodes.columns:
+        raise ValueError(
+            "episodes lacks the column success (whether each episode reached the target "
+            "accuracy), which the leaderboard shows beside every score"
+        )
+    flags = episodes["success"]
+    if flags.isna().any() or not flags.isin([True, False]).all():
+        raise ValueError("every success must be True or False")
+    return pd.DataFrame(
+        {
+            "task": episodes["task"].astype(str).to_numpy(),
+            "policy": episodes["policy"].astype(str).to_numpy(),
+            "success": flags.astype(bool).to_numpy(),
+        }
+    )
+
+
+def board(
+    episodes: pd.DataFrame,
+    zero: str = YARDSTICK,
+    top: str = TOP,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    aggregated: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Board:
+    """The ``Board`` of ``episodes`` (``scores.COLUMNS`` and ``success``). ``aggregated``
+    takes the result of an earlier ``aggregate`` call on the same episodes, sparing a second
+    bootstrap."""
+    flags = _success(episodes)
+    per_task = flags.groupby(["task", "policy"], sort=False)["success"].mean()
+    parts = [
+        per_task_table(episodes[episodes["task"] == task], zero, top, resamples)
+        for task in pd.unique(episodes["task"])
+    ]  # each task on its own, so a task lists every policy that ran it
+    table = pd.concat(parts, ignore_index=True)
+    keys = pd.MultiIndex.from_frame(table[["task", "policy"]])
+    table["success"] = per_task.reindex(keys).to_numpy(dtype=np.float64)
+    common = episodes["policy"].isin(common_policies(episodes)).to_numpy()
+    agg = (
+        dict(aggregated)
+        if aggregated is not None
+        else aggregate(episodes[common], zero, top, resamples)
+    )
+    pooled = flags[common].groupby("policy", sort=False)["success"].mean()
+    return Board(
+        zero=zero,
+        top=top,
+        resamples=resamples,
+        table=table,
+        aggregate={str(p): {**row, "success": float(pooled[p])} for p, row in agg.items()},
+        left_out=tuple(str(p) for p in pd.unique(episodes["policy"]) if p not in agg),
+    )
+
+
+def common_policies(episodes: pd.DataFrame) -> list[str]:
+    """The policies that ran every task of ``episodes``, in order of first appearance: the only
+    ones an aggregate over tasks can rank (MyopicOptimal, for one, cannot run above 16 sites)."""
+    tasks = episodes.groupby("policy", sort=False)["task"].nunique()
+    return [str(p) for p, n in tasks.items() if n == episodes["task"].nunique()]
+
+
+def on_every_task(episodes: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the policies that ran every task (``common_policies``)."""
+    return episodes[episodes["policy"].isin(common_policies(episodes))]
+
+
+# --------------------------------------------------------------------------- Markdown
 
 
 def _cell(value: float, spec: str = ".3f") -> str:
@@ -121,29 +252,41 @@ def _interval(low: float, high: float) -> str:
     return f"[{low:.3f}, {high:.3f}]"
 
 
-def common_policies(episodes: pd.DataFrame) -> list[str]:
-    """The policies that ran every task of ``episodes``, in order of first appearance: the only
-    ones an aggregate over tasks can rank (MyopicOptimal, for one, cannot run above 16 sites)."""
-    tasks = episodes.groupby("policy", sort=False)["task"].nunique()
-    return [str(p) for p, n in tasks.items() if n == episodes["task"].nunique()]
+def _mark(success: float) -> str:
+    return f" {NEVER_FINISHED}" if never_finished(success) else ""
 
 
-def _tables_by_task(episodes: pd.DataFrame, zero: str, top: str, resamples: int) -> pd.DataFrame:
-    """``per_task_table`` of each task on its own, so a task lists every policy that ran it."""
-    parts = [
-        per_task_table(episodes[episodes["task"] == task], zero, top, resamples)
-        for task in pd.unique(episodes["task"])
+def score_cell(score: float, success: float) -> str:
+    """A task's score, marked when the policy never finished the task."""
+    return f"{score:.3f}{_mark(success)}"
+
+
+def aggregate_cells(row: Mapping[str, Any]) -> list[str]:
+    """An aggregate row's cells: mean score [CI] (marked when the policy never finished), IQM
+    [CI] and success."""
+    return [
+        f"{_cell(row['mean'])} {_interval(*row['ci95'])}{_mark(row['success'])}",
+        f"{_cell(row['iqm'])} {_interval(*row['iqm_ci95'])}",
+        f"{row['success']:.0%}",
     ]
-    return pd.concat(parts, ignore_index=True)
 
 
-def on_every_task(episodes: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the policies that ran every task (``common_policies``)."""
-    return episodes[episodes["policy"].isin(common_policies(episodes))]
+def caption(zero: str, top: str) -> str:
+    """What a normalised score is: a score means nothing without its ends."""
+    return (
+        f"{CAPTION_START}: 0 = {zero}, 1 = {top} (the optimiser's feasible plan); higher is "
+        f"better, above 1 beats the plan, below 0 is slower than {zero}. Score = (mean TTA of "
+        f"{zero} − mean TTA of the policy) / (mean TTA of {zero} − mean TTA of {top}) over the "
+        "task's paired episodes."
+    )
+
+
+def aggregate_heading(n_tasks: int) -> str:
+    return f"Aggregate over {n_tasks} task{'s' * (n_tasks != 1)}"
 
 
 def to_markdown(
-    episodes: pd.DataFrame,
+    episodes: pd.DataFrame | Board,
     zero: str = YARDSTICK,
     top: str = TOP,
     *,
@@ -153,82 +296,71 @@ def to_markdown(
 ) -> str:
     """The leaderboard in Markdown: the aggregate table, then one table per task.
 
-    The aggregate table (policy, mean score [95% CI], IQM [95% CI]) comes first, sorted by mean
-    score, best first; each task's table (policy, mean TTA h [95% CI], score) follows, sorted by
-    score. A caption says what 0 and 1 are, since a normalised score means nothing without its
-    ends, and the notes say how each interval was made. ``aggregated`` takes the result of an
-    earlier ``aggregate`` call on the same episodes to spare a second bootstrap.
+    The aggregate table (policy, mean score [95% CI], IQM [95% CI], success) comes first,
+    sorted by mean score, best first; each task's table (policy, mean TTA h [95% CI], score,
+    success) follows, sorted by score. A caption says what 0 and 1 are, since a normalised
+    score means nothing without its ends, and the notes say how each interval was made. A score
+    whose policy never finished is marked (``NEVER_FINISHED``): every failed episode counts at
+    the time budget, so such policies share a score that would otherwise read as a tie.
+    ``episodes`` is the frame of ``board`` or a ``Board`` made from it (whose own ``zero``,
+    ``top`` and ``resamples`` then hold, the arguments unused).
     """
-    table = _tables_by_task(episodes, zero, top, resamples)
-    agg = (
-        dict(aggregated)
-        if aggregated is not None
-        else aggregate(on_every_task(episodes), zero, top, resamples)
+    b = episodes if isinstance(episodes, Board) else board(
+        episodes, zero, top, resamples=resamples, aggregated=aggregated
+    )  # fmt: skip
+    lines = [f"# {title}", "", caption(b.zero, b.top), "", *_aggregate_lines(b)]
+    for task in b.tasks:
+        lines += _task_lines(task, b.table[b.table["task"] == task])
+    notes = (
+        f"{TASK_NOTES_START}: block bootstrap over the task's start days (as in `powertrip "
+        "evaluate`); `[–]` with a single start day. success: the share of the task's episodes "
+        "that reached the target accuracy."
     )
-    tasks = list(dict.fromkeys(table["task"]))
-    left_out = [p for p in pd.unique(episodes["policy"]) if p not in agg]
-    lines = [
-        f"# {title}",
-        "",
-        f"Normalised score per task: 0 = {zero}, 1 = {top} (the optimiser's feasible plan); "
-        f"higher is better, above 1 beats the plan, below 0 is slower than {zero}. Score = "
-        f"(mean TTA of {zero} − mean TTA of the policy) / (mean TTA of {zero} − mean TTA of "
-        f"{top}) over the task's paired episodes.",
-        "",
-        *_aggregate_lines(agg, len(tasks), zero, resamples, left_out),
-    ]
-    for task in tasks:
-        lines += _task_lines(task, table[table["task"] == task])
-    lines += [
-        "",
-        "Mean TTA intervals: block bootstrap over the task's start days (as in "
-        "`powertrip evaluate`); `[–]` with a single start day.",
-    ]
-    return "\n".join(lines) + "\n"
+    if b.marked:
+        notes += f" {NEVER_FINISHED_NOTE}"
+    return "\n".join([*lines, "", notes]) + "\n"
 
 
-def _aggregate_lines(
-    agg: Mapping[str, Mapping[str, Any]],
-    n_tasks: int,
-    zero: str,
-    resamples: int,
-    left_out: Sequence[str],
-) -> list[str]:
-    """The Markdown of the aggregate: its heading, its table by mean score (best first) and the
-    notes on how each column and interval was made."""
-    ranked = sorted(agg.items(), key=lambda kv: -kv[1]["mean"])  # stable for ties
+def aggregate_notes(b: Board) -> list[str]:
+    """The notes under the aggregate's table: how each column and interval was made."""
     lines = [
-        f"## Aggregate over {n_tasks} task{'s' * (n_tasks != 1)}",
-        "",
-        "| policy | mean score [95% CI] | IQM [95% CI] |",
-        "|---|---:|---:|",
-    ]
-    for policy, row in ranked:
-        lines.append(
-            f"| {policy} | {_cell(row['mean'])} {_interval(*row['ci95'])} | "
-            f"{_cell(row['iqm'])} {_interval(*row['iqm_ci95'])} |"
-        )
-    lines += [
-        "",
         "- mean score: the mean over tasks of the per-task scores (every task weighs the same).",
         "- IQM: the interquartile mean of the per-episode scores of all tasks pooled (the "
         "lowest and highest quarter dropped, as rliable's IQM); a per-episode score is (mean TTA "
-        f"of {zero} − the episode's TTA) / the task's denominator.",
-        f"- 95% CI: percentile interval from a bootstrap stratified by task ({resamples:,} "
+        f"of {b.zero} − the episode's TTA) / the task's denominator.",
+        f"- 95% CI: percentile interval from a bootstrap stratified by task ({b.resamples:,} "
         "resamples): within each task its start days are drawn with replacement and bring all "
         "their episodes for every policy, so the pairing is kept; seeded from the days. "
         "`[–]`: no task has two start days.",
+        "- success: the share of the policy's episodes, over all tasks, that reached the target "
+        "accuracy; a failed episode counts at the time budget.",
     ]
-    if left_out:
+    if b.marked:
+        lines.append(f"- {NEVER_FINISHED_NOTE}")
+    if b.left_out:
         lines.append(
-            f"- Not in the aggregate, as they did not run every task: {', '.join(left_out)}."
+            f"- Not in the aggregate, as they did not run every task: {', '.join(b.left_out)}."
         )
     return lines
 
 
+def _aggregate_lines(b: Board) -> list[str]:
+    """The Markdown of the aggregate: its heading, its table by mean score (best first) and the
+    notes on how each column and interval was made."""
+    lines = [
+        f"## {aggregate_heading(len(b.tasks))}",
+        "",
+        "| policy | mean score [95% CI] | IQM [95% CI] | success |",
+        "|---|---:|---:|---:|",
+    ]
+    for policy, row in b.ranked():
+        lines.append(f"| {policy} | " + " | ".join(aggregate_cells(row)) + " |")
+    return [*lines, "", *aggregate_notes(b)]
+
+
 def _task_lines(task: str, rows: pd.DataFrame) -> list[str]:
     """The Markdown of one task: its heading, its episodes and days, and its table (``rows`` of
-    ``per_task_table``, already by score)."""
+    ``Board.table``, already by score)."""
     first = rows.iloc[0]
     lines = [
         "",
@@ -237,15 +369,18 @@ def _task_lines(task: str, rows: pd.DataFrame) -> list[str]:
         f"{int(first['episodes'])} paired episodes on {int(first['days'])} start "
         f"day{'s' * (int(first['days']) != 1)}.",
         "",
-        "| policy | mean TTA h [95% CI] | score |",
-        "|---|---:|---:|",
+        "| policy | mean TTA h [95% CI] | score | success |",
+        "|---|---:|---:|---:|",
     ]
     for row in rows.itertuples(index=False):
         lines.append(
             f"| {row.policy} | {row.mean_tta_h:.3f} {_interval(row.ci95_lo_h, row.ci95_hi_h)}"
-            f" | {row.score:.3f} |"
+            f" | {score_cell(row.score, row.success)} | {row.success:.0%} |"
         )
     return lines
+
+
+# --------------------------------------------------------------------------- JSON
 
 
 def _finite(value: Any, where: str) -> float:
@@ -276,7 +411,7 @@ def _plain(value: Any, where: str) -> Any:
 
 
 def to_json(
-    episodes: pd.DataFrame,
+    episodes: pd.DataFrame | Board,
     zero: str = YARDSTICK,
     top: str = TOP,
     *,
@@ -286,67 +421,76 @@ def to_json(
 ) -> dict[str, Any]:
     """The leaderboard as a dict ``json.dumps`` writes as is::
 
-        {"tasks": {ID: {"headroom", "optimum_upper_h", "optimum_lower_h", "gap",
+        {"tasks": {ID: {"optimiser_headroom", "optimum_upper_h", "optimum_lower_h", "gap",
                         "reference_never_beaten", "episodes", "days",
-                        "policies": {name: {"tta_h", "score"}}}},
-         "aggregate": {name: {"mean", "iqm", "ci95", "iqm_ci95"}},
+                        "policies": {name: {"tta_h", "score", "success", "never_finished"}}}},
+         "aggregate": {name: {"mean", "iqm", "ci95", "iqm_ci95", "success", "never_finished"}},
          "normaliser": {"zero", "top"}, "resamples"}
 
-    ``task_facts`` gives every task's ``TASK_FACTS`` (what the caller knows of the optimum,
-    which these statistics do not); any other keys of a task's facts are copied too. Facts of
-    tasks that are not in ``episodes`` are ignored. Every number is a plain Python float, int
-    or bool: a NaN or infinity raises ``ValueError`` rather than being written, since strict
-    JSON readers refuse it (so do the intervals with no task of two start days). Policies are
-    listed by score, best first; the aggregate in order of first appearance.
+    ``success`` is the share of the episodes (of the task; of every task in the aggregate) that
+    reached the target, ``never_finished`` whether none did. ``task_facts`` gives every task's
+    ``TASK_FACTS`` (what the caller knows of the optimum, which these statistics do not); any
+    other keys of a task's facts are copied too. Facts of tasks that are not in ``episodes``
+    are ignored. Every number is a plain Python float, int or bool: a NaN or infinity raises
+    ``ValueError`` rather than being written, since strict JSON readers refuse it (so do the
+    intervals with no task of two start days). Policies are listed by score, best first; the
+    aggregate in order of first appearance. ``episodes`` is as for ``to_markdown``.
     """
-    table = _tables_by_task(episodes, zero, top, resamples)
-    agg = (
-        dict(aggregated)
-        if aggregated is not None
-        else aggregate(on_every_task(episodes), zero, top, resamples)
-    )
-    if any(not np.isfinite(v) for row in agg.values() for v in row["ci95"]):
+    b = episodes if isinstance(episodes, Board) else board(
+        episodes, zero, top, resamples=resamples, aggregated=aggregated
+    )  # fmt: skip
+    if any(not np.isfinite(v) for row in b.aggregate.values() for v in row["ci95"]):
         raise ValueError(
             "the aggregate's 95% intervals are undefined (no task has episodes on two start "
             "days, so there is nothing to resample) and JSON holds only finite numbers; run "
             "episodes that start on at least two days"
         )
-    tasks: dict[str, Any] = {}
-    for task, rows in table.groupby("task", sort=False):
-        facts = task_facts.get(str(task))
-        if facts is None:
-            raise ValueError(f"task_facts has no entry for task {task}")
-        absent = [k for k in TASK_FACTS if k not in facts]
-        if absent:
-            raise ValueError(f"task_facts[{task!r}] lacks {', '.join(absent)}")
-        flag = facts["reference_never_beaten"]
-        if not isinstance(flag, bool | np.bool_):
-            raise TypeError(f"task_facts[{task!r}].reference_never_beaten is {flag!r}, not a bool")
-        entry: dict[str, Any] = {
-            k: _plain(v, f"task_facts[{task!r}].{k}") for k, v in facts.items()
-        }
-        for key in TASK_FACTS[:-1]:
-            entry[key] = _finite(facts[key], f"task_facts[{task!r}].{key}")
-        entry["reference_never_beaten"] = bool(flag)
-        entry["episodes"] = int(rows["episodes"].iloc[0])
-        entry["days"] = int(rows["days"].iloc[0])
-        entry["policies"] = {
-            str(r.policy): {
-                "tta_h": _finite(r.mean_tta_h, f"{task}.{r.policy}.tta_h"),
-                "score": _finite(r.score, f"{task}.{r.policy}.score"),
-            }
-            for r in rows.itertuples(index=False)
-        }
-        tasks[str(task)] = entry
+    tasks = {
+        str(task): _task_entry(str(task), rows, task_facts)
+        for task, rows in b.table.groupby("task", sort=False)
+    }
+    keys = ("mean", "iqm", "ci95", "iqm_ci95", "success")
     return {
         "tasks": tasks,
         "aggregate": _plain(
             {
-                str(p): {k: v[k] for k in ("mean", "iqm", "ci95", "iqm_ci95")}
-                for p, v in agg.items()
+                str(p): {**{k: v[k] for k in keys}, "never_finished": never_finished(v["success"])}
+                for p, v in b.aggregate.items()
             },
             "aggregate",
         ),
-        "normaliser": {"zero": zero, "top": top},
-        "resamples": int(resamples),
+        "normaliser": {"zero": b.zero, "top": b.top},
+        "resamples": int(b.resamples),
     }
+
+
+def _task_entry(
+    task: str, rows: pd.DataFrame, task_facts: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """One task's entry of ``to_json``: its checked facts, then its policies (``rows`` of
+    ``Board.table``)."""
+    facts = task_facts.get(task)
+    if facts is None:
+        raise ValueError(f"task_facts has no entry for task {task}")
+    absent = [k for k in TASK_FACTS if k not in facts]
+    if absent:
+        raise ValueError(f"task_facts[{task!r}] lacks {', '.join(absent)}")
+    flag = facts["reference_never_beaten"]
+    if not isinstance(flag, bool | np.bool_):
+        raise TypeError(f"task_facts[{task!r}].reference_never_beaten is {flag!r}, not a bool")
+    entry: dict[str, Any] = {k: _plain(v, f"task_facts[{task!r}].{k}") for k, v in facts.items()}
+    for key in TASK_FACTS[:-1]:
+        entry[key] = _finite(facts[key], f"task_facts[{task!r}].{key}")
+    entry["reference_never_beaten"] = bool(flag)
+    entry["episodes"] = int(rows["episodes"].iloc[0])
+    entry["days"] = int(rows["days"].iloc[0])
+    entry["policies"] = {
+        str(r.policy): {
+            "tta_h": _finite(r.mean_tta_h, f"{task}.{r.policy}.tta_h"),
+            "score": _finite(r.score, f"{task}.{r.policy}.score"),
+            "success": float(r.success),
+            "never_finished": never_finished(r.success),
+        }
+        for r in rows.itertuples(index=False)
+    }
+    return entry

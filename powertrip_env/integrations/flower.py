@@ -21,7 +21,7 @@ A ServerApp's main (``examples/flower_powertrip.py`` is a complete run)::
 
     from powertrip_env.integrations.flower import PowerTripStrategy
 
-    strategy = PowerTripStrategy("MyopicOptimal", "PowerTrip-Digits-v0", seed=0)
+    strategy = PowerTripStrategy("MyopicOptimal", "PowerTrip-Digits-v1", seed=0)
     result = strategy.start(grid, initial_arrays, evaluate_fn=evaluate_fn)
     print(strategy.episode["tta_h"], strategy.rounds[-1].completed)
 

@@ -56,7 +56,7 @@ require_flower()
 from flwr.app import ConfigRecord, Message, RecordDict  # noqa: E402
 from flwr.serverapp import Grid  # noqa: E402
 
-DEFAULT_ENV = "PowerTrip-Digits-v0"
+DEFAULT_ENV = "PowerTrip-Digits-v1"
 SITE_KEY = "site"  # a node config key: the name of the site the node runs
 PARTITION_KEY = "partition-id"  # Flower's simulation: the node's partition, read as site index
 QUERY = "query"  # the message type of the round that asks every node which site it runs
