@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from powertrip_env.errors import EvaluationError
-from powertrip_env.harness.evaluation import figures
+from powertrip_env.harness.evaluation import figures, timeline_figure
 from powertrip_env.harness.evaluation import timeline as timeline_module
 from powertrip_env.harness.evaluation.evaluate import evaluate, main, summary_table
 from powertrip_env.harness.evaluation.results import EPISODE_COLUMNS, Evaluation
@@ -59,8 +59,8 @@ def test_evaluate_writes_the_timeline_and_the_paired_figure(
     assert main(_argv(small_scenario, out)) == 0
     capsys.readouterr()
     assert {"timeline.png", "tta_paired.png"} <= {p.name for p in out.iterdir()}
-    size = timeline_module.timeline_size(n_sites=4, n_policies=len(POLICIES))
-    assert png_size(out / "timeline.png") == pixels(size, timeline_module.DPI)
+    size = timeline_figure.timeline_size(n_sites=4, n_policies=len(POLICIES))
+    assert png_size(out / "timeline.png") == pixels(size, timeline_figure.DPI)
     assert png_size(out / "tta_paired.png") == pixels(figures.PAIRED_SIZE_IN, figures.PAIRED_DPI)
     [drawn] = drawn_timelines
     assert (drawn.seed, drawn.episode) == (5, 0)  # the first episode unless --timeline says

@@ -76,13 +76,7 @@ from powertrip_env.harness.evaluation.results import (
     Evaluation,
 )
 from powertrip_env.harness.evaluation.statistics import day_bootstrap_ci95, start_days
-from powertrip_env.harness.evaluation.timeline import (
-    Timeline,
-    TimelineRecorder,
-    build_timeline,
-    check_timeline_seed,
-    power_rows,
-)
+from powertrip_env.harness.evaluation.timeline import Timeline, TimelineRecorder, TimelineRecording
 from powertrip_env.harness.models.loading import ALGOS, load_agent, model_label
 from powertrip_env.render import has_matplotlib, save_png
 from powertrip_env.scenario.power_data import iso_utc
@@ -228,7 +222,7 @@ def evaluate(
     if split not in SPLITS:
         raise EvaluationError(f"split={split!r}: allowed {', '.join(SPLITS)}")
     base_kwargs = {**dict(env_kwargs or {}), "split": split}
-    timeline_seed = check_timeline_seed(timeline, seed, episodes)
+    recording = TimelineRecording(timeline, seed, episodes)  # checks the seed, before the run
 
     env = make_env(env_id, **base_kwargs) if probe is None else probe
     n_sites = env.unwrapped.n_sites
@@ -242,7 +236,7 @@ def evaluate(
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         check_out_dir(out, force)  # after the cheap checks, before the long run
-    rows, curves, drawn = _play_entries(env_id, entries, episodes, seed, progress, timeline_seed)
+    rows, curves, drawn = _play_entries(env_id, entries, episodes, seed, progress, recording)
 
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     order = [e.label for e in entries]
@@ -258,39 +252,34 @@ def _play_entries(
     episodes: int,
     seed: int,
     progress: bool,
-    timeline_seed: int,
+    recording: TimelineRecording,
 ) -> tuple[list[dict[str, Any]], dict[str, list[tuple[np.ndarray, np.ndarray]]], Timeline]:
     """Every entry's paired episodes: the CSV rows, per label the accuracy curves, and the
-    timeline of the episode of ``timeline_seed``, recorded as it is played. Entries with the
+    timeline of the episode ``recording`` draws, recorded as it is played. Entries with the
     same spaces share one env (episode e is ``reset(seed=seed + e)`` either way)."""
-    recorders = [TimelineRecorder(entry.label) for entry in entries]
     rows: list[dict[str, Any]] = []
     curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {e.label: [] for e in entries}
-    start = ""  # the drawn episode's start time
     bar = _progress_bar(len(entries) * episodes, progress)
     envs: dict[tuple[Any, ...], gym.Env] = {}  # one env per (obs_mode, action_mode, max_sites)
     try:
-        for entry, recorder in zip(entries, recorders, strict=True):
+        for entry in entries:
             key = tuple(entry.env_kwargs.get(k) for k in ("obs_mode", "action_mode", "max_sites"))
             if key not in envs:
                 envs[key] = gym.make(env_id, **entry.env_kwargs)
             env = envs[key]
             bar.set_postfix_str(entry.label)
             for e in range(episodes):
-                drawn = seed + e == timeline_seed
-                row, curve = run_episode(env, entry.policy, seed + e, recorder if drawn else None)
-                if drawn:
-                    recorder.finish(row["tta_h"], row["success"])
-                    start = row["start_time"]
+                recorder = recording.recorder(entry.label, seed + e)
+                row, curve = run_episode(env, entry.policy, seed + e, recorder)
+                recording.finished(recorder, row)
                 rows.append({"policy": entry.label, "episode": e, **row})
                 curves[entry.label].append(curve)
                 bar.update(1)
-        idle = power_rows(next(iter(envs.values())), timeline_seed)  # the power it met
+        timeline = recording.timeline(next(iter(envs.values())))  # with the power it met
     finally:
         bar.close()
         for env in envs.values():
             env.close()
-    timeline = build_timeline(timeline_seed, timeline_seed - seed, start, recorders, idle)
     return rows, curves, timeline
 
 

@@ -1,7 +1,7 @@
 """The harness's figures, drawn from an ``Evaluation`` off-screen (matplotlib's Agg): TTA per
 policy (``tta.png``), each episode's TTA against PowerTrip's in the same episode
 (``tta_paired.png``), mean accuracy against time (``accuracy_vs_time.png``) and one episode site
-by site (``timeline.png``, ``powertrip_env.harness.evaluation.timeline``). ``FIGURES`` names them
+by site (``timeline.png``, ``timeline_figure``). ``FIGURES`` names them
 all.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from powertrip_env.harness.evaluation.results import YARDSTICK, Evaluation
-from powertrip_env.harness.evaluation.timeline import timeline_figure
+from powertrip_env.harness.evaluation.timeline_figure import timeline_figure
 from powertrip_env.render import agg_figure
 
 _CURVE_POINTS = 200
