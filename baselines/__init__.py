@@ -1,9 +1,14 @@
-"""Hand-coded policies (PowerTrip and others), the clairvoyant references and the harness.
+"""The policies and the references they are measured against, and nothing else.
 
-The second of the project's layers (``tests/test_imports.py``): ``powertrip_env`` ←
-``baselines`` ← ``agents`` ← ``train_agent.py``. This package imports the environment and never
-``agents``: a saved agent whose policy class lives there is loaded through the registry of
-``powertrip_env.harness.models.registry``, which ``agents`` fills. Inside, ``base`` (the ``Policy``
-interface and its helpers) ← ``policies`` ← ``references`` ← ``registry`` (every policy by name) ←
-the tools (``models``, ``evaluate``, ``headroom``, ...).
+Hand-coded deployable policies (PowerTrip and the other baselines, the lookahead rules), the
+clairvoyant references named for what they know (BestFixedSet, BeamPlanner, Optimiser) and the
+lower bound on TTA. What plays them and reports on them is the harness (``harness/``, installed
+as ``powertrip_env.harness``), which stands above this package: Grid2Op keeps its agents apart
+from its ``Runner`` the same way.
+
+The layers (``tests/test_imports.py``): ``powertrip_env`` ← ``baselines`` ← ``harness`` ←
+``agents`` ← the command lines. Inside, ``base`` (the ``Policy`` interface and its helpers) and
+``candidates`` (the forecast's ranked site sets) ← ``policies`` and ``lookahead`` ←
+``references`` ← ``registry`` (every policy by name); ``lower_bound`` stands apart, on the
+kernel's formulas.
 """
