@@ -182,6 +182,7 @@ def test_rounds_to_target_counts_the_last_round_by_its_share(tmp_path):
     assert r < one <= r + 1
 
 
+@pytest.mark.slow  # two flagship episodes of BeamPlanner and the rules, about 7 s of CPU
 def test_fidelity_cli_prints_the_table_and_the_json(capsys):
     assert fidelity.main(["--env", "PowerTrip-v0", "--episodes", "2"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -201,6 +202,7 @@ def test_fidelity_refuses_a_scenario_without_a_parameter_count(tmp_path, capsys)
     assert "'parameters'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # headroom's references on a flagship episode per setting, about 7 s of CPU
 def test_sensitivity_runs_each_setting_on_the_same_episodes():
     settings = (sensitivity.SHIPPED, sensitivity.SETTINGS[3])  # the shipped one, 60 s start-up
     report = sensitivity.sensitivity("PowerTrip-v0", episodes=1, settings=settings)

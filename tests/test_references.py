@@ -99,7 +99,7 @@ def test_lower_bound_is_below_every_policys_time_to_accuracy(small, jitter):
     assert successes >= len(SEEDS)  # the bound is tested against finished episodes too
 
 
-# 60 s for both: behind the slow marker to keep CI under 20 minutes; tests/test_optimum.py checks
+# Whole flagship episodes (7 s of CPU for both): CI's slow stage; tests/test_optimum.py checks
 # every bound below every policy and the plan on PowerTrip-v0 with and without jitter each run.
 @pytest.mark.slow
 @pytest.mark.parametrize("jitter", [True, False])

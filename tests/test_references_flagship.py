@@ -63,8 +63,7 @@ def beam_against_its_starts(
 def test_beam_planner_is_never_slower_than_its_starts_on_30_flagship_episodes():
     """headroom's 30 paired test episodes of PowerTrip-v0, without jitter (BeamPlanner was
     slower than MyopicOptimal in 7 of them, by up to 5%, on the flagship as calibrated before
-    its recalibration, when it did not start from them). About 25 s: the suite's slowest test,
-    kept in the default run because the whole run stays at a few minutes."""
+    its recalibration, when it did not start from them). About 35 s of CPU: CI's slow stage."""
     assert beam_against_its_starts("PowerTrip-v0", range(30), jitter=False) == []
 
 
