@@ -153,5 +153,5 @@ def activation_class(name: str) -> type[nn.Module]:
 
 # A saved agent's policy_kwargs may name the encoder and these activations, by class or by name
 # (``activation_fn="tanh"``, as SitePolicy takes it): powertrip_env.harness.models.loading rebuilds
-# them from there, with the classes registered here (model_registry).
+# them from there, with the classes registered here (powertrip_env.harness.models.registry).
 register_network_classes(SiteEncoder, *ACTIVATIONS.values(), activation_names=ACTIVATIONS)

@@ -15,8 +15,8 @@ extend it, ``--final-episodes``, ...) apply from then on.
 Reads top to bottom: the environment thunk, then the training and the final table; the
 arguments are ``powertrip_env.agents.arguments``'. The pieces with logic in them live in the
 other modules of ``agents/`` (site encoder and policy, callbacks, hyperparameter files, argument
-checks, atomic saving) and in ``baselines/`` (policies, harness). Every file is written
-atomically; every bad argument is a one-line error and exit code 2.
+checks, atomic saving), in ``baselines/`` (the policies) and in ``harness/`` (the evaluation).
+Every file is written atomically; every bad argument is a one-line error and exit code 2.
 """
 
 from __future__ import annotations

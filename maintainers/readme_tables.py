@@ -175,6 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         pages.locate(*blocks)  # fail before any long run if a marker is missing
     except ValueError as exc:
         parser.error(f"--readme {str(args.readme)!r}: {exc}")
+    finished = None  # a finished benchmark's episodes, facts and JSON, read before the long runs
+    if LEADERBOARD in blocks and args.leaderboard_from is not None:
+        try:
+            finished = benchmark.read_run(args.leaderboard_from)
+        except ValueError as exc:  # a folder that is not a finished benchmark's
+            parser.error(f"--leaderboard-from {str(args.leaderboard_from)!r}: {exc}")
     progress = not args.no_progress
     named = (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES)
     for env_id in (b for b in blocks if b not in named):
@@ -195,10 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         pages.splice(SENSITIVITY, sensitivity.to_markdown(swept))
     if LEADERBOARD in blocks:
-        try:
-            _splice_leaderboard(pages, args)
-        except ValueError as exc:  # a --leaderboard-from board that is not the benchmark's
-            parser.error(f"--leaderboard-from {str(args.leaderboard_from)!r}: {exc}")
+        _splice_leaderboard(pages, args, finished)
     for path in pages.write():
         print(f"updated {path}", file=sys.stderr)
     print("then run `powertrip docs` to refresh the site's pages built from them", file=sys.stderr)
@@ -217,7 +220,9 @@ def _headroom_table(env_ids: list[str], args: argparse.Namespace, progress: bool
     return headroom.to_markdown(summaries)
 
 
-def _splice_leaderboard(pages: BlockFiles, args: argparse.Namespace) -> None:
+def _splice_leaderboard(
+    pages: BlockFiles, args: argparse.Namespace, finished: tuple[Any, ...] | None
+) -> None:
     """Put the benchmark's tables in the leaderboard block of ``pages`` and its scores in
     README's; writes the profile PNG.
 
@@ -230,8 +235,8 @@ def _splice_leaderboard(pages: BlockFiles, args: argparse.Namespace) -> None:
     profile = args.readme.parent / PROFILE
     profile.parent.mkdir(parents=True, exist_ok=True)
     saved = None
-    if args.leaderboard_from is not None:
-        frame, facts, saved = benchmark.read_run(args.leaderboard_from)
+    if finished is not None:  # the --leaderboard-from folder, read and checked up front
+        frame, facts, saved = finished
         png = (args.leaderboard_from / benchmark.PROFILE).read_bytes()
     else:
         print("the benchmark over the suite ...", file=sys.stderr)
@@ -247,10 +252,14 @@ def _splice_leaderboard(pages: BlockFiles, args: argparse.Namespace) -> None:
     board = leaderboard.board(benchmark.scored(frame), benchmark.YARDSTICK, benchmark.TOP)
     markdown, summary = benchmark.report(frame, facts, board=board)
     if saved is not None and summary != saved:
-        raise ValueError(
-            f"its {benchmark.EPISODES} does not give its {benchmark.BOARD_JSON} again: the two "
-            "are not one run's"
+        differ = [key for key in (*summary, *saved) if summary.get(key) != saved.get(key)]
+        print(
+            f"powertrip readme-tables: error: --leaderboard-from {str(args.leaderboard_from)!r}: "
+            f"its {benchmark.EPISODES} does not give its {benchmark.BOARD_JSON} again (they "
+            f"differ in {', '.join(dict.fromkeys(differ))}): the two are not one run's",
+            file=sys.stderr,
         )
+        raise SystemExit(2)
     pages.splice(LEADERBOARD, board_block(markdown))
     pages.splice(SCORES, board_scores(board, facts))
     write_bytes(profile, png)

@@ -137,9 +137,8 @@ def _module(name: str) -> object | None:
         if str(root) not in sys.path:
             sys.path.insert(0, str(root))
         return importlib.import_module(MAINTAINER_COMMANDS[name].module)
-    sys.stderr.write(
-        f"powertrip: unknown command {name!r}; the commands are {', '.join(COMMANDS)}\n"
-    )
+    known = [*COMMANDS, *(MAINTAINER_COMMANDS if checkout() is not None else ())]
+    sys.stderr.write(f"powertrip: unknown command {name!r}; the commands are {', '.join(known)}\n")
     return None
 
 

@@ -11,6 +11,7 @@ from layout import ROOT
 
 CHANGELOG = ROOT / "docs" / "changelog.md"
 ROW = re.compile(r"^\| `([\w.]+)`[^|]* \| `([\w.]+)` \|$", re.MULTILINE)
+GONE = re.compile(r"^\| `([\w.]+)`[^|]* \| not installed: [^|]* \|$", re.MULTILINE)
 
 
 def moved() -> list[tuple[str, str]]:
@@ -29,3 +30,18 @@ def test_a_moved_module_imports_from_its_new_path_only(old: str, new: str) -> No
         importlib.import_module(new)
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
+
+
+def removed() -> list[str]:
+    return GONE.findall(CHANGELOG.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("old", removed())
+def test_a_module_that_left_the_package_no_longer_imports(old: str) -> None:
+    """The maintainers' writers are not installed: the old path must not import either."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+
+
+def test_the_table_lists_what_left_the_package() -> None:
+    assert {"powertrip_env.baselines.docs_site", "powertrip_env.agents.pretrain"} <= set(removed())

@@ -623,7 +623,8 @@ def test_readme_tables_lays_out_a_finished_run_from_its_data(with_failures, tmp_
     with pytest.raises(SystemExit) as info:
         readme_tables.main(argv)
     assert info.value.code == 2
-    assert "not one run's" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not one run's" in err and "differ in aggregate" in err
 
 
 def test_an_id_page_quotes_its_task_with_the_notes_that_read_it(with_failures) -> None:

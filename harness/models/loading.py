@@ -11,15 +11,16 @@ unpickling runs whatever the file names. SB3 zips are loaded here without unpick
 them (see ``_load_sb3`` and ``powertrip_env.harness.models.sb3_zip``, which reads them); an RLlib
 checkpoint is loaded by Ray, which unpickles, so load only checkpoints you trust.
 
-The layering (``tests/test_imports.py``): ``powertrip_env`` ← ``baselines`` ← ``agents`` ←
-``train_agent.py``, each importing only from itself and the layers before it. A saved agent may
-name a policy class of a layer above this one (``powertrip_env.agents.site_policy.SitePolicy``),
+The layering (``tests/test_imports.py``): ``powertrip_env`` ← ``baselines`` ← ``harness`` ←
+``agents`` ← ``train_agent.py``, each importing only from itself and the layers before it. A
+saved agent may name a policy class of a layer above this one
+(``powertrip_env.agents.site_policy.SitePolicy``),
 which this module never imports by a statement. The classes it may load come from a registry
 instead (``powertrip_env.harness.models.registry``): SB3's own, and those a package registers
 when it is imported (``register_policy_class``, ``register_network_classes``;
 ``powertrip_env.agents.site_policy`` registers its policies and site encoder). When a model
 names a class no one has registered, ``load_plugins`` imports the modules named in ``PLUGINS``,
-which register theirs, and looks again. Nothing else here reaches above ``baselines``:
+which register theirs, and looks again. Nothing else here reaches above the harness:
 evaluating hand-coded policies never imports ``agents``. How a model's spaces are matched with
 an env's is ``powertrip_env.harness.models.spaces``'.
 """

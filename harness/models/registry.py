@@ -66,7 +66,7 @@ def _names(cls: type) -> list[str]:
 
 
 def register_policy_class(cls: type, *algos: str) -> None:
-    """Let saved models of ``algos`` (SB3 keys of ``models.ALGOS``) name the policy class ``cls``.
+    """Let saved models of ``algos`` (keys of ``loading.SB3_ALGOS``) name the policy class ``cls``.
 
     Called by the module that defines ``cls``, when it is imported; a model naming ``cls`` is
     then loaded with it, never with a class unpickled from the file.

@@ -454,12 +454,11 @@ def per_task_table(
 ) -> pd.DataFrame:
     """One row per task and policy (``PER_TASK_COLUMNS``): mean TTA, its 95% CI, the score.
 
-    The interval is ``powertrip_env.harness.evaluation.evaluate.day_bootstrap_ci95`` over the
-    task's start
-    days, the one every evaluation table reports, so a leaderboard's TTAs read the same as the
-    summary of ``powertrip evaluate``; NaN with one start day. Tasks are in order of first
-    appearance, and within a task the policies by score, best first (ties in order of first
-    appearance).
+    The interval is ``powertrip_env.harness.evaluation.statistics.day_bootstrap_ci95`` over the
+    task's start days, the one every evaluation table reports, so a leaderboard's TTAs read the
+    same as the summary of ``powertrip evaluate``; NaN with one start day. Tasks are in order of
+    first appearance, and within a task the policies by score, best first (ties in order of
+    first appearance).
     """
     _check_resamples(resamples)
     board = _board(episodes, zero, top)
