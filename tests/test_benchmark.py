@@ -140,3 +140,13 @@ def test_a_saved_agent_joins_the_leaderboard(tmp_path, capsys) -> None:
     assert "pretrained" in summary["aggregate"]
     # the reference is never beaten by a shipped deployable baseline; an agent may beat it
     assert summary["tasks"]["PowerTrip-v0"]["reference_never_beaten"] is True
+
+
+def test_one_episode_a_task_is_refused_before_the_run(capsys) -> None:
+    """The intervals resample start days: a board of one episode a task could not be written,
+    so the command says so at once instead of after the run."""
+    with pytest.raises(SystemExit) as stop:
+        benchmark.main(["--episodes", "1", "--out", "/nonexistent/never-written"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--episodes: 1" in err and "at least 2" in err

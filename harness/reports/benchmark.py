@@ -266,8 +266,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code: 2 for bad input and for a board that
     could not be written, which is printed all the same (its JSON the last line either way)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     episodes = QUICK_EPISODES if args.quick else args.episodes
+    if episodes < 2:  # one episode a task starts on one day: nothing for the bootstrap to draw
+        parser.error(
+            f"argument --episodes: {episodes}: the leaderboard's 95% intervals resample start "
+            "days, so it needs at least 2 episodes a task"
+        )
     out = Path(args.out)
     summary = None
     with stop_codes(EvaluationError, OutputDirError, OSError) as stop:
