@@ -19,12 +19,6 @@ from stable_baselines3.common.vec_env import VecEnv
 from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS
 
 
-def native_vector(env_id: str) -> bool:
-    """The ID steps one site catalogue for every episode (``PowerTripVectorEnv`` refuses
-    catalogues drawn per episode)."""
-    return gym.spec(env_id).kwargs.get("sites") is None
-
-
 class CandidateVecEnv(VecEnv):
     """B candidate-set envs stepped together: an SB3 ``VecEnv`` over a ``PowerTripVectorEnv``.
 

@@ -43,7 +43,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 import powertrip_env  # registers the environment IDs
 from powertrip_env.agents import callbacks, checks, hyperparams
 from powertrip_env.agents.arguments import build_parser, given_options, parse_args
-from powertrip_env.agents.candidate_vec_env import CandidateVecEnv, native_vector
+from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 from powertrip_env.agents.candidates import CandidatePolicy, CandidateSets
 from powertrip_env.agents.checks import UsageError
 from powertrip_env.agents.hyperparams import ConfigError
@@ -56,6 +56,7 @@ from powertrip_env.agents.saving import (
 )
 from powertrip_env.agents.yardstick import PowerTripYardstick
 from powertrip_env.atomic import write_error
+from powertrip_env.harness.arguments import draws_sites
 
 # --------------------------------------------------------------------------- 1. environments
 
@@ -98,7 +99,8 @@ def make_vec_env(
     one catalogue runs on the native vector env (``CandidateVecEnv``): one compiled call per
     step for every env, the same episodes as a ``DummyVecEnv`` of ``CandidateSets``.
     """
-    if candidates and kind == "dummy" and len(scenarios) <= 1 and native_vector(env_id):
+    # PowerTripVectorEnv steps one site catalogue for every episode, never drawn ones
+    if candidates and kind == "dummy" and len(scenarios) <= 1 and not draws_sites(env_id):
         kwargs = {**env_kwargs, **({"scenario": scenarios[0]} if scenarios else {})}
         return VecMonitor(CandidateVecEnv(gym.make_vec(env_id, num_envs=n_envs, **kwargs)))
     per_env = [

@@ -45,6 +45,7 @@ from gymnasium.envs.registration import parse_env_id, registry
 
 import powertrip_env
 from powertrip_env.atomic import OutputDirError, check_output_dir
+from powertrip_env.env import is_entry_point
 from powertrip_env.errors import EvaluationError, ScenarioError, TraceError
 from powertrip_env.scenario import scenario_names
 
@@ -74,23 +75,15 @@ def powertrip_env_ids() -> list[str]:
     """Registered Gymnasium IDs whose environment is ``PowerTripEnv``: the shipped ones in the
     package's order (the flagship first), then a user's own, by name."""
     shipped = [*powertrip_env.ENV_IDS, *powertrip_env.SAMPLED_ENV_IDS]
-    ids = [eid for eid, spec in registry.items() if _is_powertrip(spec.entry_point)]
+    ids = [eid for eid, spec in registry.items() if is_entry_point(spec.entry_point)]
     return sorted(
         ids, key=lambda eid: (shipped.index(eid) if eid in shipped else len(shipped), eid)
     )
 
 
-def _is_powertrip(entry_point: Any) -> bool:
-    """Whether a registration's entry point is ``PowerTripEnv``: its ``module:name``, as the
-    package registers it, or the class itself, as a user may."""
-    if callable(entry_point):
-        entry_point = f"{entry_point.__module__}:{entry_point.__qualname__}"
-    return entry_point == powertrip_env.ENTRY_POINT
-
-
 def draws_sites(env_id: str) -> bool:
     """Whether the registered ``env_id`` draws a new site catalogue every episode."""
-    return registry[env_id].kwargs.get("sites") is not None
+    return gym.spec(env_id).kwargs.get("sites") is not None
 
 
 def allowed_env_ids(ids: str = REGISTERED, *, fixed_sites: bool = False) -> list[str]:

@@ -402,19 +402,26 @@ POWER_DATA_PLACEHOLDER = (
 IDS_PLACEHOLDER = "<registered IDs: powertrip_env.env.document_power_data()>"
 
 
+def is_entry_point(entry_point: Any) -> bool:
+    """Whether a registration's entry point is ``PowerTripEnv``: its ``module:name``, as the
+    package registers it, or the class itself, as a user may."""
+    if callable(entry_point):
+        entry_point = f"{entry_point.__module__}:{entry_point.__qualname__}"
+    return entry_point == f"{__name__}:{PowerTripEnv.__qualname__}"
+
+
 def registered_scenarios() -> list[tuple[str, str, dict[str, Any]]]:
     """(ID, shipped scenario, other arguments) of every Gymnasium registration of this class
     on a shipped scenario, in the order they were registered: ``import powertrip_env``
     registers its IDs before this module can be imported."""
     from gymnasium.envs.registration import registry
 
-    own = f"{__name__}:{PowerTripEnv.__name__}"
     shipped = scenario_names()
     found = []
     for env_id, spec in registry.items():
         kwargs = dict(spec.kwargs)
         name = kwargs.pop("scenario", None)
-        if spec.entry_point in (own, PowerTripEnv) and isinstance(name, str) and name in shipped:
+        if is_entry_point(spec.entry_point) and isinstance(name, str) and name in shipped:
             found.append((env_id, name, kwargs))
     return found
 

@@ -52,6 +52,16 @@ YARDSTICK = "PowerTrip"
 NEVER_FINISHED = "†"
 
 
+def never_finished(success: float) -> bool:
+    """Whether a success rate says no episode reached the target."""
+    return success == 0.0
+
+
+def never_finished_mark(success: float) -> str:
+    """What follows a result whose policy never finished (``NEVER_FINISHED``), else nothing."""
+    return f" {NEVER_FINISHED}" if never_finished(success) else ""
+
+
 @dataclass
 class Evaluation:
     """Per-episode results, per-policy summary, accuracy curves and the timeline of one
@@ -86,7 +96,7 @@ class Evaluation:
         ]
         for row in self.summary.itertuples(index=False):
             ci = _fmt(row.ci95_tta_h, ".3f")  # "–" when undefined (one start day)
-            mark = f" {NEVER_FINISHED}" if row.success_rate == 0 else ""
+            mark = never_finished_mark(row.success_rate)
             lines.append(
                 f"| {row.policy} | {row.episodes} | {row.mean_tta_h:.3f}{mark} | "
                 f"{ci if ci == '–' else '±' + ci} | {row.median_tta_h:.3f} | "
@@ -105,7 +115,7 @@ class Evaluation:
             "- sites/round: effective sites per non-idle round.",
             "- success: the share of the policy's episodes that reached the target accuracy.",
         ]
-        if (self.summary["success_rate"] == 0).any():
+        if any(never_finished(rate) for rate in self.summary["success_rate"]):
             lines.append(
                 f"- {NEVER_FINISHED} never finished: no episode reached the target, so every one "
                 "counts at the time budget; the mean TTA is a lower bound on the policy's, and "

@@ -20,7 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from powertrip_env.harness.evaluation.results import NEVER_FINISHED, YARDSTICK
+from powertrip_env.harness.evaluation.results import (
+    NEVER_FINISHED,
+    YARDSTICK,
+    never_finished,
+    never_finished_mark,
+)
 from powertrip_env.harness.evaluation.statistics import BOOTSTRAP_RESAMPLES
 from powertrip_env.harness.reports.scores import (
     TOP,
@@ -165,11 +170,6 @@ class Board:
         return any(never_finished(rate) for rate in rates)
 
 
-def never_finished(success: float) -> bool:
-    """Whether a success rate says no episode reached the target."""
-    return success == 0.0
-
-
 def _success(episodes: pd.DataFrame) -> pd.DataFrame:
     """``episodes``' ``task, policy, success`` with ``success`` as bools; ``ValueError`` when
     the column is missing or holds anything but booleans (or 0 and 1)."""
@@ -252,20 +252,16 @@ def _interval(low: float, high: float) -> str:
     return f"[{low:.3f}, {high:.3f}]"
 
 
-def _mark(success: float) -> str:
-    return f" {NEVER_FINISHED}" if never_finished(success) else ""
-
-
 def score_cell(score: float, success: float) -> str:
     """A task's score, marked when the policy never finished the task."""
-    return f"{score:.3f}{_mark(success)}"
+    return f"{score:.3f}{never_finished_mark(success)}"
 
 
 def aggregate_cells(row: Mapping[str, Any]) -> list[str]:
     """An aggregate row's cells: mean score [CI] (marked when the policy never finished), IQM
     [CI] and success."""
     return [
-        f"{_cell(row['mean'])} {_interval(*row['ci95'])}{_mark(row['success'])}",
+        f"{_cell(row['mean'])} {_interval(*row['ci95'])}{never_finished_mark(row['success'])}",
         f"{_cell(row['iqm'])} {_interval(*row['iqm_ci95'])}",
         f"{row['success']:.0%}",
     ]
