@@ -27,6 +27,8 @@ ENV_IDS: dict[str, str] = {
     "PowerTrip-NonBlocking-v0": "nonblocking",
     "PowerTrip-Solar-v0": "solar",
     "PowerTrip-Wide-v0": "wide",
+    "PowerTrip-Measured-v0": "measured",
+    "PowerTrip-Wide-Measured-v0": "wide-measured",
 }
 # The benchmark's tasks (``powertrip benchmark``): the IDs that pose a sequential
 # problem on real power data (sequential headroom >= 1.05 on their test days). The other IDs are
@@ -38,6 +40,13 @@ SUITE_IDS: tuple[str, ...] = (
     "PowerTrip-NonBlocking-v0",  # INTELLECT-1's non-blocking joins
     "PowerTrip-Solar-v0",  # half the grid power: solar-dominated sites
     "PowerTrip-Wide-v0",  # 24 sites: beyond exhaustive search
+)
+# The measured track (docs/measured.md): tasks whose sites, links, joins and progress curve
+# depart per episode from what the scenario states ([unknowns]), so a policy must measure them.
+# The benchmark runs them after SUITE_IDS and reports their learnable room.
+MEASURED_SUITE_IDS: tuple[str, ...] = (
+    "PowerTrip-Measured-v0",  # the flagship, measured
+    "PowerTrip-Wide-Measured-v0",  # the 24 sites, measured
 )
 # IDs that draw a new site catalogue every episode (powertrip_env.scenario.sampling): ID -> the
 # scenario whose job and power data they use, and the padded site count of their spaces (32
@@ -72,6 +81,7 @@ for _env_id, (_scenario, _max_sites) in SAMPLED_ENV_IDS.items():
 __all__ = [
     "ENTRY_POINT",
     "ENV_IDS",
+    "MEASURED_SUITE_IDS",
     "SAMPLED_ENV_IDS",
     "SUITE_IDS",
     "VECTOR_ENTRY_POINT",

@@ -25,6 +25,14 @@ class Clairvoyant:
 
     params: dynamics.SimParams
     state: dynamics.SimState
+    # the episode's drawn unknowns (the measured track); the world as stated otherwise
+    unknowns: dynamics.Unknowns | None = None
+
+    def drawn(self) -> dynamics.Unknowns:
+        """The episode's unknowns: what ``Informed`` is told. All ones on the known track."""
+        if self.unknowns is not None:
+            return self.unknowns
+        return dynamics.Unknowns.nominal(self.params.n_sites)
 
     @property
     def progress_needed(self) -> float:

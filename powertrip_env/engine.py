@@ -125,33 +125,57 @@ class Engine:
         return decision_view(self.params, self.require_state(), self.scenario, self._row(i))
 
     def predict_round(
-        self, mask: Any, *, steady_state: bool = False, i: int = 0
+        self, mask: Any, *, steady_state: bool = False, i: int = 0, belief: Any = None
     ) -> dynamics.RoundPrediction:
         """Row ``i``'s what-if of one set (N,) or candidate sets (M, N), from the forecast issued
-        now: floats for one set, (M,) arrays for many."""
+        now, in the world ``belief`` describes (default: as the scenario states it): floats for
+        one set, (M,) arrays for many."""
         m = self._sets(mask, "mask", (1, 2))
         pred = dynamics.predict_round(
-            self.params, self._one(i), m.reshape(1, -1, m.shape[-1]), steady_state=steady_state
-        )
+            self.params, self._one(i), m.reshape(1, -1, m.shape[-1]), steady_state=steady_state,
+            belief=self._belief(belief, 1),
+        )  # fmt: skip
         if m.ndim == 1:
             return dynamics.RoundPrediction(*(float(a[0, 0]) for a in pred))
         return dynamics.RoundPrediction(*(a[0] for a in pred))
 
-    def predict_plan(self, plan: Any, rounds: int | None = None, i: int = 0) -> dynamics.Trajectory:
+    def predict_plan(
+        self, plan: Any, rounds: int | None = None, i: int = 0, belief: Any = None
+    ) -> dynamics.Trajectory:
         """Row ``i``'s what-if of M plans, (M, N) or (M, R, N), over several rounds."""
         return dynamics.predict_plan(
-            self.params, self._one(i), self._sets(plan, "plan", (2, 3)), rounds
-        )
+            self.params, self._one(i), self._sets(plan, "plan", (2, 3)), rounds,
+            self._belief(belief, 1),
+        )  # fmt: skip
 
     def candidates(
-        self, rules: Sequence[tuple[float, float]] | None = None
+        self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None
     ) -> dynamics.CandidateBatch:
         """Every row's candidate sets for the coming round, in one compiled call."""
-        return dynamics.build_candidates(self.params, self.require_state(), rules)
+        state = self.require_state()
+        return dynamics.build_candidates(
+            self.params, state, rules, self._belief(belief, state.batch)
+        )
 
-    def clairvoyant(self) -> Clairvoyant:
-        """CLAIRVOYANT: every row's future from now, on copies of the state."""
-        return Clairvoyant(self.params, self.require_state())
+    def clairvoyant(self, i: int | None = None) -> Clairvoyant:
+        """CLAIRVOYANT: every row's future from now (or row ``i``'s), on copies of the state.
+
+        On the measured track a row's world is the scenario folded with its drawn unknowns
+        (``dynamics.unknowns.fold``), played from the state with its unknowns set to 1: the
+        same numbers the episode computes, and a world the lower bound can read.
+        """
+        state = self.require_state() if i is None else self._one(i)
+        if not self.params.measured:
+            return Clairvoyant(self.params, state)
+        if state.batch != 1:
+            raise ValueError(
+                "clairvoyant(): on the measured track each episode's world is its own; name one "
+                f"(i = 0..{self.batch - 1})"
+            )
+        drawn = dynamics.episode_unknowns(state)[0].copy()
+        world = dynamics.fold(self.params, drawn)
+        nominal = dynamics.with_belief(state, dynamics.nominal_belief(self.params.n_sites))
+        return Clairvoyant(world, nominal, dynamics.Unknowns.from_vector(drawn))
 
     # ------------------------------------------------------------------ for planners
 
@@ -188,6 +212,10 @@ class Engine:
         """Row ``i`` as a batch of one (the state itself when it is one)."""
         state = self.require_state()
         return state if self.batch == 1 else state.take(np.array([self._row(i)]))
+
+    def _belief(self, belief: Any, batch: int) -> np.ndarray:
+        """A belief as the kernel takes it (``dynamics.belief_rows``), checked."""
+        return dynamics.belief_rows(belief, batch, self.params.n_sites)
 
     def _sets(self, sets: Any, what: str, ndims: tuple[int, int]) -> np.ndarray:
         """Site sets as bool, with the scenario's N on the last axis and one of ``ndims``."""

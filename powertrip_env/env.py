@@ -126,6 +126,10 @@ class PowerTripEnv(EngineViews, gym.Env):
     | `available`                        | bool (N,)     | sites with power now        |
     | `tta_h`, `success`                 | float64, bool | 0.0, False until the end    |
     |                                    | 0-d           |                             |
+    | `delta_progress`                   | float64       | 0.0                         |
+    | `measured_compute_s`,              | float64 (N,)  | zeros                       |
+    | `measured_transfer_s`,             |               |                             |
+    | `measured_join_s`                  |               |                             |
 
     ## Arguments
 
@@ -292,17 +296,24 @@ class PowerTripEnv(EngineViews, gym.Env):
         """(N,) bool: sites that have at least one powered GPU now."""
         return self._engine.available()[0]
 
-    def predict_round(self, mask: Any, *, steady_state: bool = False) -> dynamics.RoundPrediction:
+    def predict_round(
+        self, mask: Any, *, steady_state: bool = False, belief: Any = None
+    ) -> dynamics.RoundPrediction:
         """What-if round time and progress for one set (N,) or candidate sets (M, N).
 
         Judged from the power forecast issued now (no future actual is read, no jitter); the
         state does not change. ``steady_state=True`` leaves out the join time of sites that
         would join. Returns floats for one set, (M,) arrays for many.
+
+        ``belief`` is the world the what-if assumes (``dynamics.Unknowns`` or its vector): by
+        default the scenario's stated values. On the measured track the episode's true
+        throughputs, links, joins and progress curve differ from those (``[unknowns]``), and
+        nothing here reads them: a policy passes what it has measured.
         """
-        return self._engine.predict_round(mask, steady_state=steady_state)
+        return self._engine.predict_round(mask, steady_state=steady_state, belief=belief)
 
     def candidates(
-        self, rules: Sequence[tuple[float, float]] | None = None
+        self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None
     ) -> dynamics.CandidateBatch:
         """A few candidate sets for the coming round and their features, as a batch of one.
 
@@ -310,11 +321,14 @@ class PowerTripEnv(EngineViews, gym.Env):
         ``predict_round`` ranks, with its joins spread over a horizon and kept unless it beats
         the current set by a margin: ``rules`` as (horizon, margin) pairs, by default the
         candidate-set agent's (``dynamics.candidates``). Deployable: the forecast issued now
-        and who is joined, no future actual; the state does not change.
+        and who is joined, no future actual; the state does not change. The what-ifs assume
+        ``belief`` (``predict_round``'s).
         """
-        return self._engine.candidates(rules)
+        return self._engine.candidates(rules, belief=belief)
 
-    def predict_plan(self, plan: Any, rounds: int | None = None) -> dynamics.Trajectory:
+    def predict_plan(
+        self, plan: Any, rounds: int | None = None, *, belief: Any = None
+    ) -> dynamics.Trajectory:
         """What-if of M plans over several rounds, judged from the forecast issued now.
 
         ``plan`` is (M, N) bool, a set requested every round, or (M, R, N), a set per round; at
@@ -323,15 +337,18 @@ class PowerTripEnv(EngineViews, gym.Env):
         (``dynamics.forecast_world``), without jitter: no future actual is read, and the
         state does not change. Its first round is ``predict_round``'s. The trajectory's
         state is on the episode's clock. This is what a receding-horizon planner
-        (``powertrip_env.baselines.lookahead.ForecastMPC``) plans with.
+        (``powertrip_env.baselines.lookahead.ForecastMPC``) plans with. The world assumes
+        ``belief`` (``predict_round``'s).
         """
-        return self._engine.predict_plan(plan, rounds)
+        return self._engine.predict_plan(plan, rounds, belief=belief)
 
     def clairvoyant(self) -> Clairvoyant:
         """CLAIRVOYANT: the episode's future (true power and its own jitter) from now.
 
         For the references that are named clairvoyant (``baselines/references.py``) and nothing
-        else. It works on copies of the state, so the episode is unchanged.
+        else. It works on copies of the state, so the episode is unchanged. On the measured
+        track it also knows the episode's drawn unknowns (``Clairvoyant.unknowns``), and its
+        ``params`` are the world they make (``dynamics.unknowns.fold``).
         """
         return self._engine.clairvoyant()
 

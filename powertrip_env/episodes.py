@@ -41,6 +41,8 @@ class EpisodeStarts:
     def __init__(self, sim: Simulation, split: str) -> None:
         self.params = sim.params
         self.split = check_choice("split", split, SPLITS)
+        unknowns = sim.scenario.unknowns
+        self.spreads = np.array(unknowns.spreads()) if unknowns.drawn else None
         self.rows = _start_rows(sim, split)
 
     def begin(
@@ -50,7 +52,8 @@ class EpisodeStarts:
 
         Episode ``episodes[b]`` of an environment whose generator gave ``bases[b]``
         (``base_from``) at its last seeding starts at a row drawn from the split with a jitter
-        key drawn alike; ``options["start_time"]`` fixes the start instead.
+        key drawn alike; ``options["start_time"]`` fixes the start instead. On the measured
+        track the episode's unknowns are drawn from its key (``dynamics.draw_unknowns``).
         """
         lo, hi = self.rows
         rows, keys, seeds = dynamics.episode_draws(bases, episodes, lo, hi)
@@ -58,7 +61,10 @@ class EpisodeStarts:
             starts = np.full(len(rows), self.start_time(options["start_time"]))
         else:
             starts = rows * self.params.interval_s
-        return dynamics.initial_state(self.params, starts, keys), seeds
+        unknowns = None
+        if self.spreads is not None:
+            unknowns = dynamics.draw_unknowns(self.spreads, keys, self.params.n_sites)
+        return dynamics.initial_state(self.params, starts, keys, unknowns), seeds
 
     def start_time(self, value: Any) -> float:
         """``options["start_time"]``: seconds since trace start, an ISO string or a datetime."""

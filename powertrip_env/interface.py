@@ -27,6 +27,7 @@ from powertrip_env.dynamics import (
     I_COMM_S,
     I_COMPUTE_S,
     I_CUT,
+    I_DELTA_PROGRESS,
     I_ELAPSED,
     I_IDLE,
     I_INVALID,
@@ -56,7 +57,8 @@ INFO_KEYS = (
     "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time",
     "accuracy", "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut",
     "powered_gpus", "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds",
-    "tta_h", "success",
+    "tta_h", "success", "delta_progress", "measured_compute_s", "measured_transfer_s",
+    "measured_join_s",
 )  # fmt: skip
 # The yes/no keys. One episode reports them as 0-d bool arrays, not np.bool_ scalars: Gymnasium's
 # SyncVectorEnv and AsyncVectorEnv stack np.bool_ (which is not an np.number) into object arrays,
@@ -244,6 +246,8 @@ class Interface:
                 out[key] = values[:, col] > 0.0
             elif kind == _SITE_FLAG:
                 out[key] = info.flags[:, col].copy()
+            elif kind == _TELEMETRY:
+                out[key] = info.telemetry[:, col].copy()
             else:
                 out[key] = info.powered
         return out
@@ -259,7 +263,7 @@ class Interface:
         looked up by value; the flags are fresh 0-d arrays, since Gymnasium's checker warns of
         an info that shares an array with another.
         """
-        v, flags = info.values[0], info.flags[0]
+        v, flags, tm = info.values[0], info.flags[0], info.telemetry[0]
         w, ints, flag = v.tolist(), self._small_ints, np.array
         rounds = int(w[I_ROUNDS])
         return {
@@ -284,6 +288,10 @@ class Interface:
             "rounds": ints[rounds + 1] if rounds < len(ints) - 1 else np.int64(rounds),
             "tta_h": v[I_TTA_H],
             "success": flag(w[I_SUCCESS] > 0.0),
+            "delta_progress": v[I_DELTA_PROGRESS],
+            "measured_compute_s": tm[0],
+            "measured_transfer_s": tm[1],
+            "measured_join_s": tm[2],
         }
 
     @functools.cached_property
@@ -296,7 +304,7 @@ class Interface:
 
 # How each key of ``INFO_KEYS`` is read from the kernel's ``dynamics.Info``: a float, whole
 # number or flag of its values, one of its per-site flags, or the powered GPUs.
-_FLOAT, _INT, _FLAG, _SITE_FLAG, _POWERED = range(5)
+_FLOAT, _INT, _FLAG, _SITE_FLAG, _POWERED, _TELEMETRY = range(6)
 _WHOLE = ("n_selected", "invalid_selections", "straggler", "rounds")
 
 
@@ -306,6 +314,8 @@ def _where(key: str) -> tuple[str, int, int]:
         return key, _POWERED, -1
     if key in dynamics.INFO_SITE_FLAGS:
         return key, _SITE_FLAG, dynamics.INFO_SITE_FLAGS.index(key)
+    if key in dynamics.INFO_TELEMETRY:
+        return key, _TELEMETRY, dynamics.INFO_TELEMETRY.index(key)
     kind = _INT if key in _WHOLE else _FLAG if key in INFO_FLAGS else _FLOAT
     return key, kind, dynamics.INFO_FIELDS.index(key)
 

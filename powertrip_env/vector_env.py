@@ -185,24 +185,25 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
         return self._engine.decision_view(i)
 
     def predict_round(
-        self, mask: Any, i: int = 0, *, steady_state: bool = False
+        self, mask: Any, i: int = 0, *, steady_state: bool = False, belief: Any = None
     ) -> dynamics.RoundPrediction:
         """Sub-environment ``i``'s what-if of one set or candidate sets
         (``PowerTripEnv.predict_round``)."""
-        return self._engine.predict_round(mask, steady_state=steady_state, i=i)
+        return self._engine.predict_round(mask, steady_state=steady_state, i=i, belief=belief)
 
     def candidates(
-        self, rules: Sequence[tuple[float, float]] | None = None
+        self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None
     ) -> dynamics.CandidateBatch:
         """Every sub-environment's candidate sets for the coming round, in one compiled call
-        (``PowerTripEnv.candidates``)."""
-        return self._engine.candidates(rules)
+        (``PowerTripEnv.candidates``); ``belief`` one for all, or (B, width) one each."""
+        return self._engine.candidates(rules, belief=belief)
 
-    def clairvoyant(self) -> Clairvoyant:
+    def clairvoyant(self, i: int | None = None) -> Clairvoyant:
         """CLAIRVOYANT: every sub-environment's future from now (``PowerTripEnv.clairvoyant``),
         for the references and teachers whose names say they read it; its ``state`` is the
-        batch, and it works on copies."""
-        return self._engine.clairvoyant()
+        batch, and it works on copies. On the measured track each sub-environment's world is
+        its own: name one (``i``)."""
+        return self._engine.clairvoyant(i)
 
     def available(self) -> np.ndarray:
         """(B, N) bool: sites that have at least one powered GPU now."""

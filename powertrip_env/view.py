@@ -16,6 +16,9 @@ import numpy as np
 
 from powertrip_env import dynamics
 from powertrip_env.dynamics.features import F_POWER
+from powertrip_env.dynamics.unknowns import Unknowns
+
+__all__ = ["DecisionView", "Unknowns", "decision_view"]  # Unknowns: what a policy may believe
 from powertrip_env.scenario import Scenario
 
 
@@ -50,6 +53,15 @@ class DecisionView:
     trace_t0_s: float  # Unix time of the trace's row 0: info's trace_time is it + clock_s
     surrogate_progress: float  # the learning curve's progress, as a trajectory's progress
     progress_needed: float  # the surrogate progress at which the accuracy reaches a_target
+    # Telemetry (the measured track: docs/model.md, "What is unknown"): each site's last
+    # measurement as measured over nominal (the scenario's stated values, no jitter) of its
+    # compute, its own exchange with the hub and its join (1 where never measured), and the
+    # round it was taken in (-1: never). Jitter makes one measurement noisy.
+    measured_compute: np.ndarray
+    measured_transfer: np.ndarray
+    measured_join: np.ndarray
+    measured_round: np.ndarray  # int
+    measured_track: bool  # the scenario draws unknowns: the stated values are not the truth
 
     @property
     def n_sites(self) -> int:
@@ -64,6 +76,7 @@ def decision_view(
     powered = np.asarray(params.powered[row], dtype=np.float64)
     forecast_gpus = params.forecast_rate[row] / params.gpu_rate
     time_s = float(state.time_s[i])
+    seen = state.seen[i]
     out = DecisionView(
         scenario=scenario,
         available=np.asarray(params.available[row], dtype=bool),
@@ -91,6 +104,11 @@ def decision_view(
         trace_t0_s=params.trace_t0_s,
         surrogate_progress=float(state.progress[i]),
         progress_needed=dynamics.progress_needed(params),
+        measured_compute=seen[0].copy(),
+        measured_transfer=seen[1].copy(),
+        measured_join=seen[2].copy(),
+        measured_round=seen[3].astype(np.int64),
+        measured_track=bool(params.measured),
     )
     for value in vars(out).values():  # its own arrays; the params' are read-only already
         if isinstance(value, np.ndarray):

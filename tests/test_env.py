@@ -65,6 +65,7 @@ INFO_KEYS = {
     "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time", "accuracy",
     "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut", "powered_gpus",
     "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success",
+    "delta_progress", "measured_compute_s", "measured_transfer_s", "measured_join_s",
 }  # fmt: skip
 
 
@@ -184,9 +185,14 @@ def test_the_docstring_says_which_ids_run_on_real_data_from_the_data_s_record():
     flagship and the three other suite tasks (and the drawn catalogues of its data) run on
     Google's PDUs and Solcast's PV; every other setting on the synthetic trace."""
     real, synthetic = _doc_paragraph("`PowerTrip-v0`, ").split(" run on real data: ")
-    assert _ids_in(real) == [*powertrip_env.SUITE_IDS, *powertrip_env.SAMPLED_ENV_IDS]
+    assert _ids_in(real) == [
+        *powertrip_env.SUITE_IDS,
+        *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.SAMPLED_ENV_IDS,
+    ]
     assert "on a synthetic trace" in synthetic
-    rest = [eid for eid in powertrip_env.ENV_IDS if eid not in powertrip_env.SUITE_IDS]
+    tasks = (*powertrip_env.SUITE_IDS, *powertrip_env.MEASURED_SUITE_IDS)
+    rest = [eid for eid in powertrip_env.ENV_IDS if eid not in tasks]
     assert _ids_in(synthetic) == rest
     marked = provenance.provenance()
     assert marked["google_cella_2019.csv"] == "real"

@@ -82,7 +82,8 @@ DYNAMICS_LAYERS: tuple[tuple[str, ...], ...] = tuple(
         ("layout", "features", "jit"),  # slot names, declared columns, how it compiles
         ("site_table", "learning"),  # the per-row site table; progress and rewards
         ("params",),  # a scenario as the kernel's arrays
-        ("state", "tables", "jitter"),  # packed state, power tables, counter-based randomness
+        # packed state, power tables, counter-based randomness, the unknowns and telemetry
+        ("state", "tables", "jitter", "unknowns"),
         ("round", "info"),  # a round on the true trace; what an environment reports of it
         ("predict", "observation", "formulas"),  # the what-if, the observation, the formulas
         ("candidates",),  # candidate sets ranked by the what-if

@@ -27,6 +27,7 @@ INFO_KEYS = {
     "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time", "accuracy",
     "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut", "powered_gpus",
     "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success",
+    "delta_progress", "measured_compute_s", "measured_transfer_s", "measured_join_s",
 }  # fmt: skip
 F = len(dynamics.SITE_FEATURES)
 

@@ -52,6 +52,8 @@ FINGERPRINTS = {
     "PowerTrip-NonBlocking-v0": "3234af44102dd2f1",
     "PowerTrip-Solar-v0": "97c52fbfe6cd38a7",
     "PowerTrip-Wide-v0": "87cef00b07d338bb",
+    "PowerTrip-Measured-v0": "ea104b52b57c1836",
+    "PowerTrip-Wide-Measured-v0": "5a51867927172a41",
     "PowerTrip-Random-v0": "7bbecafc9acc4e93",
 }
 # Retired ID -> its last fingerprint: never registered again (its published numbers stand).
@@ -141,6 +143,8 @@ def fingerprint(env_id: str, scenario: str | Path | None = None) -> str:
     values = dataclasses.asdict(loaded)
     for key in ("name", "description", "source", "inputs", "sites_source"):
         values.pop(key)
+    if not loaded.unknowns.drawn:  # the known track: the section's defaults change no result
+        values.pop("unknowns")
     files = [path for path in loaded.inputs if path.suffix != ".toml"]
     sampler = as_sampler(kwargs.pop("sites", None))
     if sampler is not None:  # the catalogue is drawn: the draw's parameters and its cities

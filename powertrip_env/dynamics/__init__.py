@@ -20,6 +20,8 @@ parameter, is in docs/model.md. The modules follow it:
   the what-if ranks (``build_candidates``), for the candidate-set agent and the horizon rule;
 * ``plans``: plans played rounds ahead (``play_plans``), on the true trace or on a forecast;
 * ``state``: ``SimState`` and ``RoundResult``, the packed arrays by name;
+* ``unknowns``: what a scheduler cannot know before it measures (the measured track), and
+  the beliefs the what-ifs take instead;
 * ``formulas``: the model's formulas for tools that reason about it;
 * ``jit``: how the kernel is compiled and cached.
 """
@@ -58,6 +60,7 @@ from powertrip_env.dynamics.layout import (
     I_COMM_S,
     I_COMPUTE_S,
     I_CUT,
+    I_DELTA_PROGRESS,
     I_ELAPSED,
     I_IDLE,
     I_INVALID,
@@ -76,6 +79,7 @@ from powertrip_env.dynamics.layout import (
     IF_SELECTED,
     INFO_FIELDS,
     INFO_SITE_FLAGS,
+    INFO_TELEMETRY,
     J_PER_KWH,
     JOINED,
     KEY_LIMIT,
@@ -116,6 +120,17 @@ from powertrip_env.dynamics.predict import RoundPrediction, predict_round
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.state import RoundResult, SimState, initial_state
 from powertrip_env.dynamics.tables import available_now, current_row, finish_times
+from powertrip_env.dynamics.unknowns import (
+    SPREAD_FIELDS,
+    Unknowns,
+    belief_rows,
+    draw_unknowns,
+    episode_unknowns,
+    fold,
+    nominal_belief,
+    unknowns_width,
+    with_belief,
+)
 
 __all__ = [
     "ACC",
@@ -129,10 +144,12 @@ __all__ = [
     "IF_SELECTED",
     "INFO_FIELDS",
     "INFO_SITE_FLAGS",
+    "INFO_TELEMETRY",
     "I_ACC",
     "I_COMM_S",
     "I_COMPUTE_S",
     "I_CUT",
+    "I_DELTA_PROGRESS",
     "I_ELAPSED",
     "I_IDLE",
     "I_INVALID",
@@ -173,6 +190,7 @@ __all__ = [
     "SITE_HIGH",
     "SITE_LOW",
     "SITE_RECORD",
+    "SPREAD_FIELDS",
     "START",
     "STATE_FIELDS",
     "S_PER_H",
@@ -185,16 +203,21 @@ __all__ = [
     "SimParams",
     "SimState",
     "Trajectory",
+    "Unknowns",
     "accuracy",
     "available_now",
+    "belief_rows",
     "build_candidates",
     "build_params",
     "comm_time_s",
     "current_row",
     "delta_progress",
     "describe",
+    "draw_unknowns",
     "episode_draws",
+    "episode_unknowns",
     "finish_times",
+    "fold",
     "forecast_world",
     "great_circle_km",
     "initial_state",
@@ -202,6 +225,7 @@ __all__ = [
     "join_bound_dp",
     "least_round_ends",
     "noise_scale",
+    "nominal_belief",
     "observe",
     "play_plans",
     "play_rule",
@@ -214,4 +238,6 @@ __all__ = [
     "rtt_ms",
     "step_observe",
     "step_round",
+    "unknowns_width",
+    "with_belief",
 ]

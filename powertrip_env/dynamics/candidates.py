@@ -36,6 +36,7 @@ from powertrip_env.dynamics.jit import jit
 from powertrip_env.dynamics.layout import ACC, C_A0, C_TARGET, JOINED, LAST_ROUND, TIME
 from powertrip_env.dynamics.predict import P_DELTA_PROGRESS, P_ROUND_S, _predict_batch
 from powertrip_env.dynamics.tables import _row
+from powertrip_env.dynamics.unknowns import belief_rows
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -290,7 +291,8 @@ def _log_ratio(value, reference, has_reference):
 
 @jit
 def _build_one(c, site, forecast, available_tab, rate_tab, powered_tab, wall_w, gpu_rate,
-               exchange_s, state, b, horizons, margins, masks, features, pool, times):  # fmt: skip
+               exchange_s, state, belief, b, horizons, margins, masks, features, pool,
+               times):  # fmt: skip
     """Episode ``b``'s candidates into ``masks[b]``, ``features[b]``, ``pool[b]`` and
     ``times[:, b]``; returns the pool's size."""
     n = wall_w.shape[0]
@@ -324,11 +326,12 @@ def _build_one(c, site, forecast, available_tab, rate_tab, powered_tab, wall_w, 
     sets = pool[b : b + 1]
     m = _fill_pool(available, current, power_w, exchange_s, rate, sets[0])
     out = np.empty((5, 1, m))
-    _predict_batch(c, site, forecast, state[b : b + 1], sets[:, :m], False, out)
+    mine = belief[b : b + 1] if belief.shape[0] > 1 else belief
+    _predict_batch(c, site, forecast, state[b : b + 1], mine, sets[:, :m], False, out)
     for j in range(m):
         times[PL_T_FULL, b, j] = out[P_ROUND_S, 0, j]
         times[PL_GAIN, b, j] = out[P_DELTA_PROGRESS, 0, j]
-    _predict_batch(c, site, forecast, state[b : b + 1], sets[:, :m], True, out)
+    _predict_batch(c, site, forecast, state[b : b + 1], mine, sets[:, :m], True, out)
     for j in range(m):
         times[PL_T_STEADY, b, j] = out[P_ROUND_S, 0, j]
         times[PL_GAIN_STEADY, b, j] = out[P_DELTA_PROGRESS, 0, j]
@@ -434,22 +437,26 @@ def _describe(sets, m, tb, available, joined, current, power_w, fc_rate, gpu_rat
 
 @jit
 def _build_batch(c, site, forecast, available_tab, rate_tab, powered_tab, wall_w, gpu_rate,
-                 exchange_s, state, horizons, margins, masks, features, pool, pool_size,
+                 exchange_s, state, belief, horizons, margins, masks, features, pool, pool_size,
                  times):  # fmt: skip
     for b in range(state.shape[0]):
         pool_size[b] = _build_one(c, site, forecast, available_tab, rate_tab, powered_tab,
-                                  wall_w, gpu_rate, exchange_s, state, b, horizons, margins,
-                                  masks, features, pool, times)  # fmt: skip
+                                  wall_w, gpu_rate, exchange_s, state, belief, b, horizons,
+                                  margins, masks, features, pool, times)  # fmt: skip
 
 
 def build_candidates(
-    params: SimParams, state: SimState, rules: Sequence[tuple[float, float]] | None = None
+    params: SimParams,
+    state: SimState,
+    rules: Sequence[tuple[float, float]] | None = None,
+    belief: np.ndarray | None = None,
 ) -> CandidateBatch:
     """Every episode's candidates for the coming round, in one compiled call for the batch.
 
     ``rules`` are the slots after slot 0 (the current set) as ``(horizon, margin)`` pairs: the
     pool's best set with its joins spread over ``horizon`` rounds, kept unless it beats the
-    current set by ``margin``; by default the agent's slots (``SLOT_RULES``).
+    current set by ``margin``; by default the agent's slots (``SLOT_RULES``). The what-ifs assume
+    ``belief`` (``predict_round``'s): by default the scenario's stated values.
     """
     horizons, margins = _SLOT_HORIZONS, _SLOT_MARGINS
     if rules is not None:
@@ -466,6 +473,6 @@ def build_candidates(
     _build_batch(
         params.consts, params.site, params.forecast_rate, params.available, params.rate,
         params.powered, params.gpu_wall_w, params.gpu_rate, params.exchange_s, state.data,
-        horizons, margins, masks, features, pool, pool_size, times,
+        belief_rows(belief, b, n), horizons, margins, masks, features, pool, pool_size, times,
     )  # fmt: skip
     return CandidateBatch(masks, features, pool, pool_size, times)

@@ -48,7 +48,7 @@ __all__ = [
 def noise_scale(params: SimParams, progress: Any) -> np.ndarray:
     """The gradient noise scale ``B_noise(P)`` at each value of ``progress``."""
     p = np.asarray(progress, dtype=np.float64)
-    return np.array([_noise_scale(params.consts, x) for x in p.ravel()]).reshape(p.shape)
+    return np.array([_noise_scale(params.consts, 1.0, x) for x in p.ravel()]).reshape(p.shape)
 
 
 def accuracy(params: SimParams, progress: Any, cover: Any = 1.0) -> np.ndarray:
@@ -63,7 +63,9 @@ def delta_progress(params: SimParams, progress: float, batch: Any, cover: float 
     """What one round of global batch ``batch`` adds at ``progress``; for an array of batches,
     the array of what each would add (a bound asks for many at once)."""
     if np.ndim(batch) == 0:
-        return float(_delta_progress(params.consts, float(progress), float(batch), float(cover)))
+        return float(
+            _delta_progress(params.consts, 1.0, 1.0, float(progress), float(batch), float(cover))
+        )
     b = np.asarray(batch, dtype=np.float64)
     out = np.empty(b.size)
     _delta_progress_many(params.consts, float(progress), b.ravel(), float(cover), out)
@@ -246,7 +248,7 @@ def _round_dp(consts, progress, need, end, cell, batch):
         if most[j + 1] < here:
             most[j + 1] = here
         for k in range(kmax):
-            after = here + _delta_progress(consts, here, batch[k], 1.0)
+            after = here + _delta_progress(consts, 1.0, 1.0, here, batch[k], 1.0)
             if after >= need:
                 if end[j, k] < best:
                     best = end[j, k]
@@ -284,7 +286,7 @@ def _join_dp(consts, progress, need, fin_in, fin_out, comm, batch, t_begin, step
             sub = (sub - 1) & mask
         for i in range(n):
             f[i] = fin_in[j, i] if (mask >> i) & 1 else fin_out[j, i]
-            gains[i] = _delta_progress(consts, here, batch[i], 1.0)
+            gains[i] = _delta_progress(consts, 1.0, 1.0, here, batch[i], 1.0)
         order = np.argsort(f)
         prefix = 0
         for m in range(n):

@@ -23,6 +23,7 @@ from powertrip_env.dynamics.layout import (
     I_COMM_S,
     I_COMPUTE_S,
     I_CUT,
+    I_DELTA_PROGRESS,
     I_ELAPSED,
     I_IDLE,
     I_INVALID,
@@ -41,12 +42,14 @@ from powertrip_env.dynamics.layout import (
     IF_SELECTED,
     INFO_FIELDS,
     INFO_SITE_FLAGS,
+    INFO_TELEMETRY,
     J_PER_KWH,
     POWERED,
     POWERED_NOW,
     R_COMM_S,
     R_COMPUTE_S,
     R_CUT,
+    R_DELTA_PROGRESS,
     R_ENERGY_J,
     R_IDLE,
     R_INVALID,
@@ -61,6 +64,7 @@ from powertrip_env.dynamics.layout import (
     SELECTED,
     SITE_RECORD,
     START,
+    T_COMPUTE_S,
     TIME,
 )
 from powertrip_env.dynamics.state import RoundResult
@@ -73,12 +77,14 @@ if TYPE_CHECKING:
 
 class Info(NamedTuple):
     """The kernel's report of a batch of episodes: ``values`` (B, len(INFO_FIELDS)) float64,
-    ``flags`` (B, len(INFO_SITE_FLAGS), width) bool and ``powered`` (B, width) int64, the
-    per-site parts padded with zeros to the environment's width."""
+    ``flags`` (B, len(INFO_SITE_FLAGS), width) bool, ``powered`` (B, width) int64 and
+    ``telemetry`` (B, len(INFO_TELEMETRY), width) float64, the per-site parts padded with zeros
+    to the environment's width."""
 
     values: np.ndarray
     flags: np.ndarray
     powered: np.ndarray
+    telemetry: np.ndarray
 
 
 def info_buffers(batch: int, width: int) -> Info:
@@ -87,11 +93,12 @@ def info_buffers(batch: int, width: int) -> Info:
         np.empty((batch, len(INFO_FIELDS))),
         np.empty((batch, len(INFO_SITE_FLAGS), width), dtype=np.bool_),
         np.empty((batch, width), dtype=np.int64),
+        np.empty((batch, len(INFO_TELEMETRY), width)),
     )
 
 
 @jit
-def _fill_info(c, table, state, rec, srec, values, flags, powered):
+def _fill_info(c, table, state, rec, srec, values, flags, powered, telemetry):
     """Each episode's info after the round whose record is ``rec`` and ``srec``.
 
     ``tta_h`` is the elapsed time on success and the time budget on failure, so every policy's
@@ -130,17 +137,22 @@ def _fill_info(c, table, state, rec, srec, values, flags, powered):
         else:
             v[I_TTA_H] = 0.0
         v[I_SUCCESS] = 1.0 if terminated else 0.0
+        v[I_DELTA_PROGRESS] = r[R_DELTA_PROGRESS]
         k = _row(c, st[TIME])
         for i in range(n):
             flags[b, IF_SELECTED, i] = srec[b, SELECTED, i] > 0.0
             flags[b, IF_DROPPED, i] = srec[b, DROPPED, i] > 0.0
             flags[b, IF_AVAILABLE, i] = table[k, POWERED, i] > 0.0
             powered[b, i] = np.int64(srec[b, POWERED_NOW, i])
+            for q in range(telemetry.shape[1]):  # SITE_RECORD's telemetry rows, in order
+                telemetry[b, q, i] = srec[b, T_COMPUTE_S + q, i]
         for i in range(n, powered.shape[1]):  # padded sites: absent
             flags[b, IF_SELECTED, i] = False
             flags[b, IF_DROPPED, i] = False
             flags[b, IF_AVAILABLE, i] = False
             powered[b, i] = 0
+            for q in range(telemetry.shape[1]):
+                telemetry[b, q, i] = 0.0
 
 
 def no_round(batch: int, n_sites: int) -> tuple[np.ndarray, np.ndarray]:

@@ -75,19 +75,23 @@ CONSTS = (
     "ring",  # ring all-reduce among the completing sites instead of exchanges via the hub
     "grace",  # fixed_time rounds: a site's window stretches at most by this share (or inf)
     "nonblocking",  # a joiner fetches during a round it does not delay, and adds nothing to it
+    "measured",  # the scenario draws unknowns ([unknowns]): rounds keep each site's telemetry
 )
 (
     C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
     C_GAMMA, C_A0, C_AMAX, C_TARGET, C_SPAN, C_P0, C_ALPHA, C_NON_IID, C_TAU, C_KAPPA,
     C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
-    C_RING, C_GRACE, C_NONBLOCKING,
+    C_RING, C_GRACE, C_NONBLOCKING, C_MEASURED,
 ) = range(len(CONSTS))  # fmt: skip
 
 # --------------------------------------------------------------------------- episodes
 
-# A batch of episodes: (B, len(STATE_FIELDS) + 2N), the scalars, then each site's "joined" slot
-# (1: it completed the last round; with non-blocking joins, the share of the training state
-# fetched so far) and its rounds absent.
+# A batch of episodes: (B, len(STATE_FIELDS) + UNKNOWN_SCALARS + STATE_BLOCKS · N): the scalars,
+# each site's "joined" slot (1: it completed the last round; with non-blocking joins, the share
+# of the training state fetched so far) and its rounds absent; then the episode's unknowns (a
+# belief's layout, below: what the world is this episode against the scenario's stated values,
+# drawn at reset, all 1 when the scenario draws none), then the telemetry each site last gave
+# (SEEN_FIELDS, N each).
 STATE_FIELDS = (
     "time_s", "start_s", "progress", "accuracy", "rounds", "energy_j", "last_round_s",
     "coverage", "key",
@@ -96,18 +100,66 @@ TIME, START, PROGRESS, ACC, ROUNDS, ENERGY, LAST_ROUND, COVERAGE, KEY = range(le
 JOINED = len(STATE_FIELDS)  # first of the N joined slots; the N absent counts follow them
 KEY_LIMIT = 2**53  # episode keys are whole numbers below this: exact in the float64 state
 
+# The unknowns, or a belief about them: (UNKNOWN_SCALARS + len(UNKNOWN_SITE_FIELDS) · N,), each a
+# factor on the scenario's stated value (docs/model.md, "What is unknown"). The scalars, then one
+# block of N per site field.
+UNKNOWN_FIELDS = (
+    "pace",  # the job's progress per round (η_local)
+    "noise",  # its gradient noise scale (B0): how progress scales with the global batch
+)
+U_PACE, U_NOISE = range(len(UNKNOWN_FIELDS))
+UNKNOWN_SCALARS = len(UNKNOWN_FIELDS)
+UNKNOWN_SITE_FIELDS = (
+    "throughput",  # the site's samples/s for this job
+    "rtt",  # its round trip to the hub
+    "bandwidth",  # its WAN link's bandwidth
+    "join",  # its join (allocation and state fetch) time
+)
+U_THROUGHPUT, U_RTT, U_BANDWIDTH, U_JOIN = range(len(UNKNOWN_SITE_FIELDS))
+# What each site's last measurement said, in the state after the unknowns: measured over
+# nominal (the scenario's stated values, no jitter) of its compute, its own exchange with the
+# hub and its join, and the round it was taken in (-1: never).
+SEEN_FIELDS = ("compute_ratio", "transfer_ratio", "join_ratio", "round")
+V_COMPUTE, V_TRANSFER, V_JOIN, V_ROUND = range(len(SEEN_FIELDS))
+STATE_BLOCKS = 2 + len(UNKNOWN_SITE_FIELDS) + len(SEEN_FIELDS)  # state columns per site
+
+
+def unknowns_width(n_sites: int) -> int:
+    """Length of an unknowns vector (or a belief) for ``n_sites`` sites."""
+    return UNKNOWN_SCALARS + len(UNKNOWN_SITE_FIELDS) * n_sites
+
+
+def unknowns_start(n_sites: int) -> int:
+    """The state column where an episode's unknowns begin."""
+    return JOINED + 2 * n_sites
+
+
+def seen_start(n_sites: int) -> int:
+    """The state column where the sites' last telemetry (SEEN_FIELDS) begins."""
+    return unknowns_start(n_sites) + unknowns_width(n_sites)
+
+
+def state_width(n_sites: int) -> int:
+    """Columns of a batch's state (``SimState.data``) for ``n_sites`` sites."""
+    return seen_start(n_sites) + len(SEEN_FIELDS) * n_sites
+
+
 # A round's outcome: a (B, len(RECORD_FIELDS)) record and a (B, len(SITE_RECORD), N) one.
 RECORD_FIELDS = (
     "round_time_s", "compute_s", "comm_s", "delta_accuracy", "energy_j", "straggler",
     "invalid", "idle", "cut", "n_selected", "terminated", "truncated", "over", "excess_gain",
-    "gain_rate",
+    "gain_rate", "delta_progress",
 )  # fmt: skip
 (
     R_ROUND_S, R_COMPUTE_S, R_COMM_S, R_DELTA_ACC, R_ENERGY_J, R_STRAGGLER, R_INVALID, R_IDLE,
     R_CUT, R_N_SELECTED, R_TERMINATED, R_TRUNCATED, R_OVER, R_EXCESS_GAIN, R_GAIN_RATE,
+    R_DELTA_PROGRESS,
 ) = range(len(RECORD_FIELDS))  # fmt: skip
-SITE_RECORD = ("selected", "dropped", "powered")
-SELECTED, DROPPED, POWERED_NOW = range(len(SITE_RECORD))
+# Per site: whether it started and dropped out, its powered GPUs, and its telemetry of the
+# round: measured compute (0 unless it completed), its own exchange with the hub (0 unless it
+# completed) and the join it paid (0 if none).
+SITE_RECORD = ("selected", "dropped", "powered", "compute_s", "transfer_s", "join_s")
+SELECTED, DROPPED, POWERED_NOW, T_COMPUTE_S, T_TRANSFER_S, T_JOIN_S = range(len(SITE_RECORD))
 
 # What an environment reports of each episode after a round (or at reset, as after no round):
 # the numbers of its info dict, computed by the kernel in the step's own call (``info.py``).
@@ -116,16 +168,19 @@ SELECTED, DROPPED, POWERED_NOW = range(len(SITE_RECORD))
 INFO_FIELDS = (
     "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time",
     "accuracy", "n_selected", "invalid_selections", "idle", "cut", "straggler",
-    "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success",
+    "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success", "delta_progress",
 )  # fmt: skip
 (
     I_ROUND_S, I_COMPUTE_S, I_COMM_S, I_ELAPSED, I_START, I_TRACE_TIME, I_ACC, I_N_SELECTED,
     I_INVALID, I_IDLE, I_CUT, I_STRAGGLER, I_ROUND_KWH, I_KWH, I_ROUNDS, I_TTA_H, I_SUCCESS,
+    I_DELTA_PROGRESS,
 ) = range(len(INFO_FIELDS))  # fmt: skip
 # Its per-site flags, (B, len(INFO_SITE_FLAGS), width) bool (zeros for padded sites), and the
 # powered GPUs, (B, width) int64.
 INFO_SITE_FLAGS = ("selected", "dropped", "available")
 IF_SELECTED, IF_DROPPED, IF_AVAILABLE = range(len(INFO_SITE_FLAGS))
+# And each site's telemetry of the round (SITE_RECORD's), (B, len(INFO_TELEMETRY), width) float64.
+INFO_TELEMETRY = ("measured_compute_s", "measured_transfer_s", "measured_join_s")
 
 # --------------------------------------------------------------------------- a round's scratch
 
@@ -134,8 +189,9 @@ WORK_FIELDS = (
     "begin",  # compute starts (after the join)
     "end",  # compute would end (the quota processed, or the window over)
     "fetch",  # non-blocking joins: the fetch of the training state ends; -1 if not fetching
+    "join",  # the join the site pays before it computes (0: joined already)
 )
-W_BEGIN, W_END, W_FETCH = range(len(WORK_FIELDS))
+W_BEGIN, W_END, W_FETCH, W_JOIN = range(len(WORK_FIELDS))
 
 # One site's what-if from the forecast (predict._forecast_site): (len(FORECAST_FIELDS),).
 FORECAST_FIELDS = (

@@ -35,9 +35,10 @@ from powertrip_env.dynamics.layout import (
 
 
 @jit
-def _noise_scale(c: np.ndarray, progress: float) -> float:
-    """Gradient noise scale ``B_noise(P) = B0 · (1 + P / P_B)^γ`` (McCandlish et al. 2018)."""
-    return c[C_B0] * (1.0 + progress / c[C_PB]) ** c[C_GAMMA]
+def _noise_scale(c: np.ndarray, noise: float, progress: float) -> float:
+    """Gradient noise scale ``B_noise(P) = B0 · (1 + P / P_B)^γ`` (McCandlish et al. 2018),
+    ``B0`` times the episode's factor ``noise`` (1 as stated)."""
+    return (c[C_B0] * noise) * (1.0 + progress / c[C_PB]) ** c[C_GAMMA]
 
 
 @jit
@@ -74,18 +75,22 @@ def _coverage(c: np.ndarray, site: np.ndarray, absent: np.ndarray) -> float:
 
 
 @jit
-def _delta_progress(c: np.ndarray, progress: float, batch: float, cover: float) -> float:
-    """``ΔP = local_steps · η · coverage / (1 + B_noise(P) / B_r)``; zero for an empty round."""
+def _delta_progress(
+    c: np.ndarray, pace: float, noise: float, progress: float, batch: float, cover: float
+) -> float:
+    """``ΔP = local_steps · η · coverage / (1 + B_noise(P) / B_r)``; zero for an empty round.
+    ``pace`` and ``noise`` are the episode's factors on ``η`` and ``B0`` (1 as stated;
+    ``unknowns.fold`` multiplies them in the same order)."""
     if batch <= 0.0:
         return 0.0
-    eff = 1.0 / (1.0 + _noise_scale(c, progress) / batch)
-    return c[C_LOCAL_STEPS] * c[C_ETA] * eff * cover
+    eff = 1.0 / (1.0 + _noise_scale(c, noise, progress) / batch)
+    return c[C_LOCAL_STEPS] * (c[C_ETA] * pace) * eff * cover
 
 
 @jit
 def _delta_progress_many(c, progress, batch, cover, out):
     for j in range(out.shape[0]):
-        out[j] = _delta_progress(c, progress, batch[j], cover)
+        out[j] = _delta_progress(c, 1.0, 1.0, progress, batch[j], cover)
 
 
 @jit

@@ -39,6 +39,7 @@ from powertrip_env.dynamics.layout import (
     COVERAGE,
     INFO_FIELDS,
     INFO_SITE_FLAGS,
+    INFO_TELEMETRY,
     JOINED,
     LAST_ROUND,
     NO_JITTER,
@@ -89,18 +90,18 @@ def _observe_batch(c, site_obs, state, out, width, valid):
 
 @jit
 def _step_observe(
-    c, site, table, site_obs, state, masks, jitter, rec, srec, out, width, valid, iv, fl, pw
+    c, site, table, site_obs, state, masks, jitter, rec, srec, out, width, valid, iv, fl, pw, tm
 ):
     """`_step_batch`, `_observe_batch` and `_fill_info`: all an environment step needs, in one
-    call (``iv``, ``fl``, ``pw``: the ``Info`` arrays)."""
+    call (``iv``, ``fl``, ``pw``, ``tm``: the ``Info`` arrays)."""
     _step_batch(c, site, table, state, masks, jitter, rec, srec)
     _observe_batch(c, site_obs, state, out, width, valid)
-    _fill_info(c, table, state, rec, srec, iv, fl, pw)
+    _fill_info(c, table, state, rec, srec, iv, fl, pw, tm)
 
 
 @compiled(nogil=True, error_model="numpy", parallel=True)
 def _step_observe_parallel(
-    c, site, table, site_obs, state, masks, rec, srec, out, width, valid, iv, fl, pw
+    c, site, table, site_obs, state, masks, rec, srec, out, width, valid, iv, fl, pw, tm
 ):
     """`_step_observe` on all cores: the batch in chunks, each episode as in the serial call."""
     b = state.shape[0]
@@ -109,7 +110,7 @@ def _step_observe_parallel(
         lo, hi = ch * b // chunks, (ch + 1) * b // chunks
         _step_observe(
             c, site, table, site_obs, state[lo:hi], masks[lo:hi], NO_JITTER, rec[lo:hi],
-            srec[lo:hi], out[lo:hi], width, valid, iv[lo:hi], fl[lo:hi], pw[lo:hi],
+            srec[lo:hi], out[lo:hi], width, valid, iv[lo:hi], fl[lo:hi], pw[lo:hi], tm[lo:hi],
         )  # fmt: skip
 
 
@@ -144,6 +145,7 @@ def step_observe(
     info = Info(
         scratch.values, np.empty(scratch.flags_shape, np.bool_),
         np.empty(scratch.powered_shape, np.int64),
+        np.empty((b, len(INFO_TELEMETRY), scratch.powered_shape[1])),
     )  # fmt: skip
     if mask.dtype != np.bool_ or not mask.flags.c_contiguous:
         mask = _c_bool(mask)

@@ -107,6 +107,7 @@ class SimParams:
     ring: bool = field(init=False, repr=False)
     grace: float = field(init=False, repr=False)
     nonblocking: bool = field(init=False, repr=False)
+    measured: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: the one place these are set
@@ -286,6 +287,7 @@ def _constants(scenario: Any, power: PowerData, rows: int, time_scale_s: float) 
         "ring": net.allreduce == "ring",
         "grace": wl.grace if wl.grace is not None else math.inf,
         "nonblocking": net.join_mode == "non_blocking",
+        "measured": scenario.unknowns.drawn,
     }
     return constants
 

@@ -22,6 +22,7 @@ from powertrip_env.dynamics.layout import S_PER_H
 from powertrip_env.dynamics.params import forecast_world
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.tables import current_row
+from powertrip_env.dynamics.unknowns import belief_rows, with_belief
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -118,9 +119,15 @@ def _play(
 
 
 def predict_plan(
-    params: SimParams, state: SimState, plan: np.ndarray, rounds: int | None = None
+    params: SimParams,
+    state: SimState,
+    plan: np.ndarray,
+    rounds: int | None = None,
+    belief: np.ndarray | None = None,
 ) -> Trajectory:
-    """``play_plans`` from episode 0 of ``state`` on the forecast issued now, without jitter.
+    """``play_plans`` from episode 0 of ``state`` on the forecast issued now, without jitter, in
+    the world ``belief`` describes (``predict_round``'s; by default the scenario's stated values,
+    never the episode's drawn unknowns).
 
     The plans run on ``forecast_world`` from the current row to the end of the time budget (so
     no round outruns its tables); the returned state is moved back onto the calendar's clock.
@@ -133,6 +140,7 @@ def predict_plan(
     world = forecast_world(params, row, rows)
     here = state.take(np.zeros(1, dtype=np.intp))
     here = here.replace(time_s=here.time_s - offset, start_s=here.start_s - offset)
+    here = with_belief(here, belief_rows(belief, 1, params.n_sites))
     out = play_plans(world, here, plan, rounds)
     moved = out.state.replace(time_s=out.state.time_s + offset, start_s=out.state.start_s + offset)
     return Trajectory(moved, out.success, out.ended, out.tta_h, out.progress_needed)

@@ -27,9 +27,11 @@ from powertrip_env.dynamics.layout import (
     FS_SAMPLES,
     JOINED,
     PROGRESS,
-    S_JOIN,
     S_QUOTA,
     TIME,
+    U_NOISE,
+    U_PACE,
+    U_THROUGHPUT,
 )
 from powertrip_env.dynamics.learning import _accuracy, _coverage, _delta_progress
 from powertrip_env.dynamics.round import (
@@ -44,6 +46,7 @@ from powertrip_env.dynamics.round import (
 )
 from powertrip_env.dynamics.state import _c_bool
 from powertrip_env.dynamics.tables import _row
+from powertrip_env.dynamics.unknowns import _join_s, _site_factor, belief_rows
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -81,9 +84,9 @@ def _forecast_samples(fc, edges, iv, i, x):
 
 
 @jit
-def _forecast_site(c, site, fc, st, i, steady, edges, out):
+def _forecast_site(c, site, fc, st, u, i, steady, edges, out):
     """Site ``i``'s predicted round on its own from the forecast ``fc`` (H, N) issued now, into
-    ``out`` (layout.FORECAST_FIELDS).
+    ``out`` (layout.FORECAST_FIELDS), with its join and throughput as the belief ``u`` has them.
 
     The forecast rate of row k + h (h = 0 the current row's actual) holds piecewise over the
     coming rows and the last forecast row beyond them; a site's compute time integrates it, as
@@ -98,14 +101,14 @@ def _forecast_site(c, site, fc, st, i, steady, edges, out):
     for h in range(horizons):  # cumulative samples at the start of each forecast row
         edges[h + 1] = edges[h] + fc[h, i] * iv
     joining = available and st[JOINED + i] < 1.0 and not steady
-    x_begin = (t - k * iv) + (site[S_JOIN, i] if joining else 0.0)
+    x_begin = (t - k * iv) + (_join_s(site, u, i) if joining else 0.0)
     s_begin = _forecast_samples(fc, edges, iv, i, x_begin)
     samples = 0.0
     if c[C_FIXED_TIME] > 0.0:
         x_end = x_begin + c[C_ROUND_S]
         samples = _forecast_samples(fc, edges, iv, i, x_end) - s_begin
     else:
-        target = s_begin + site[S_QUOTA, i]
+        target = s_begin + site[S_QUOTA, i] / _site_factor(u, site.shape[1], U_THROUGHPUT, i)
         h = 0
         while h < horizons and edges[h + 1] < target:
             h += 1
@@ -123,9 +126,10 @@ def _forecast_site(c, site, fc, st, i, steady, edges, out):
 
 
 @jit
-def _predict_batch(c, site, forecast, state, masks, steady, out):
+def _predict_batch(c, site, forecast, state, belief, masks, steady, out):
     """What-if of the candidate sets ``masks`` (B, M, N) into ``out`` (fields, B, M): the
-    prediction's fields in `RoundPrediction` order.
+    prediction's fields in `RoundPrediction` order, in the world the belief (1 or B, width)
+    describes, never the episode's unknowns in the state.
 
     A candidate's round is the true round's barrier (`_tally_site`, `_barrier`) over its sites'
     forecast rounds, with no jitter; unavailable sites are left out as the true round leaves
@@ -139,10 +143,11 @@ def _predict_batch(c, site, forecast, state, masks, steady, out):
     fetching = _joins_fetching(c, steady)
     for b in range(state.shape[0]):
         st = state[b]
+        u = belief[b if belief.shape[0] > 1 else 0]
         t = st[TIME]
         fc = forecast[_row(c, t)]
         for i in range(n):
-            _forecast_site(c, site, fc, st, i, steady, edges, fs[i])
+            _forecast_site(c, site, fc, st, u, i, steady, edges, fs[i])
         for m in range(masks.shape[1]):
             mask = masks[b, m]
             n_sel = 0
@@ -153,16 +158,17 @@ def _predict_batch(c, site, forecast, state, masks, steady, out):
                     continue
                 n_sel += 1
                 if _fetches(fetching, st, i):  # fetches, adds nothing
-                    tally = _tally_fetch(tally, _fetch_end(site, st, t, i))
+                    tally = _tally_fetch(tally, _fetch_end(site, st, u, t, i))
                     continue
                 dropped = fs[i, FS_DROPPED] > 0.0
                 finish, drop_at, samples = fs[i, FS_FINISH], fs[i, FS_DROP], fs[i, FS_SAMPLES]
-                tally = _tally_site(c, site, tally, i, finish, drop_at, dropped, samples)
+                tally = _tally_site(c, site, u, tally, i, finish, drop_at, dropped, samples)
                 if not dropped:
                     absent[i] = 0.0
             compute_s, comm_s, round_s = _barrier(c, t, n_sel, tally, 1.0)
             cover = _coverage(c, site, absent)
-            dp = _delta_progress(c, st[PROGRESS], _global_batch(c, tally), cover)
+            batch = _global_batch(c, tally)
+            dp = _delta_progress(c, u[U_PACE], u[U_NOISE], st[PROGRESS], batch, cover)
             out[P_ROUND_S, b, m] = round_s
             out[P_COMPUTE_S, b, m] = compute_s
             out[P_COMM_S, b, m] = comm_s
@@ -171,7 +177,12 @@ def _predict_batch(c, site, forecast, state, masks, steady, out):
 
 
 def predict_round(
-    params: SimParams, state: SimState, mask: np.ndarray, *, steady_state: bool = False
+    params: SimParams,
+    state: SimState,
+    mask: np.ndarray,
+    *,
+    steady_state: bool = False,
+    belief: np.ndarray | None = None,
 ) -> RoundPrediction:
     """Round time and progress of candidate sets, judged from the forecast issued now.
 
@@ -180,15 +191,20 @@ def predict_round(
     before they finish count as dropped out. No jitter, no future actuals; the state does not
     change. ``steady_state=True`` leaves the one-off join time out (a set's round once all its
     sites have joined), which is how PowerTrip ranks its prefixes.
+
+    ``belief`` (``unknowns.belief_rows``: None, (width,) or (B, width)) is the world the what-if
+    assumes: by default the scenario's stated values, never the episode's drawn unknowns.
     """
     mask = _c_bool(mask)
     squeeze = mask.ndim == 2
     if squeeze:
         mask = mask[:, None, :]
     out = np.empty((len(RoundPrediction._fields), mask.shape[0], mask.shape[1]))
+    rows = belief_rows(belief, mask.shape[0], params.n_sites)
     _predict_batch(
-        params.consts, params.site, params.forecast_rate, state.data, mask, bool(steady_state), out
-    )
+        params.consts, params.site, params.forecast_rate, state.data, rows, mask,
+        bool(steady_state), out,
+    )  # fmt: skip
     if squeeze:
         out = out[:, :, 0]
     return RoundPrediction(*out)

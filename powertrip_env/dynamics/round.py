@@ -45,6 +45,7 @@ from powertrip_env.dynamics.layout import (
     R_COMPUTE_S,
     R_CUT,
     R_DELTA_ACC,
+    R_DELTA_PROGRESS,
     R_ENERGY_J,
     R_IDLE,
     R_INVALID,
@@ -57,16 +58,23 @@ from powertrip_env.dynamics.layout import (
     ROUNDS,
     S_BATCH,
     S_IDLE_W,
-    S_JOIN,
     S_QUOTA,
     S_RTT,
     S_TX,
     SELECTED,
     START,
     TIME,
+    U_BANDWIDTH,
+    U_NOISE,
+    U_PACE,
+    U_RTT,
+    U_THROUGHPUT,
+    UNKNOWN_SCALARS,
+    UNKNOWN_SITE_FIELDS,
     W_BEGIN,
     W_END,
     W_FETCH,
+    W_JOIN,
     WORK_FIELDS,
 )
 from powertrip_env.dynamics.learning import _accuracy, _coverage, _delta_progress, _rewards
@@ -78,6 +86,7 @@ from powertrip_env.dynamics.tables import (
     _samples_in,
     _time_to_reach,
 )
+from powertrip_env.dynamics.unknowns import _join_s, _site_factor, _telemetry
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -122,10 +131,11 @@ def _fetches(fetching: bool, st: np.ndarray, i: int) -> bool:
 
 
 @jit
-def _fetch_end(site, st, t, i):
+def _fetch_end(site, st, u, t, i):
     """When site ``i``'s fetch of the training state is done if it goes on from ``t``
-    (non-blocking joins: the joined slot holds the share already fetched)."""
-    return t + (1.0 - st[JOINED + i]) * site[S_JOIN, i]
+    (non-blocking joins: the joined slot holds the share already fetched), its join time as
+    the unknowns (or belief) ``u`` make it."""
+    return t + (1.0 - st[JOINED + i]) * _join_s(site, u, i)
 
 
 @jit
@@ -136,14 +146,14 @@ def _tally_fetch(t: Tally, fetch_end: float) -> Tally:
 
 
 @jit
-def _tally_site(c, site, t, i, finish, drop_at, dropped, samples):
+def _tally_site(c, site, u, t, i, finish, drop_at, dropped, samples):
     """``t`` with started site ``i`` (not fetching) added: it completes unless ``dropped``.
 
     A site that lost its power (at ``drop_at``) holds the round at most until then. One that
     completes at ``finish`` may be the straggler, brings its RTT and link to the exchange, and
     its batch to the update: ``site_batch``, or in fixed_time rounds the ``samples`` it
     processed. The caller decides ``dropped``: the true round from the trace's next outage, the
-    what-if from the forecast's.
+    what-if from the forecast's. Its RTT and link are as the unknowns (or belief) ``u`` make them.
     """
     if dropped:
         last_drop = max(t.last_drop, drop_at)
@@ -157,8 +167,8 @@ def _tally_site(c, site, t, i, finish, drop_at, dropped, samples):
         finish if later else t.latest,
         float(i) if later else t.straggler,
         t.last_drop,
-        max(t.rtt, site[S_RTT, i]),
-        max(t.site_tx, site[S_TX, i]),
+        max(t.rtt, site[S_RTT, i] * _site_factor(u, site.shape[1], U_RTT, i)),
+        max(t.site_tx, site[S_TX, i] / _site_factor(u, site.shape[1], U_BANDWIDTH, i)),
         t.batch + (samples if c[C_FIXED_TIME] > 0.0 else site[S_BATCH, i]),
         t.first_fetch,
     )
@@ -240,30 +250,35 @@ def _start_sites(table, k, mask, srec):
 
 
 @jit
-def _run_sites(c, site, table, st, jitter, seed, k, srec, work):
+def _run_sites(c, site, table, st, u, jitter, seed, k, srec, work):
     """Steps 2 to 4 for every started site: it joins (or fetches), computes, and completes or
-    drops out, into ``work`` and ``srec`` (the drop-outs); the barrier's tally of them."""
+    drops out, into ``work`` and ``srec`` (the drop-outs); the barrier's tally of them. The
+    episode's unknowns ``u`` set each site's join, throughput and exchange."""
     t = st[TIME]
+    n = site.shape[1]
     fixed = c[C_FIXED_TIME] > 0.0
     fetching = _joins_fetching(c, False)
     tally = _tally_start()
     for i in range(site.shape[1]):
         work[W_FETCH, i] = -1.0  # not fetching
+        work[W_JOIN, i] = 0.0
         if srec[SELECTED, i] == 0.0:
             continue
         if _fetches(fetching, st, i):  # fetches through the round, trains next round
-            work[W_FETCH, i] = _fetch_end(site, st, t, i)
+            work[W_FETCH, i] = _fetch_end(site, st, u, t, i)
             tally = _tally_fetch(tally, work[W_FETCH, i])
             work[W_BEGIN, i] = t
             work[W_END, i] = t
             continue
-        begin = t + (0.0 if st[JOINED + i] >= 1.0 else site[S_JOIN, i])
+        work[W_JOIN, i] = 0.0 if st[JOINED + i] >= 1.0 else _join_s(site, u, i)
+        begin = t + work[W_JOIN, i]
         k_begin = _row(c, begin)
         s_begin = _samples_in(c, table, begin, i, k_begin)
         if fixed:  # a slow window stops at the grace deadline: the update goes as it is
             end = begin + c[C_ROUND_S] * min(_factor(c, jitter, seed, i), 1.0 + c[C_GRACE])
-        else:
-            target = s_begin + site[S_QUOTA, i] * _factor(c, jitter, seed, i)
+        else:  # the quota at the site's true throughput: the stated quota over its factor
+            quota = site[S_QUOTA, i] / _site_factor(u, n, U_THROUGHPUT, i)
+            target = s_begin + quota * _factor(c, jitter, seed, i)
             end = _time_to_reach(c, table, target, i, k_begin)
         drop_at = table[k, OUTAGE_S, i]  # the next row without power; the current row has some
         dropped = drop_at < end
@@ -271,7 +286,7 @@ def _run_sites(c, site, table, st, jitter, seed, k, srec, work):
         samples = 0.0
         if fixed and not dropped:
             samples = _samples_at(c, table, min(end, drop_at), i) - s_begin
-        tally = _tally_site(c, site, tally, i, end, drop_at, dropped, samples)
+        tally = _tally_site(c, site, u, tally, i, end, drop_at, dropped, samples)
         work[W_BEGIN, i] = begin
         work[W_END, i] = end
     return tally
@@ -303,7 +318,7 @@ def _round_energy(c, site, table, k, t, t_end, srec, work):
 
 
 @jit
-def _settle_sites(site, st, srec, fetch, t, t_end, idle):
+def _settle_sites(site, st, u, srec, fetch, t, t_end, idle):
     """Each site's joined slot and rounds absent once the round ends at ``t_end``.
 
     A site that completed has joined and is no longer absent; one that dropped out or sat out
@@ -322,7 +337,7 @@ def _settle_sites(site, st, srec, fetch, t, t_end, idle):
         elif fetch[i] < 0.0 or fetch[i] <= t_end:
             st[JOINED + i] = 1.0
         else:
-            st[JOINED + i] = min(st[JOINED + i] + (t_end - t) / site[S_JOIN, i], _JUST_BELOW_1)
+            st[JOINED + i] = min(st[JOINED + i] + (t_end - t) / _join_s(site, u, i), _JUST_BELOW_1)
 
 
 @jit
@@ -353,9 +368,10 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     n = site.shape[1]
     t = st[TIME]
     k = _row(c, t)
+    u = st[JOINED + 2 * n : JOINED + 2 * n + UNKNOWN_SCALARS + len(UNKNOWN_SITE_FIELDS) * n]
     seed = _round_seed(st[KEY], int(st[ROUNDS]))
     n_req, n_sel = _start_sites(table, k, mask, srec)
-    tally = _run_sites(c, site, table, st, jitter, seed, k, srec, work)
+    tally = _run_sites(c, site, table, st, u, jitter, seed, k, srec, work)
     comm_jitter = _factor(c, jitter, seed, n) if tally.completing > 0 else 1.0
     compute_s, comm_s, round_s = _barrier(c, t, n_sel, tally, comm_jitter)
     deadline = st[START] + c[C_BUDGET]  # step 6
@@ -374,9 +390,11 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     energy_j = _round_energy(c, site, table, k, t, t_end, srec, work)
 
     idle = n_sel == 0
-    _settle_sites(site, st, srec, work[W_FETCH], t, t_end, idle)
+    _telemetry(c, site, table, st, u, srec, work, comm_jitter, cut)
+    _settle_sites(site, st, u, srec, work[W_FETCH], t, t_end, idle)
     cover = st[COVERAGE] if idle else _coverage(c, site, st[JOINED + n : JOINED + 2 * n])
-    progress = st[PROGRESS] + _delta_progress(c, st[PROGRESS], batch, cover)
+    gained = _delta_progress(c, u[U_PACE], u[U_NOISE], st[PROGRESS], batch, cover)
+    progress = st[PROGRESS] + gained
     acc = _accuracy(c, progress, cover)
     target = c[C_TARGET]
     rec[R_DELTA_ACC] = min(acc, target) - min(st[ACC], target)
@@ -388,6 +406,7 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     st[LAST_ROUND] = round_s
     st[COVERAGE] = cover
 
+    rec[R_DELTA_PROGRESS] = gained
     rec[R_ROUND_S] = round_s
     rec[R_COMPUTE_S] = compute_s
     rec[R_COMM_S] = comm_s

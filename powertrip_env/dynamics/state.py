@@ -35,11 +35,19 @@ from powertrip_env.dynamics.layout import (
     R_TRUNCATED,
     RECORD_FIELDS,
     ROUNDS,
+    SEEN_FIELDS,
     SELECTED,
     SITE_RECORD,
     START,
+    STATE_BLOCKS,
     STATE_FIELDS,
     TIME,
+    UNKNOWN_SCALARS,
+    V_ROUND,
+    seen_start,
+    state_width,
+    unknowns_start,
+    unknowns_width,
 )
 from powertrip_env.dynamics.learning import _rewards
 
@@ -68,7 +76,7 @@ class SimState:
 
     @property
     def n_sites(self) -> int:
-        return (self.data.shape[1] - JOINED) // 2
+        return (self.data.shape[1] - JOINED - UNKNOWN_SCALARS) // STATE_BLOCKS
 
     time_s = property(lambda self: self.data[:, TIME], doc="(B,) seconds since row 0")
     start_s = property(lambda self: self.data[:, START], doc="(B,) the episode's start")
@@ -94,6 +102,14 @@ class SimState:
         """(B, N) rounds since each site last took part."""
         n = self.n_sites
         return self.data[:, JOINED + n : JOINED + 2 * n]
+
+    @property
+    def seen(self) -> np.ndarray:
+        """(B, len(SEEN_FIELDS), N) each site's last telemetry: measured over nominal compute,
+        exchange and join, and the round it was taken in (-1: never). Measured track only."""
+        n = self.n_sites
+        lo = seen_start(n)
+        return self.data[:, lo : lo + len(SEEN_FIELDS) * n].reshape(-1, len(SEEN_FIELDS), n)
 
     def take(self, index: np.ndarray) -> SimState:
         """The episodes at ``index`` (an int array, repeats allowed), as a new batch."""
@@ -122,12 +138,16 @@ class SimState:
         return SimState(data)
 
 
-def initial_state(params: SimParams, start_s: Any, key: Any = 0) -> SimState:
+def initial_state(
+    params: SimParams, start_s: Any, key: Any = 0, unknowns: np.ndarray | None = None
+) -> SimState:
     """Fresh episodes starting at ``start_s`` (seconds since row 0) with jitter keys ``key``
-    (whole numbers below ``KEY_LIMIT``, drawn from each episode's generator)."""
+    (whole numbers below ``KEY_LIMIT``, drawn from each episode's generator) and ``unknowns``
+    ((B, width) factors, ``unknowns.draw_unknowns``; default all 1: the world as stated)."""
     start = np.asarray(start_s, dtype=np.float64).reshape(-1)
     n = params.n_sites
-    data = np.zeros((start.shape[0], JOINED + 2 * n))
+    data = np.zeros((start.shape[0], state_width(n)))
+    initial_unknowns(data, n, unknowns)
     data[:, TIME] = start
     data[:, START] = start
     data[:, ACC] = params.a0
@@ -214,3 +234,12 @@ def _round_buffers(params: SimParams, state: SimState) -> tuple[np.ndarray, np.n
     b = state.batch
     record = np.empty((b, len(RECORD_FIELDS)))
     return state.data.copy(), record, np.empty((b, len(SITE_RECORD), params.n_sites))
+
+
+def initial_unknowns(data: np.ndarray, n_sites: int, unknowns: np.ndarray | None) -> None:
+    """Write fresh episodes' unknowns (default all 1) and "never measured" telemetry."""
+    lo = unknowns_start(n_sites)
+    data[:, lo : lo + unknowns_width(n_sites)] = 1.0 if unknowns is None else unknowns
+    seen = seen_start(n_sites)
+    data[:, seen : seen + len(SEEN_FIELDS) * n_sites] = 1.0
+    data[:, seen + V_ROUND * n_sites : seen + (V_ROUND + 1) * n_sites] = -1.0

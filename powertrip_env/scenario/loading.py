@@ -29,6 +29,7 @@ from powertrip_env.scenario.sections import (
     load_learner_config,
     load_network,
     load_trace_files,
+    load_unknowns,
     load_workload,
     normalised_shares,
 )
@@ -76,6 +77,7 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     episode = load_episode(table("episode", {}), trace_table)
     trace_table.finish()
     learner = load_learner_config(table("learner", {}))
+    unknowns = load_unknowns(table("unknowns", {}), workload)
     top.finish()
     data_files = [gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file]
     inputs = dict.fromkeys([*tomls, *(f for f in data_files if f is not None)])
@@ -93,6 +95,7 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
         inputs=tuple(inputs),
         sites_source=sites_source,
         learner=learner,
+        unknowns=unknowns,
     )
 
 

@@ -33,6 +33,7 @@ from powertrip_env.scenario.sections import (
     load_episode,
     load_learner_config,
     load_network,
+    load_unknowns,
     load_workload,
 )
 from powertrip_env.scenario.types import Episode, GpuType, Network, Scenario, Site, TraceFiles
@@ -135,8 +136,8 @@ def _number(value: Any, kind: type) -> Any:
 
 def _scenario(data: Any, where: str) -> Scenario:
     """Rebuild a ``Scenario`` through the same checks a scenario file goes through."""
-    fields = [f.name for f in dataclasses.fields(Scenario) if f.name != "inputs"]
-    _keys(data, where, tuple(fields))
+    fields = [f.name for f in dataclasses.fields(Scenario) if f.name not in ("inputs", "unknowns")]
+    _keys(data, where, tuple(fields), ("unknowns",))  # a portable made before 0.4 has none
     for key in ("name", "description", "source", "sites_source"):
         if not isinstance(data[key], str):
             raise ScenarioError(f"{where} [{key!r}] = {data[key]!r}: must be a string")
@@ -176,6 +177,11 @@ def _scenario(data: Any, where: str) -> Scenario:
     ep = load_episode(Table(rest, where, "episode"), Table(days, where, "trace"))
 
     files = _trace_files(data, where)
+    # optional fields a scenario left unset travel as None; a file would leave them out
+    workload = load_workload(
+        Table({k: v for k, v in dict(data["workload"]).items() if v is not None}, where, "workload")
+    )
+    unknowns = load_unknowns(Table(dict(data.get("unknowns", {})), where, "unknowns"), workload)
 
     return Scenario(
         name=data["name"],
@@ -183,20 +189,14 @@ def _scenario(data: Any, where: str) -> Scenario:
         source=data["source"],
         sites=tuple(sites),
         gpus=gpus,
-        # optional fields a scenario left unset travel as None; a file would leave them out
-        workload=load_workload(
-            Table(
-                {k: v for k, v in dict(data["workload"]).items() if v is not None},
-                where,
-                "workload",
-            )
-        ),
+        workload=workload,
         network=net,
         episode=ep,
         trace=files,
         hub_index=hub_index,
         sites_source=data["sites_source"],
         learner=load_learner_config(Table(dict(data["learner"]), where, "learner")),
+        unknowns=unknowns,
     )
 
 

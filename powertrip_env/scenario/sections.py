@@ -24,6 +24,7 @@ from powertrip_env.scenario.types import (
     Network,
     Site,
     TraceFiles,
+    Unknowns,
     Workload,
 )
 
@@ -184,6 +185,31 @@ def load_workload(t: Table) -> Workload:
     )
     t.finish()
     return workload
+
+
+def load_unknowns(t: Table, workload: Workload) -> Unknowns:
+    """``[unknowns]`` (optional): the spreads of what each episode draws. A σ above 1 would
+    make a site's factor vary by e^±2 and more between episodes, far past any measurement the
+    spreads are cited from (docs/references.md), so it is refused."""
+    sigma = {"lo": 0.0, "hi": 1.0}
+    unknowns = Unknowns(
+        throughput_sigma=t.number("throughput_sigma", 0.0, **sigma),
+        slow_probability=t.number("slow_probability", 0.0, lo=0.0, hi=1.0),
+        slow_factor=t.number("slow_factor", 1.0, lo=1.0, hi=10.0),
+        rtt_sigma=t.number("rtt_sigma", 0.0, **sigma),
+        bandwidth_sigma=t.number("bandwidth_sigma", 0.0, **sigma),
+        join_sigma=t.number("join_sigma", 0.0, **sigma),
+        pace_sigma=t.number("pace_sigma", 0.0, **sigma),
+        noise_sigma=t.number("noise_sigma", 0.0, **sigma),
+    )
+    t.finish()
+    if unknowns.drawn and workload.round_mode == "fixed_time":
+        raise ScenarioError(
+            f"{t.source}: [unknowns] needs [workload] round_mode = 'fixed_quota' (got "
+            "'fixed_time'): a site's unknown throughput sets how long its quota takes, and a "
+            "fixed-time round has no quota"
+        )
+    return unknowns
 
 
 def load_network(t: Table, sites: list[Site], sites_table: Table) -> tuple[Network, int]:

@@ -154,6 +154,44 @@ class LearnerConfig:
 
 
 @dataclass(frozen=True)
+class Unknowns:
+    """``[unknowns]``: how far this job's world may depart from the values the scenario states.
+
+    At each reset the episode draws, from its seed, a factor per site on its throughput, RTT,
+    bandwidth and join time and two on the job's progress curve: log-normal with these σ
+    (median 1), a site a slow outlier with ``slow_probability`` (its throughput divided by
+    ``slow_factor``). Policies are told the stated values and must measure the rest
+    (docs/model.md, "What is unknown"). All zero, the default, is the known track.
+    """
+
+    throughput_sigma: float = 0.0
+    slow_probability: float = 0.0
+    slow_factor: float = 1.0
+    rtt_sigma: float = 0.0
+    bandwidth_sigma: float = 0.0
+    join_sigma: float = 0.0
+    pace_sigma: float = 0.0
+    noise_sigma: float = 0.0
+
+    @property
+    def drawn(self) -> bool:
+        """Whether episodes draw anything: the measured track."""
+        sigmas = (getattr(self, f) for f in SPREAD_ORDER if f.endswith("_sigma"))
+        outliers = self.slow_probability > 0.0 and self.slow_factor > 1.0
+        return outliers or any(v > 0.0 for v in sigmas)
+
+    def spreads(self) -> tuple[float, ...]:
+        """The values in ``dynamics.unknowns.SPREAD_FIELDS`` order (the slow factor as given)."""
+        return tuple(float(getattr(self, f)) for f in SPREAD_ORDER)
+
+
+SPREAD_ORDER = (
+    "throughput_sigma", "slow_probability", "slow_factor", "rtt_sigma", "bandwidth_sigma",
+    "join_sigma", "pace_sigma", "noise_sigma",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A complete, validated scenario."""
 
@@ -170,6 +208,7 @@ class Scenario:
     inputs: tuple[Path, ...] = ()  # every file the scenario was read from (cache validation)
     sites_source: str = ""  # where the sites are written: the catalogue CSV or the TOML
     learner: LearnerConfig = field(default_factory=LearnerConfig)
+    unknowns: Unknowns = field(default_factory=Unknowns)  # off: the known track
 
     @property
     def trace_file(self) -> Path:
