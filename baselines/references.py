@@ -254,7 +254,12 @@ class BeamPlanner(Policy):
         starts: list[Policy] = [PowerTrip()]
         if self.env.n_sites <= MAX_EXHAUSTIVE_SITES:
             starts.append(MyopicOptimal())
-        starts += [p for p in self.extra_starts if p.name not in {"PowerTrip", "MyopicOptimal"}]
+        measured = self.env.decision_view().measured_track
+        starts += [
+            p for p in self.extra_starts
+            if p.name not in {"PowerTrip", "MyopicOptimal"}
+            and (measured or not getattr(p, "measured_only", False))
+        ]  # fmt: skip
         return [*(play_on_copy(self.env, policy) for policy in starts), best_fixed_set(self.env)]
 
     def search(self) -> tuple[list[np.ndarray], float]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from powertrip_env.baselines.adaptive import Adaptive, Informed
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy
 from powertrip_env.baselines.lookahead import TUNED, ForecastMPC, HorizonRule
 from powertrip_env.baselines.policies import (
@@ -56,6 +57,13 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "ForecastMPC": lambda n_sites, seed: ForecastMPC(
         int(TUNED["ForecastMPC"]["lookahead"]), TUNED["ForecastMPC"]["margin"]
     ),
+    "AdaptiveHorizon": lambda n_sites, seed: Adaptive(_tuned("HorizonRule"), "AdaptiveHorizon"),
+    "AdaptiveMPC": lambda n_sites, seed: Adaptive(_tuned("ForecastMPC"), "AdaptiveMPC"),
+    "ExploringHorizon": lambda n_sites, seed: Adaptive(
+        _tuned("HorizonRule"), "ExploringHorizon", optimism=1.0
+    ),
+    "Informed": lambda n_sites, seed: Informed(_tuned("HorizonRule"), "Informed"),
+    "InformedMPC": lambda n_sites, seed: Informed(_tuned("ForecastMPC"), "InformedMPC"),
     "BestFixedSet": lambda n_sites, seed: BestFixedSet(),
     "BeamPlanner": lambda n_sites, seed: _reference(BeamPlanner, n_sites, seed),
     "Optimiser": lambda n_sites, seed: _reference(Optimiser, n_sites, seed),
@@ -75,13 +83,26 @@ _SIZED_NAME = re.compile(r"^(?P<family>[A-Za-z]+)-(?P<k>\d+)$")
 REFERENCES = ("BestFixedSet", "BeamPlanner", "Optimiser")
 """The clairvoyant references (``baselines/references.py``): ``--policies references``."""
 
+ADAPTIVE = ("AdaptiveHorizon", "AdaptiveMPC", "ExploringHorizon")
+"""The measured track's deployable baselines (``baselines/adaptive.py``): the lookahead rules
+fed online estimates of what the scenario does not state, one of them exploring."""
+
+INFORMED = ("Informed", "InformedMPC")
+"""The lookahead rules told each episode's drawn unknowns (``baselines/adaptive.py``): what
+perfect identification reaches, never the future. References, not deployable."""
+
+
+def _tuned(name: str) -> Policy:
+    """A lookahead rule with its tuned parameters (``lookahead.TUNED``)."""
+    return POLICIES[name](n_sites=0, seed=0)
+
 
 def _reference(kind: type[BeamPlanner], n_sites: int, seed: int) -> BeamPlanner:
     """A planner started from the episode of every shipped deployable baseline
     (``default_policy_names``, built with the same seed as when they are evaluated), so that
     none of them beats it in any episode; ``Optimiser`` is what the benchmark scores against."""
-    starts = [make_policy(name, n_sites, seed) for name in default_policy_names(n_sites)]
-    return kind(starts=starts)
+    names = [*default_policy_names(n_sites, measured=True), *INFORMED]
+    return kind(starts=[make_policy(name, n_sites, seed) for name in names])
 
 
 def _named(policy: Policy, name: str) -> Policy:
@@ -129,8 +150,9 @@ def make_policy(name: str, n_sites: int, seed: int = 0) -> Policy:
     raise ValueError(f"unknown policy {name!r}; valid names: {_describe_valid(n_sites)}")
 
 
-def default_policy_names(n_sites: int) -> list[str]:
-    """What ``--policies all`` runs: PowerTrip and every deployable baseline.
+def default_policy_names(n_sites: int, measured: bool = False) -> list[str]:
+    """What ``--policies all`` runs: PowerTrip and every deployable baseline; on the measured
+    track (``measured``) the adaptive ones too (``ADAPTIVE``).
 
     The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
     for ``references`` (``powertrip_env.harness.reports.headroom`` runs them with the bound).
@@ -142,7 +164,7 @@ def default_policy_names(n_sites: int) -> list[str]:
     names += ["OortLike", "FedZeroLike"]
     if n_sites <= MAX_EXHAUSTIVE_SITES:
         names.append("MyopicOptimal")
-    return [*names, *LOOKAHEAD]
+    return [*names, *LOOKAHEAD, *(ADAPTIVE if measured else ())]
 
 
 LOOKAHEAD = ("HorizonRule", "ForecastMPC")

@@ -57,7 +57,8 @@ SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost mi
 RESULT_IDS = [
     env_id
     for env_id in powertrip_env.ENV_IDS
-    if env_id == "PowerTrip-v0" or env_id not in powertrip_env.SUITE_IDS
+    if env_id == "PowerTrip-v0"
+    or env_id not in (*powertrip_env.SUITE_IDS, *powertrip_env.MEASURED_SUITE_IDS)
 ]
 
 DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in

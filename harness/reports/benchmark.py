@@ -49,6 +49,7 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections.abc import Sequence
@@ -65,7 +66,12 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
-from powertrip_env.baselines.registry import default_policy_names
+from powertrip_env.baselines.registry import (
+    ADAPTIVE,
+    INFORMED,
+    LOOKAHEAD,
+    default_policy_names,
+)
 from powertrip_env.errors import EvaluationError
 from powertrip_env.harness.arguments import (
     SUITE,
@@ -109,10 +115,12 @@ def run_task(
     probe = make_env(env_id, split="test", **kwargs)
     try:
         n_sites = probe.unwrapped.n_sites
-        deployable = default_policy_names(n_sites)
+        measured = bool(probe.unwrapped.params.measured)
+        deployable = default_policy_names(n_sites, measured=measured)
+        informed = list(INFORMED) if measured else []
         result = evaluate(
             env_id,
-            [*deployable, "BestFixedSet", TOP],
+            [*deployable, *informed, "BestFixedSet", TOP],
             episodes=episodes,
             split="test",
             seed=seed,
@@ -132,8 +140,9 @@ def run_task(
 
     tta = frame.pivot(index="episode", columns="policy", values="tta_h")
     mean = tta.mean()
-    never_beaten = bool((tta[TOP] <= tta[deployable].min(axis=1) + 1e-9).all())
+    never_beaten = bool((tta[TOP] <= tta[[*deployable, *informed]].min(axis=1) + 1e-9).all())
     facts = {
+        "track": "measured" if measured else "known",
         "optimiser_headroom": float(mean["BestFixedSet"] / mean[TOP]),
         "optimum_upper_h": float(mean[TOP]),
         "optimum_lower_h": float(mean[BOUND]),
@@ -143,7 +152,31 @@ def run_task(
         "episodes": episodes,
         "n_sites": n_sites,
     }
+    if measured:
+        facts.update(room_chain(mean))
     return frame, facts
+
+
+def room_chain(mean: pd.Series) -> dict[str, Any]:
+    """A measured task's room, split (docs/measured.md): PowerTrip → the best rule on the
+    stated model → the best adaptive rule → ``Informed`` (the best rule told the draw) →
+    the Optimiser, with each step's share of PowerTrip → Optimiser. ``learnable_room`` is the
+    best adaptive rule over Informed: what measuring costs, and what an agent may take."""
+    nominal = min(LOOKAHEAD, key=lambda name: mean[name])
+    adaptive = min(ADAPTIVE, key=lambda name: mean[name])
+    informed = min(INFORMED, key=lambda name: mean[name])
+    steps = [("PowerTrip", YARDSTICK), ("nominal", nominal), ("adaptive", adaptive),
+             ("informed", informed), ("optimiser", TOP)]  # fmt: skip
+    total = float(mean[YARDSTICK] - mean[TOP])
+    chain = [{"step": step, "policy": name, "tta_h": float(mean[name])} for step, name in steps]
+    for before, after in itertools.pairwise(chain):
+        after["share"] = (before["tta_h"] - after["tta_h"]) / total if total > 0 else 0.0
+    return {
+        "informed_h": float(mean[informed]),
+        "best_adaptive": adaptive,
+        "learnable_room": float(mean[adaptive] / mean[informed]),
+        "chain": chain,
+    }
 
 
 def benchmark(
@@ -194,6 +227,31 @@ def bracket_lines(facts: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
+def chain_lines(facts: dict[str, dict[str, Any]]) -> list[str]:
+    """The measured tasks' room chains (``room_chain``), one row each; none on the known track."""
+    rows = [(task, f) for task, f in facts.items() if f.get("track") == "measured"]
+    if not rows:
+        return []
+    lines = [
+        "| task | PowerTrip (h) | stated model (h) | adaptive (h) | Informed (h) | Optimiser (h) "
+        "| learnable room |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for task, f in rows:
+        cells = []
+        for link in f["chain"]:
+            share = f" ({link['share']:.0%})" if "share" in link else ""
+            cells.append(f"{link['policy']} {link['tta_h']:.2f}{share}")
+        lines.append(f"| {task} | {' | '.join(cells)} | {f['learnable_room']:.3f} |")
+    return [
+        *lines,
+        "",
+        "The measured track's room, split: each step's policy, its mean TTA and (in brackets) "
+        "its share of PowerTrip → Optimiser; learnable room = best adaptive / Informed.",
+        "",
+    ]
+
+
 def report(
     episodes: pd.DataFrame,
     facts: dict[str, dict[str, Any]],
@@ -207,7 +265,7 @@ def report(
         board = leaderboard.board(scored(episodes), YARDSTICK, TOP)
     markdown = leaderboard.to_markdown(board, title="Leaderboard")
     summary = leaderboard.to_json(board, task_facts=facts)
-    return "\n".join([*bracket_lines(facts), "", markdown]), summary
+    return "\n".join([*bracket_lines(facts), "", *chain_lines(facts), markdown]), summary
 
 
 def write_run(folder: Path, episodes: pd.DataFrame, markdown: str, summary: dict) -> None:

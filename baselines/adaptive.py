@@ -1,0 +1,218 @@
+"""Rules for the measured track: what a rule reaches by measuring, and what it would reach if told.
+
+On the measured track (a scenario with ``[unknowns]``) each episode's sites run at speeds, over
+links and with joins that differ from the stated values, and the job's progress curve is known
+only to a scaling-law fit's error (docs/model.md, "What is unknown"). A rule that trusts the
+stated values (the ``HorizonRule`` and ``ForecastMPC`` of ``lookahead.py``) plans a world that is
+not there. The rules here run those same rules with their what-ifs assuming another world, a
+*belief* (``predict_round(..., belief=...)``):
+
+* ``Adaptive``: the belief is estimated online from each site's telemetry, as a careful engineer
+  would ship it: per site, the measured-over-stated ratio of its compute, exchange and join
+  (an exponentially weighted mean in log space, so one noisy round moves it little), and the
+  job's pace and noise scale fitted to the progress each round measured. A site not yet
+  measured is taken as stated.
+* ``Exploring``: ``Adaptive`` with optimism for what it has not measured: an unmeasured site is
+  believed as fast, as well linked and as quick to join as the scenario's spreads allow within
+  one σ. The rule then tries it when that optimistic estimate says it would win, and its
+  telemetry settles the question.
+* ``Informed``: the belief is the episode's drawn unknowns themselves, read through the
+  clairvoyant door: what perfect identification reaches, a reference and not deployable. It
+  knows the world but not the future (the forecast, never future power).
+
+The gap between the best adaptive rule and ``Informed`` is what measuring costs: the room a
+learning agent may take (the benchmark's learnable room).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from powertrip_env.baselines.base import Policy
+from powertrip_env.view import Unknowns
+
+# The smoothing of the per-site estimates: the weight of the newest measurement. A round's
+# compute carries the scenario's jitter (σ = 0.05 on the flagship), so a few rounds average it.
+SMOOTHING = 0.3
+# The grid the job's noise-scale factor is fitted on (log-spaced, both ways of the stated one).
+NOISE_GRID = np.exp(np.linspace(-0.5, 0.5, 21))
+
+
+class BeliefEnv:
+    """An environment as a rule sees it when its what-ifs assume ``belief``: everything else is
+    the environment's own (attribute access passes through)."""
+
+    def __init__(self, env: Any, belief: Unknowns) -> None:
+        self._env = env
+        self.belief = belief
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    @property
+    def unwrapped(self) -> BeliefEnv:
+        return self
+
+    def predict_round(self, mask: Any, *, steady_state: bool = False) -> Any:
+        return self._env.predict_round(mask, steady_state=steady_state, belief=self.belief)
+
+    def predict_plan(self, plan: Any, rounds: int | None = None) -> Any:
+        return self._env.predict_plan(plan, rounds, belief=self.belief)
+
+    def candidates(self, rules: Any = None) -> Any:
+        return self._env.candidates(rules, belief=self.belief)
+
+
+class _Believing(Policy):
+    """A rule (``inner``) whose what-ifs assume this policy's belief."""
+
+    # The planners' starts (``references.BeamPlanner``) play these only on the measured track:
+    # on the known track they repeat their inner rule (Informed) or chase the jitter (Adaptive).
+    measured_only = True
+
+    def __init__(self, inner: Policy, name: str) -> None:
+        super().__init__()
+        self.inner = inner
+        self.name = name
+
+    def reset(self, env: Any) -> None:
+        super().reset(env)
+        self.inner.reset(env)
+        self.inner.env = BeliefEnv(self.env, self.first_belief())
+
+    def first_belief(self) -> Unknowns:
+        raise NotImplementedError
+
+    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
+        return self.inner.act(obs, info)
+
+
+class Informed(_Believing):
+    """REFERENCE (reads the draw): ``inner`` told the episode's drawn unknowns, never the future.
+
+    What perfect identification of the sites and the job would reach with this rule. On the
+    known track the draw is the stated world and ``Informed`` plays ``inner`` exactly.
+    """
+
+    def first_belief(self) -> Unknowns:
+        return self.env.clairvoyant().drawn()
+
+
+class Estimator:
+    """Online estimates of the unknowns from one episode's telemetry.
+
+    ``update`` reads the decision view at the start of each round: the telemetry each site
+    last gave (``measured_*``, with the round it was taken in) and the progress the last round
+    made against what the stated curve predicts for its global batch.
+    """
+
+    def __init__(self, optimism: float = 0.0, spreads: Any = None) -> None:
+        self.optimism = float(optimism)  # in σ of the scenario's spreads, for unmeasured sites
+        self.spreads = spreads
+        self.log = None  # (4, N) log factors: throughput, transfer, join; and the weights
+        self.seen_round: np.ndarray | None = None
+        self.progress_log: list[tuple[float, float, float]] = []  # (P before, batch, ΔP)
+        self.workload: Any = None
+        self.n_sites = 0
+        self.last: tuple[float, float] | None = None  # (progress, batch) of the round played
+
+    def reset(self, scenario: Any) -> None:
+        """A new episode of ``scenario`` (its stated workload is what the fit starts from)."""
+        n = scenario.n_sites
+        self.workload = scenario.workload
+        self.n_sites = n
+        self.log = np.zeros((3, n))
+        self.weight = np.zeros((3, n))
+        self.seen_round = np.full(n, -1, dtype=np.int64)
+        self.progress_log = []
+        self.last = None
+
+    def update(self, now: Any) -> None:
+        fresh = now.measured_round > self.seen_round
+        for f, ratio in enumerate((now.measured_compute, now.measured_transfer)):
+            got = fresh & (ratio > 0.0)
+            x = np.log(np.where(got, ratio, 1.0))
+            first = got & (self.weight[f] == 0.0)
+            smoothed = (1.0 - SMOOTHING) * self.log[f] + SMOOTHING * x
+            self.log[f] = np.where(first, x, np.where(got, smoothed, self.log[f]))
+            self.weight[f] += got
+        # a join has no jitter: its one measurement is the site's join (1: never joined yet)
+        joined = now.measured_join != 1.0
+        self.log[2] = np.where(joined, np.log(np.maximum(now.measured_join, 1e-9)), 0.0)
+        self.weight[2] = joined.astype(np.float64)
+        self.seen_round = np.maximum(self.seen_round, now.measured_round)
+        if self.last is not None and now.rounds > 0:
+            before, batch = self.last
+            gained = now.surrogate_progress - before
+            if batch > 0.0 and gained > 0.0:
+                self.progress_log.append((before, batch, gained))
+        self.last = None
+
+    def played(self, now: Any, mask: np.ndarray) -> None:
+        """Remember the round about to be played: its start's progress and global batch."""
+        batch = float(self.workload.site_batch * np.count_nonzero((mask > 0) & now.available))
+        self.last = (now.surrogate_progress, batch)
+
+    def pace_noise(self) -> tuple[float, float]:
+        """The job's pace and noise-scale factors that best explain the progress measured: a
+        least-squares fit in log space over ``NOISE_GRID``, the pace then in closed form."""
+        if not self.progress_log:
+            return 1.0, 1.0
+        rows = np.array(self.progress_log)
+        before, batch, gained = rows[:, 0], rows[:, 1], rows[:, 2]
+        wl = self.workload
+        growth = (1.0 + before / wl.noise_p_b) ** wl.noise_gamma
+        best = (math.inf, 1.0, 1.0)
+        for noise in NOISE_GRID:
+            eff = 1.0 / (1.0 + wl.noise_b0 * noise * growth / batch)
+            stated = wl.local_steps * wl.eta_local * eff
+            resid = np.log(gained / stated)
+            pace = float(np.exp(resid.mean()))
+            err = float(np.sum((resid - np.log(pace)) ** 2))
+            if err < best[0] - 1e-12:
+                best = (err, pace, float(noise))
+        return best[1], best[2]
+
+    def belief(self) -> Unknowns:
+        n = self.n_sites
+        thr = np.exp(-self.log[0])  # compute time over stated: its inverse is the speed
+        transfer = np.exp(self.log[1])
+        join = np.exp(self.log[2])
+        if self.optimism > 0.0 and self.spreads is not None:
+            s = self.spreads
+            unseen = self.weight[0] == 0.0
+            thr = np.where(unseen, math.exp(self.optimism * s.throughput_sigma), thr)
+            link = math.exp(-self.optimism * math.hypot(s.rtt_sigma, s.bandwidth_sigma))
+            transfer = np.where(self.weight[1] == 0.0, link, transfer)
+            join = np.where(self.weight[2] == 0.0, math.exp(-self.optimism * s.join_sigma), join)
+        pace, noise = self.pace_noise()
+        # an exchange measured r times the stated one: its RTT times r and its bandwidth over r
+        assert thr.shape == (n,)
+        return Unknowns(pace, noise, thr, transfer, 1.0 / transfer, join)
+
+
+class Adaptive(_Believing):
+    """Deployable: ``inner`` with its what-ifs fed the online estimates of ``Estimator`` (and,
+    with ``optimism`` > 0, optimistic about sites it has not measured: ``Exploring``)."""
+
+    def __init__(self, inner: Policy, name: str, optimism: float = 0.0) -> None:
+        super().__init__(inner, name)
+        self.optimism = float(optimism)
+        self.estimator = Estimator(optimism)
+
+    def first_belief(self) -> Unknowns:
+        scenario = self.env.decision_view().scenario
+        self.estimator = Estimator(self.optimism, scenario.unknowns)
+        self.estimator.reset(scenario)
+        return self.estimator.belief()
+
+    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
+        now = self.env.decision_view()
+        self.estimator.update(now)
+        self.inner.env.belief = self.estimator.belief()
+        mask = self.inner.act(obs, info)
+        self.estimator.played(now, mask)
+        return mask
