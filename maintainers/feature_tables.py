@@ -13,7 +13,9 @@ from powertrip_env.dynamics.features import (
     GLOBAL_ROWS,
     N_GLOBAL,
     N_SITE_FEATURES,
+    N_TELEMETRY,
     SITE_ROWS,
+    TELEMETRY_ROWS,
     TIME_SCALE_NOTE,
     bound_text,
     column_spans,
@@ -28,6 +30,11 @@ def feature_tables() -> str:
     lines = []
     for title, rows in (
         (f"Per site ({N_SITE_FEATURES} features, in `dynamics.SITE_FEATURES` order):", SITE_ROWS),
+        (
+            f"Per site on the measured track ({N_TELEMETRY} more, after each site's features, in"
+            " `dynamics.TELEMETRY_FEATURES` order):",
+            TELEMETRY_ROWS,
+        ),
         (f"Global ({N_GLOBAL} features, in `dynamics.GLOBAL_FEATURES` order):", GLOBAL_ROWS),
     ):
         lines += ["", title, "", "| # | feature | formula | range |", "|---|---|---|---|"]

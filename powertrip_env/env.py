@@ -71,6 +71,11 @@ class PowerTripEnv(EngineViews, gym.Env):
 
     <observation table: powertrip_env.dynamics.features.env_table()>
 
+    On the measured track (a scenario with `[unknowns]`: `PowerTrip-Measured-v0`,
+    `PowerTrip-Wide-Measured-v0`) each site has 4 more columns after its features: its last
+    telemetry (`ln` of measured over stated compute, exchange and join, clipped to ±1) and the
+    measurement's age (`dynamics.TELEMETRY_FEATURES`; docs/model.md, "What is unknown").
+
     ## Rewards
 
     `reward_mode="excess_gain"` (default): `r = (Δa − ρ_ref · T_r) / (a* − a0)` with

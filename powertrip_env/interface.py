@@ -79,6 +79,8 @@ class Interface:
         self.n_sites = params.n_sites
         self.padded = max_sites is not None
         self.width = max_sites if self.padded else params.n_sites  # sites in every space
+        # columns per site: the features, and on the measured track its telemetry
+        self.per_site = dynamics.site_features(params)
         self.action_space = self._action_space()
         self.observation_space = self._observation_space()
 
@@ -97,8 +99,12 @@ class Interface:
         return spaces.MultiDiscrete(np.full(self.width, 2, dtype=np.int64))
 
     def _observation_space(self) -> spaces.Space:
-        site_low = np.tile(dynamics.SITE_LOW, (self.width, 1))
-        site_high = np.tile(dynamics.SITE_HIGH, (self.width, 1))
+        low, high = dynamics.SITE_LOW, dynamics.SITE_HIGH
+        if self.per_site > dynamics.N_SITE_FEATURES:  # the measured track's telemetry
+            low = np.concatenate([low, dynamics.TELEMETRY_LOW])
+            high = np.concatenate([high, dynamics.TELEMETRY_HIGH])
+        site_low = np.tile(low, (self.width, 1))
+        site_high = np.tile(high, (self.width, 1))
         valid = spaces.Box(0.0, 1.0, (self.width,), dtype=np.float32)
         if self.obs_mode == "dict":
             parts = {
@@ -140,9 +146,9 @@ class Interface:
         """The kernel's flat observations in ``obs_mode``'s shape (a dict is split into copies)."""
         if self.obs_mode != "dict":
             return flat
-        g = self.width * dynamics.N_SITE_FEATURES
+        g = self.width * self.per_site
         out = {
-            "sites": flat[:, :g].reshape(-1, self.width, dynamics.N_SITE_FEATURES).copy(),
+            "sites": flat[:, :g].reshape(-1, self.width, self.per_site).copy(),
             "global": flat[:, g : g + dynamics.N_GLOBAL].copy(),
         }
         if self.padded:
@@ -220,7 +226,9 @@ class Interface:
 
     def scratch(self, batch: int) -> dynamics.Scratch:
         """What ``step`` may lend a batch of ``batch`` episodes laid out by this interface."""
-        return dynamics.Scratch.fit(None, batch, self.n_sites, self.width, self.padded)
+        return dynamics.Scratch.fit(
+            None, batch, self.n_sites, self.width, self.padded, self.per_site
+        )
 
     def report(self, state: dynamics.SimState) -> dynamics.Info:
         """The info's numbers of episodes that have just started: as after a round that did

@@ -27,6 +27,7 @@ from powertrip_env import ScenarioError, dynamics, load_scenario
 from powertrip_env.baselines.adaptive import Adaptive, Informed
 from powertrip_env.baselines.references import play_on_copy
 from powertrip_env.baselines.registry import make_policy
+from powertrip_env.dynamics.features import TELEMETRY_FEATURES
 from powertrip_env.dynamics.layout import S_QUOTA, seen_start, unknowns_width
 from powertrip_env.dynamics.unknowns import SPREAD_FIELDS
 from powertrip_env.scenario.types import SPREAD_ORDER
@@ -228,7 +229,14 @@ def test_policies_see_the_stated_world_whatever_the_draw(request, other):
     assert measured.state.key[0] == twin.state.key[0]
     assert not np.array_equal(drawn(measured), drawn(twin))
 
-    assert np.array_equal(obs, twin_obs)
+    if other == "wider":
+        assert np.array_equal(obs, twin_obs)
+    else:  # the known track's observation has no telemetry columns; nothing is measured yet
+        n, f, t = measured.params.n_sites, dynamics.N_SITE_FEATURES, len(TELEMETRY_FEATURES)
+        sites = obs[: n * (f + t)].reshape(n, f + t)
+        assert np.array_equal(sites[:, :f].ravel(), twin_obs[: n * f])
+        assert np.array_equal(obs[n * (f + t) :], twin_obs[n * f :])
+        assert np.array_equal(sites[:, f:], np.tile([0.0, 0.0, 0.0, 1.0], (n, 1)))
     assert info.keys() == twin_info.keys()
     for key, value in info.items():
         assert np.array_equal(value, twin_info[key]), key
@@ -502,3 +510,33 @@ def test_adaptive_estimates_the_measured_sites_exactly_without_jitter(flat_measu
     assert np.all(belief.throughput[~seen] == 1.0)  # never measured: taken as stated
     # the rule's what-ifs assume the estimates (as of its last act)
     np.testing.assert_allclose(policy.inner.env.belief.throughput, belief.throughput, rtol=1e-12)
+
+
+def test_the_measured_observation_carries_each_sites_telemetry_and_its_age():
+    """On the measured track each site's columns end with its last telemetry (``ln`` of measured
+    over stated, clipped to ±1) and the measurement's age in rounds over AGE_SCALE_ROUNDS."""
+    from powertrip_env.dynamics.features import AGE_SCALE_ROUNDS
+
+    env = gym.make("PowerTrip-Measured-v0", split="test", jitter=False)
+    inner = env.unwrapped
+    obs, _ = env.reset(seed=3)
+    n, f, t = inner.params.n_sites, dynamics.N_SITE_FEATURES, len(TELEMETRY_FEATURES)
+    assert env.observation_space.shape == (n * (f + t) + dynamics.N_GLOBAL,)
+    first = all_available(inner)
+    obs, *_, info = env.step(first)
+    done = info["selected"] & ~info["dropped"]
+    assert done.any()
+    view = inner.decision_view()
+    tel = obs[: n * (f + t)].reshape(n, f + t)[:, f:]
+    expected = np.clip(np.log(view.measured_compute), -1.0, 1.0)
+    np.testing.assert_allclose(tel[done, 0], expected[done], rtol=1e-6)
+    np.testing.assert_allclose(tel[done, 2], np.log(view.measured_join[done]), rtol=1e-6)
+    assert np.all(tel[done, 3] == 0.0) and np.all(tel[~done, 3] == 1.0)
+    # one site sits out the next round: its measurement ages by one round
+    keep = first.copy()
+    out = int(np.flatnonzero(done)[0])
+    keep[out] = 0
+    obs, *_ = env.step(keep)
+    tel = obs[: n * (f + t)].reshape(n, f + t)[:, f:]
+    assert tel[out, 3] == pytest.approx(1.0 / AGE_SCALE_ROUNDS)
+    assert env.observation_space.contains(obs)

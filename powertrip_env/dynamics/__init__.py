@@ -38,6 +38,9 @@ from powertrip_env.dynamics.features import (
     SITE_FEATURES,
     SITE_HIGH,
     SITE_LOW,
+    TELEMETRY_FEATURES,
+    TELEMETRY_HIGH,
+    TELEMETRY_LOW,
 )
 from powertrip_env.dynamics.formulas import (
     accuracy,
@@ -107,7 +110,7 @@ from powertrip_env.dynamics.layout import (
     STATE_FIELDS,
     TIME,
 )
-from powertrip_env.dynamics.observation import Scratch, observe, step_observe
+from powertrip_env.dynamics.observation import Scratch, observe, site_features, step_observe
 from powertrip_env.dynamics.params import (
     SimParams,
     build_params,
@@ -194,6 +197,9 @@ __all__ = [
     "START",
     "STATE_FIELDS",
     "S_PER_H",
+    "TELEMETRY_FEATURES",
+    "TELEMETRY_HIGH",
+    "TELEMETRY_LOW",
     "TIME",
     "CandidateBatch",
     "Info",
@@ -236,6 +242,7 @@ __all__ = [
     "round_bound_dp",
     "rounds_to_target",
     "rtt_ms",
+    "site_features",
     "step_observe",
     "step_round",
     "unknowns_width",

@@ -64,6 +64,24 @@ GLOBAL_ROWS = (
     FeatureRow(("data_coverage",), "data coverage", "coverage of the last round (1 for IID data)",
                0, 1),
 )  # fmt: skip
+# The measured track's per-site telemetry (layout.SEEN_FIELDS), after each site's features above:
+# what a site's last measurement said and how old it is. Only scenarios that draw unknowns have
+# these columns; the known track's observation is unchanged.
+AGE_SCALE_ROUNDS = 20.0  # a measurement this many rounds old reads as 1, as one never taken
+TELEMETRY_ROWS = (
+    FeatureRow(("measured_compute",), "measured compute",
+               "`ln(measured / stated)` of the site's last compute for its quota, clipped to"
+               " ±1; 0 if never measured", -1, 1),
+    FeatureRow(("measured_transfer",), "measured exchange",
+               "`ln(measured / stated)` of its last exchange with the hub, clipped to ±1; 0 if"
+               " never measured", -1, 1),
+    FeatureRow(("measured_join",), "measured join",
+               "`ln(measured / stated)` of its last join, clipped to ±1; 0 if it never joined",
+               -1, 1),
+    FeatureRow(("measurement_age",), "measurement age",
+               f"rounds since its last measurement / {AGE_SCALE_ROUNDS:g}, clipped to 1; 1 if"
+               " never measured", 0, 1),
+)  # fmt: skip
 TIME_SCALE_NOTE = (
     "`time_scale` is 20 times the fastest site's full-power compute time for one round"
     " (4 · `round_s` in `fixed_time` mode)."
@@ -82,6 +100,9 @@ SITE_FEATURES = _names(SITE_ROWS)
 GLOBAL_FEATURES = _names(GLOBAL_ROWS)
 N_SITE_FEATURES, N_GLOBAL = len(SITE_FEATURES), len(GLOBAL_FEATURES)
 SITE_LOW, SITE_HIGH = _bound(SITE_ROWS, "low"), _bound(SITE_ROWS, "high")
+TELEMETRY_FEATURES = _names(TELEMETRY_ROWS)
+N_TELEMETRY = len(TELEMETRY_FEATURES)
+TELEMETRY_LOW, TELEMETRY_HIGH = _bound(TELEMETRY_ROWS, "low"), _bound(TELEMETRY_ROWS, "high")
 GLOBAL_LOW, GLOBAL_HIGH = _bound(GLOBAL_ROWS, "low"), _bound(GLOBAL_ROWS, "high")
 
 # The slots the kernel writes (numba reads them as constants).

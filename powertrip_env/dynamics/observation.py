@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from powertrip_env.dynamics.features import (
+    AGE_SCALE_ROUNDS,
     F_JOINED,
     G_COVERAGE,
     G_DAY_COS,
@@ -26,6 +27,7 @@ from powertrip_env.dynamics.features import (
     G_PROGRESS,
     N_GLOBAL,
     N_SITE_FEATURES,
+    N_TELEMETRY,
 )
 from powertrip_env.dynamics.info import Info, _fill_info
 from powertrip_env.dynamics.jit import compiled, jit
@@ -33,6 +35,7 @@ from powertrip_env.dynamics.layout import (
     ACC,
     C_A0,
     C_BUDGET,
+    C_MEASURED,
     C_SPAN,
     C_T0,
     C_TIME_SCALE,
@@ -46,9 +49,13 @@ from powertrip_env.dynamics.layout import (
     PARALLEL_CHUNKS,
     PARALLEL_MIN_BATCH,
     RECORD_FIELDS,
+    ROUNDS,
     SITE_RECORD,
     START,
     TIME,
+    UNKNOWN_SCALARS,
+    UNKNOWN_SITE_FIELDS,
+    V_ROUND,
 )
 from powertrip_env.dynamics.round import _step_batch
 from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool
@@ -63,18 +70,24 @@ _PARALLEL_LOCK = threading.Lock()
 @jit
 def _observe_batch(c, site_obs, state, out, width, valid):
     """Each episode's observation into a row of ``out``: the site features of ``width`` sites
-    (zeros past N), the global features, then (``valid``) the per-site valid flags."""
+    (zeros past N; on the measured track each site's telemetry after its features), the global
+    features, then (``valid``) the per-site valid flags."""
     n, nf = site_obs.shape[1], site_obs.shape[2]
-    g = width * nf
+    tel = c[C_MEASURED] > 0.0
+    nfo = nf + (N_TELEMETRY if tel else 0)
+    g = width * nfo
+    seen = JOINED + 2 * n + UNKNOWN_SCALARS + len(UNKNOWN_SITE_FIELDS) * n
     for b in range(state.shape[0]):
         st = state[b]
         row = out[b]
         k = _row(c, st[TIME])
         for i in range(n):
             for q in range(nf):
-                row[i * nf + q] = site_obs[k, i, q]
-            row[i * nf + F_JOINED] = st[JOINED + i]
-        for x in range(n * nf, g):
+                row[i * nfo + q] = site_obs[k, i, q]
+            row[i * nfo + F_JOINED] = st[JOINED + i]
+            if tel:
+                _telemetry_features(st, seen, n, i, row, i * nfo + nf)
+        for x in range(n * nfo, g):
             row[x] = 0.0
         day = 2.0 * math.pi * ((st[TIME] + c[C_T0]) % 86400.0) / 86400.0
         row[g + G_PROGRESS] = min(max((st[ACC] - c[C_A0]) / c[C_SPAN], 0.0), 1.0)
@@ -86,6 +99,21 @@ def _observe_batch(c, site_obs, state, out, width, valid):
         if valid:
             for i in range(width):
                 row[g + N_GLOBAL + i] = 1.0 if i < n else 0.0
+
+
+@jit
+def _telemetry_features(st, seen, n, i, row, at):
+    """Site ``i``'s telemetry columns (features.TELEMETRY_ROWS) from the state's last
+    measurements, into ``row`` from ``at``."""
+    measured_at = st[seen + V_ROUND * n + i]
+    for f in range(3):
+        ratio = st[seen + f * n + i]
+        x = math.log(ratio) if ratio > 0.0 and measured_at >= 0.0 else 0.0
+        row[at + f] = min(max(x, -1.0), 1.0)
+    if measured_at < 0.0:
+        row[at + 3] = 1.0
+    else:
+        row[at + 3] = min((st[ROUNDS] - 1.0 - measured_at) / AGE_SCALE_ROUNDS, 1.0)
 
 
 @jit
@@ -114,11 +142,15 @@ def _step_observe_parallel(
         )  # fmt: skip
 
 
-def _obs_buffer(batch: int, width: int, valid: bool) -> np.ndarray:
+def site_features(params: SimParams) -> int:
+    """Columns per site in ``params``' observations: the features, and on the measured track
+    the telemetry (features.TELEMETRY_ROWS)."""
+    return N_SITE_FEATURES + (N_TELEMETRY if params.measured else 0)
+
+
+def _obs_buffer(batch: int, width: int, valid: bool, per_site: int) -> np.ndarray:
     """Flat observations of ``width`` sites: their features, the global ones, valid flags."""
-    return np.empty(
-        (batch, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0)), np.float32
-    )
+    return np.empty((batch, width * per_site + N_GLOBAL + (width if valid else 0)), np.float32)
 
 
 def step_observe(
@@ -139,7 +171,7 @@ def step_observe(
     """
     b = state.batch
     if scratch is None:
-        scratch = Scratch.fit(None, b, params.n_sites, width, valid)
+        scratch = Scratch.fit(None, b, params.n_sites, width, valid, site_features(params))
     data = state.data.copy()
     obs = np.empty(scratch.obs_shape, np.float32)
     info = Info(
@@ -173,10 +205,18 @@ class Scratch(NamedTuple):
     powered_shape: tuple[int, int]
 
     @staticmethod
-    def fit(scratch: Scratch | None, batch: int, n_sites: int, width: int, valid: bool) -> Scratch:
+    def fit(
+        scratch: Scratch | None,
+        batch: int,
+        n_sites: int,
+        width: int,
+        valid: bool,
+        per_site: int = N_SITE_FEATURES,
+    ) -> Scratch:
         """``scratch`` if it fits ``batch`` episodes of ``n_sites`` sites laid out over
-        ``width`` (with the ``valid`` flags or not), else new arrays."""
-        obs_shape = (batch, width * N_SITE_FEATURES + N_GLOBAL + (width if valid else 0))
+        ``width`` (with the ``valid`` flags or not) with ``per_site`` columns each, else new
+        arrays."""
+        obs_shape = (batch, width * per_site + N_GLOBAL + (width if valid else 0))
         if (
             scratch is not None
             and scratch.sites.shape == (batch, len(SITE_RECORD), n_sites)
@@ -196,6 +236,6 @@ class Scratch(NamedTuple):
 def observe(params: SimParams, state: SimState, width: int, valid: bool) -> np.ndarray:
     """Flat observations (B, width·F + G [+ width]) float32: site features (zeros for padded
     sites), global features, and with ``valid`` the per-site valid flags."""
-    obs = _obs_buffer(state.batch, width, valid)
+    obs = _obs_buffer(state.batch, width, valid, site_features(params))
     _observe_batch(params.consts, params.site_obs, state.data, obs, width, valid)
     return obs
