@@ -10,9 +10,11 @@ the ID; ``headroom`` gets ``powertrip_env.harness.reports.headroom``'s table ove
 (``powertrip_env.harness.calibration.sensitivity``,
 10 episodes a setting), ``leaderboard`` the benchmark's tables over the suite
 (``powertrip_env.harness.reports.benchmark``) and ``leaderboard-scores`` README's one table of them
-(the aggregate and each task's score, with success beside them); both are laid out from the
+(the aggregate and each task's score, with success beside them), ``leaderboard-measured`` the
+measured track's (its room chains, then its own aggregate); all are laid out from the
 benchmark's episodes and facts, not read back from its Markdown. The benchmark's performance
-profile is copied to ``docs/leaderboard-profile.png``, and ``--leaderboard-from DIR`` takes the
+profile is copied to ``docs/leaderboard-profile.png``, the measured track's room chains drawn to
+``docs/measured-chain.png``, and ``--leaderboard-from DIR`` takes the
 episodes, the facts (``episodes.csv``, ``leaderboard.json``) and the profile from a finished
 ``powertrip benchmark --out DIR`` instead of running it.
 
@@ -49,6 +51,8 @@ HEADROOM = "headroom"  # the block of the headroom table
 LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite (docs/benchmark.md)
 SCORES = "leaderboard-scores"  # README's leaderboard: the aggregate and each task's score
 PROFILE = Path("docs") / "leaderboard-profile.png"  # beside the README, as README links it
+MEASURED = "leaderboard-measured"  # README's board of the measured track, with its room chains
+CHAIN_FIGURE = Path("docs") / "measured-chain.png"  # the measured tasks' room chains
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
 
@@ -182,8 +186,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             finished = benchmark.read_run(args.leaderboard_from)
         except ValueError as exc:  # a folder that is not a finished benchmark's
             parser.error(f"--leaderboard-from {str(args.leaderboard_from)!r}: {exc}")
+    if LEADERBOARD in blocks and (finished is None or "measured" in benchmark.tracks(finished[1])):
+        try:  # a run with the measured track (a fresh one has it) fills its block too
+            pages.locate(MEASURED)
+        except ValueError as exc:
+            parser.error(f"--readme {str(args.readme)!r}: {exc}")
     progress = not args.no_progress
-    named = (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES)
+    named = (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES, MEASURED)
     for env_id in (b for b in blocks if b not in named):
         print(f"evaluating {env_id} ...", file=sys.stderr)
         pages.splice(env_id, table_for(env_id, args.episodes, args.seed, progress))
@@ -242,15 +251,21 @@ def _splice_leaderboard(
     else:
         print("the benchmark over the suite ...", file=sys.stderr)
         frame, facts = benchmark.benchmark(episodes=args.episodes, seed=args.seed)
+        first = next(iter(benchmark.tracks(facts).values()), [])
         png_path = leaderboard.performance_profile(
-            leaderboard.on_every_task(benchmark.scored(frame)),
+            leaderboard.on_every_task(benchmark.scored(frame[frame["task"].isin(first)])),
             benchmark.YARDSTICK,
             benchmark.TOP,
             profile.with_suffix(".tmp.png"),
         )
         png = png_path.read_bytes()
         png_path.unlink()
-    board = leaderboard.board(benchmark.scored(frame), benchmark.YARDSTICK, benchmark.TOP)
+    tracks = benchmark.tracks(facts)
+    known = tracks.get("known", [])
+    board = None
+    if known:
+        scored = benchmark.scored(frame[frame["task"].isin(known)])
+        board = leaderboard.board(scored, benchmark.YARDSTICK, benchmark.TOP)
     markdown, summary = benchmark.report(frame, facts, board=board)
     if saved is not None and summary != saved:
         differ = [key for key in (*summary, *saved) if summary.get(key) != saved.get(key)]
@@ -261,9 +276,20 @@ def _splice_leaderboard(
             file=sys.stderr,
         )
         raise SystemExit(2)
-    pages.splice(LEADERBOARD, board_block(markdown))
-    pages.splice(SCORES, board_scores(board, facts))
-    write_bytes(profile, png)
+    if board is not None:  # a run of the measured track alone leaves the known track's blocks
+        pages.splice(LEADERBOARD, board_block(markdown))
+        pages.splice(SCORES, board_scores(board, {task: facts[task] for task in known}))
+        write_bytes(profile, png)
+    measured = tracks.get("measured", [])
+    if measured:
+        scored = benchmark.scored(frame[frame["task"].isin(measured)])
+        on_track = leaderboard.board(scored, benchmark.YARDSTICK, benchmark.TOP)
+        here = {task: facts[task] for task in measured}
+        pages.splice(MEASURED, "".join([
+            "\n".join(benchmark.chain_lines(here)), "\n", board_scores(on_track, here)
+        ]))  # fmt: skip
+        chains = {task: summary["tasks"][task] for task in measured}
+        benchmark.chain_figure(chains, args.readme.parent / CHAIN_FIGURE)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@ that no shipped deployable policy beats on any suite task, with jitter on and of
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import pandas as pd
 import pytest
 
 import powertrip_env
@@ -150,3 +152,85 @@ def test_one_episode_a_task_is_refused_before_the_run(capsys) -> None:
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "--episodes: 1" in err and "at least 2" in err
+
+
+# --------------------------------------------------------------------------- the two tracks
+
+_STARTS = ["2022-06-28T03:00:00Z", "2022-06-29T03:00:00Z"]
+# mean TTA (h) per policy: a known task and a measured one, whose chain runs PowerTrip 30 →
+# HorizonRule 26 → AdaptiveMPC 24 → InformedMPC 23 → Optimiser 22
+_KNOWN = {"PowerTrip": 30.0, "HorizonRule": 25.0, "ForecastMPC": 26.0, "Optimiser": 22.0}
+_MEASURED = {**_KNOWN, "HorizonRule": 26.0, "ForecastMPC": 27.0, "AdaptiveHorizon": 25.0,
+             "AdaptiveMPC": 24.0, "ExploringHorizon": 24.5, "Informed": 23.5,
+             "InformedMPC": 23.0}  # fmt: skip
+
+
+def _two_tracks() -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+    rows = []
+    facts: dict[str, dict[str, Any]] = {}
+    for task, means, track in (("K-v0", _KNOWN, "known"), ("M-v0", _MEASURED, "measured")):
+        for policy, mean in {**means, benchmark.BOUND: 21.0}.items():
+            for e, start in enumerate(_STARTS):
+                rows.append({"task": task, "policy": policy, "episode": e, "start_time": start,
+                             "tta_h": mean + (e - 0.5), "success": True})  # fmt: skip
+        facts[task] = {"track": track, "optimiser_headroom": 1.2, "optimum_upper_h": 22.0,
+                       "optimum_lower_h": 21.0, "gap": 22.0 / 21.0, "reference_never_beaten": True,
+                       "n_sites": 10}  # fmt: skip
+        if track == "measured":
+            facts[task].update(benchmark.room_chain(pd.Series(means)))
+    return pd.DataFrame(rows), facts
+
+
+def test_the_room_chain_splits_powertrip_to_the_optimiser() -> None:
+    chain = benchmark.room_chain(pd.Series(_MEASURED))
+    assert [link["policy"] for link in chain["chain"]] == [
+        "PowerTrip", "HorizonRule", "AdaptiveMPC", "InformedMPC", "Optimiser"
+    ]  # fmt: skip
+    assert chain["best_adaptive"] == "AdaptiveMPC" and chain["informed_h"] == 23.0
+    assert chain["learnable_room"] == pytest.approx(24.0 / 23.0)
+    shares = [link["share"] for link in chain["chain"][1:]]
+    assert shares == pytest.approx([4 / 8, 2 / 8, 1 / 8, 1 / 8])
+    assert sum(shares) == pytest.approx(1.0)
+
+
+def test_each_track_has_its_own_board_and_aggregate(tmp_path) -> None:
+    """The adaptive baselines run only on the measured track, so the known track's aggregate is
+    what it was without it; the measured task's chain and learnable room are in the JSON and the
+    Markdown, and the run draws the chains."""
+    frame, facts = _two_tracks()
+    markdown, summary = benchmark.report(frame, facts)
+    known_only, alone = benchmark.report(frame[frame["task"] == "K-v0"], {"K-v0": facts["K-v0"]})
+    assert summary["aggregate"] == alone["aggregate"] == summary["aggregate_by_track"]["known"]
+    assert "AdaptiveMPC" not in summary["aggregate"]
+    assert "AdaptiveMPC" in summary["aggregate_by_track"]["measured"]
+    assert summary["tasks"]["M-v0"]["learnable_room"] == pytest.approx(24.0 / 23.0)
+    assert summary["tasks"]["M-v0"]["track"] == "measured"
+    assert "# Leaderboard: the measured track" in markdown
+    assert "| M-v0 | PowerTrip 30.00 | HorizonRule 26.00 (50%) |" in markdown
+    board = known_only[known_only.index("# Leaderboard") :]
+    assert board in markdown  # the known board whole, as a run of the known task alone gives it
+    benchmark.write_run(tmp_path, frame, markdown, summary)
+    assert (tmp_path / benchmark.CHAIN).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_readme_tables_fills_the_measured_block_from_a_run_of_both_tracks(tmp_path) -> None:
+    import maintainers.readme_tables as readme_tables
+
+    frame, facts = _two_tracks()
+    markdown, summary = benchmark.report(frame, facts)
+    run = tmp_path / "run"
+    run.mkdir()
+    benchmark.write_run(run, frame, markdown, summary)
+    names = (readme_tables.LEADERBOARD, readme_tables.SCORES, readme_tables.MEASURED)
+    readme = tmp_path / "README.md"
+    readme.write_text("".join(f"<!-- results:{n} -->\nold\n<!-- /results:{n} -->\n"
+                              for n in names), encoding="utf-8")  # fmt: skip
+    argv = ["--readme", str(readme), "--tables", "leaderboard", "--leaderboard-from", str(run)]
+    assert readme_tables.main(argv) == 0
+    text = readme.read_text(encoding="utf-8")
+    measured = text.split("<!-- results:leaderboard-measured -->")[1]
+    assert "| M-v0 | PowerTrip 30.00 |" in measured and "AdaptiveMPC" in measured
+    assert "K-v0" not in measured
+    scores = text.split("<!-- results:leaderboard-scores -->")[1].split("<!-- /results")[0]
+    assert "AdaptiveMPC" not in scores and "M-v0" not in scores
+    assert (tmp_path / readme_tables.CHAIN_FIGURE).is_file()

@@ -1,17 +1,18 @@
 """One leaderboard over the suite of sequential tasks: every deployable baseline, the
 references, the bracket on the optimum and any saved agent, on the same paired test episodes.
 
-For each task of ``powertrip_env.SUITE_IDS`` (or ``--env``), on its first ``--episodes`` test
-episodes without time jitter (deterministic given the trace, so a clairvoyant plan replays
-exactly):
+For each task of ``powertrip_env.SUITE_IDS`` and the measured track's ``MEASURED_SUITE_IDS`` (or
+``--env``), on its first ``--episodes`` test episodes without time jitter (deterministic given
+the trace, so a clairvoyant plan replays exactly):
 
 * every deployable baseline (``powertrip_env.baselines.registry.default_policy_names``: PowerTrip,
   the simple rules, MyopicOptimal where it runs, and the lookahead rules HorizonRule and
-  ForecastMPC);
+  ForecastMPC; on the measured track also the adaptive rules, ``registry.ADAPTIVE``);
 * the clairvoyant references: ``BestFixedSet`` and ``Optimiser`` (``BeamPlanner``'s plan
   improved by local search), which starts from the complete episode of every one of those
-  baselines, so no shipped policy beats it in any episode (the JSON says whether that held:
-  ``reference_never_beaten``);
+  baselines (and on the measured track of ``Informed`` and ``InformedMPC``, which are told the
+  episode's drawn unknowns), so no shipped policy beats it in any episode (the JSON says whether
+  that held: ``reference_never_beaten``);
 * the bracket on the optimum: ``optimum_upper_h``, the optimiser's mean TTA (a feasible plan,
   replayed in the env), and ``optimum_lower_h``, the mean of ``lower_bound_h`` (a relaxation no
   policy beats, which charges joins where it can); ``gap`` is their ratio;
@@ -19,24 +20,32 @@ exactly):
   denominator apart from ``powertrip headroom``'s ``beam_headroom`` (BestFixedSet /
   BeamPlanner): the optimiser improves on BeamPlanner's plan, so this is the larger of the two
   on every published task;
+* on the measured track, the room chain (``room_chain``: PowerTrip → the best rule on the stated
+  model → the best adaptive rule → the best rule told the draw → the Optimiser) and its
+  ``learnable_room``, best adaptive / informed;
 * each ``--model`` (a saved agent, as ``powertrip_env.harness.evaluation.evaluate`` loads it).
 
 Scores are normalised per task, 0 = PowerTrip and 1 = the optimiser's feasible plan
-(``powertrip_env.harness.reports.leaderboard``), and aggregated over tasks as a mean and an
-interquartile mean with bootstrap intervals that resample start days within each task; beside
-each score is the share of episodes that reached the target, since a policy that never does
-counts at the time budget everywhere and shares its score with every other such policy. It
-writes ``episodes.csv`` (the bound's rows included), ``leaderboard.md``, ``leaderboard.json``
-and ``profile.png`` (a performance profile) to ``--out`` as one set, prints the Markdown, and
-prints as its last line the JSON object of ``leaderboard.json``::
+(``powertrip_env.harness.reports.leaderboard``), and aggregated over each track's tasks as a mean
+and an interquartile mean with bootstrap intervals that resample start days within each task;
+beside each score is the share of episodes that reached the target, since a policy that never
+does counts at the time budget everywhere and shares its score with every other such policy.
+Each track has its own board: the adaptive baselines run only on the measured one. It writes
+``episodes.csv`` (the bound's rows included), ``leaderboard.md``, ``leaderboard.json``,
+``profile.png`` (a performance profile) and, when measured tasks ran, ``chain.png`` (their room
+chains) to ``--out`` as one set, prints the Markdown, and prints as its last line the JSON object
+of ``leaderboard.json``::
 
-    {"tasks": {"<ID>": {"optimiser_headroom", "optimum_upper_h", "optimum_lower_h", "gap",
-                        "reference_never_beaten", "bound_holds", "episodes", "n_sites", "days",
+    {"tasks": {"<ID>": {"track", "optimiser_headroom", "optimum_upper_h", "optimum_lower_h",
+                        "gap", "reference_never_beaten", "bound_holds", "episodes", "n_sites",
+                        "days", ["informed_h", "best_adaptive", "learnable_room", "chain"],
                         "policies": {"<name>": {"tta_h", "score", "success",
                                                 "never_finished"}}}},
      "aggregate": {"<name>": {"mean", "iqm", "ci95", "iqm_ci95", "success", "never_finished"}},
+     "aggregate_by_track": {"known" | "measured": {"<name>": {...}}},
      "normaliser": {"zero", "top"}, "resamples"}
 
+``aggregate`` is the first track's that ran (the known track's, when it ran).
 ``read_run`` reads such a folder back (``powertrip readme-tables --leaderboard-from``).
 
 Command line::
@@ -85,7 +94,7 @@ from powertrip_env.harness.arguments import (
 )
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.evaluation.results import YARDSTICK
-from powertrip_env.harness.models.loading import ALGOS
+from powertrip_env.harness.models.loading import ALGOS, load_model
 from powertrip_env.harness.reports import leaderboard
 from powertrip_env.harness.reports.headroom import BOUND, bound_holds, bound_rows
 
@@ -97,6 +106,7 @@ EPISODES, BOARD_MD, BOARD_JSON, PROFILE = (
     "leaderboard.json",
     "profile.png",
 )  # the files of one run, written as one set
+CHAIN = "chain.png"  # and, when measured tasks ran, their room chains
 
 
 def run_task(
@@ -189,12 +199,29 @@ def benchmark(
 ) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     """Every task's episodes in one frame, and each task's facts."""
     frames, facts = [], {}
-    for env_id in env_ids or powertrip_env.SUITE_IDS:
+    for env_id in env_ids or (*powertrip_env.SUITE_IDS, *powertrip_env.MEASURED_SUITE_IDS):
         frame, facts[env_id] = run_task(
-            env_id, episodes=episodes, seed=seed, models=models, progress=progress
+            env_id, episodes=episodes, seed=seed, models=fitting(models, env_id), progress=progress
         )
         frames.append(frame)
     return pd.concat(frames, ignore_index=True), facts
+
+
+def fitting(models: Sequence[tuple[str, str]], env_id: str) -> list[tuple[str, str]]:
+    """The ``--model``s whose spaces fit ``env_id``: an agent trained on the known track does not
+    read the measured track's telemetry columns, so it sits out those tasks, said on stderr (the
+    board lists it only where it ran) instead of stopping the run."""
+    out = []
+    for path, algo in models:
+        try:
+            load_model(path, algo, env_id, {"split": "test", "jitter": False})
+        except EvaluationError as exc:
+            if env_id not in powertrip_env.MEASURED_SUITE_IDS:
+                raise
+            print(f"{path}: not run on {env_id}: {exc}", file=sys.stderr)
+            continue
+        out.append((path, algo))
+    return out
 
 
 def scored(episodes: pd.DataFrame) -> pd.DataFrame:
@@ -261,11 +288,35 @@ def report(
     """The Markdown leaderboard (bracket table first) and the JSON object, both laid out from
     one ``leaderboard.Board`` of the scored episodes (``board``, or one made here), so its
     bootstraps run once."""
-    if board is None:
-        board = leaderboard.board(scored(episodes), YARDSTICK, TOP)
-    markdown = leaderboard.to_markdown(board, title="Leaderboard")
-    summary = leaderboard.to_json(board, task_facts=facts)
-    return "\n".join([*bracket_lines(facts), "", *chain_lines(facts), markdown]), summary
+    lines = [*bracket_lines(facts), "", *chain_lines(facts)]
+    summary: dict[str, Any] = {}
+    for track, tasks in tracks(facts).items():
+        part = scored(episodes[episodes["task"].isin(tasks)])
+        if board is None or track != "known":
+            here = leaderboard.board(part, YARDSTICK, TOP)
+        else:
+            here = board
+        title = "Leaderboard" if track == "known" else "Leaderboard: the measured track"
+        lines += [leaderboard.to_markdown(here, title=title), ""]
+        out = leaderboard.to_json(here, task_facts=facts)
+        if not summary:  # the first track's aggregate stays "aggregate"
+            summary = {**out, "aggregate_by_track": {}}
+        else:
+            summary["tasks"].update(out["tasks"])
+        summary["aggregate_by_track"][track] = out["aggregate"]
+    return "\n".join(lines).rstrip("\n"), summary
+
+
+def tracks(facts: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """The tasks of each track that ran, the known track first: each has its own board, since
+    the measured track's adaptive baselines run only there and the two tracks' scores mean
+    different things."""
+    out: dict[str, list[str]] = {}
+    for track in ("known", "measured"):
+        tasks = [task for task, f in facts.items() if f.get("track", "known") == track]
+        if tasks:
+            out[track] = tasks
+    return out
 
 
 def write_run(folder: Path, episodes: pd.DataFrame, markdown: str, summary: dict) -> None:
@@ -275,8 +326,46 @@ def write_run(folder: Path, episodes: pd.DataFrame, markdown: str, summary: dict
     episodes.to_csv(folder / EPISODES, index=False)
     write_text(folder / BOARD_MD, markdown + "\n")
     write_text(folder / BOARD_JSON, json.dumps(summary) + "\n")
-    profiled = leaderboard.on_every_task(scored(episodes))
-    leaderboard.performance_profile(profiled, YARDSTICK, TOP, folder / PROFILE)
+    leaderboard.performance_profile(profiled(episodes, summary), YARDSTICK, TOP, folder / PROFILE)
+    chains = {task: entry for task, entry in summary["tasks"].items() if "chain" in entry}
+    if chains:
+        chain_figure(chains, folder / CHAIN)
+
+
+def profiled(episodes: pd.DataFrame, summary: dict[str, Any]) -> pd.DataFrame:
+    """The episodes the performance profile draws: the first track's (the known track's when it
+    ran), of the policies that ran every one of its tasks."""
+    first = next(iter(tracks({t: e for t, e in summary["tasks"].items()}).values()), [])
+    return leaderboard.on_every_task(scored(episodes[episodes["task"].isin(first)]))
+
+
+def chain_figure(chains: dict[str, dict[str, Any]], path: Path) -> None:
+    """Each measured task's room chain as bars of mean TTA, PowerTrip at the top and the
+    Optimiser at the bottom: what trusting the stated model, measuring, being told the draw and
+    knowing the future each buy. The learnable room is the gap between the third and fourth."""
+    from powertrip_env.render import agg_figure, save_png
+
+    fig = agg_figure(7.0, 1.0 + 1.6 * len(chains), layout="constrained")
+    axes = fig.subplots(len(chains), 1, squeeze=False)[:, 0]
+    labels = {"PowerTrip": "PowerTrip", "nominal": "stated model", "adaptive": "measuring",
+              "informed": "told the draw", "optimiser": "clairvoyant"}  # fmt: skip
+    colours = ["#999999", "#4c72b0", "#55a868", "#dd8452", "#c44e52"]
+    for ax, (task, entry) in zip(axes, chains.items(), strict=True):
+        steps = entry["chain"][::-1]
+        hours = [step["tta_h"] for step in steps]
+        names = [
+            step["policy"] if step["policy"] == labels[step["step"]]
+            else f"{labels[step['step']]}: {step['policy']}"
+            for step in steps
+        ]  # fmt: skip
+        ax.barh(range(len(steps)), hours, color=colours[::-1])
+        ax.set_yticks(range(len(steps)), names, fontsize=8)
+        ax.set_xlim(min(hours) * 0.9, max(hours) * 1.02)
+        for y, h in enumerate(hours):
+            ax.text(h, y, f" {h:.2f}", va="center", fontsize=7)
+        ax.set_title(f"{task}: learnable room {entry['learnable_room']:.3f}", fontsize=9)
+        ax.set_xlabel("mean time to accuracy (h)", fontsize=8)
+    save_png(fig, path)
 
 
 def read_run(folder: Path) -> tuple[pd.DataFrame, dict[str, dict[str, Any]], dict[str, Any]]:
