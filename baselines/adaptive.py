@@ -112,8 +112,11 @@ class Estimator:
     def __init__(self, optimism: float = 0.0, spreads: Any = None) -> None:
         self.optimism = float(optimism)  # in σ of the scenario's spreads, for unmeasured sites
         self.spreads = spreads
-        self.log = None  # (4, N) log factors: throughput, transfer, join; and the weights
-        self.seen_round: np.ndarray | None = None
+        # per site, (3, N): the log of measured over stated compute, exchange and join, and
+        # how many measurements each holds
+        self.log = np.zeros((3, 0))
+        self.weight = np.zeros((3, 0))
+        self.seen_round = np.zeros(0, dtype=np.int64)
         self.progress_log: list[tuple[float, float, float]] = []  # (P before, batch, ΔP)
         self.workload: Any = None
         self.n_sites = 0
@@ -177,7 +180,8 @@ class Estimator:
         return best[1], best[2]
 
     def belief(self) -> Unknowns:
-        n = self.n_sites
+        """What the telemetry says so far (with ``optimism``, about the sites it has not
+        measured too)."""
         thr = np.exp(-self.log[0])  # compute time over stated: its inverse is the speed
         transfer = np.exp(self.log[1])
         join = np.exp(self.log[2])
@@ -190,7 +194,6 @@ class Estimator:
             join = np.where(self.weight[2] == 0.0, math.exp(-self.optimism * s.join_sigma), join)
         pace, noise = self.pace_noise()
         # an exchange measured r times the stated one: its RTT times r and its bandwidth over r
-        assert thr.shape == (n,)
         return Unknowns(pace, noise, thr, transfer, 1.0 / transfer, join)
 
 

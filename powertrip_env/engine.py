@@ -133,7 +133,7 @@ class Engine:
         m = self._sets(mask, "mask", (1, 2))
         pred = dynamics.predict_round(
             self.params, self._one(i), m.reshape(1, -1, m.shape[-1]), steady_state=steady_state,
-            belief=self._belief(belief, 1),
+            belief=belief,
         )  # fmt: skip
         if m.ndim == 1:
             return dynamics.RoundPrediction(*(float(a[0, 0]) for a in pred))
@@ -144,18 +144,14 @@ class Engine:
     ) -> dynamics.Trajectory:
         """Row ``i``'s what-if of M plans, (M, N) or (M, R, N), over several rounds."""
         return dynamics.predict_plan(
-            self.params, self._one(i), self._sets(plan, "plan", (2, 3)), rounds,
-            self._belief(belief, 1),
-        )  # fmt: skip
+            self.params, self._one(i), self._sets(plan, "plan", (2, 3)), rounds, belief
+        )
 
     def candidates(
         self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None
     ) -> dynamics.CandidateBatch:
         """Every row's candidate sets for the coming round, in one compiled call."""
-        state = self.require_state()
-        return dynamics.build_candidates(
-            self.params, state, rules, self._belief(belief, state.batch)
-        )
+        return dynamics.build_candidates(self.params, self.require_state(), rules, belief)
 
     def clairvoyant(self, i: int | None = None) -> Clairvoyant:
         """CLAIRVOYANT: every row's future from now (or row ``i``'s), on copies of the state.
@@ -212,10 +208,6 @@ class Engine:
         """Row ``i`` as a batch of one (the state itself when it is one)."""
         state = self.require_state()
         return state if self.batch == 1 else state.take(np.array([self._row(i)]))
-
-    def _belief(self, belief: Any, batch: int) -> np.ndarray:
-        """A belief as the kernel takes it (``dynamics.belief_rows``), checked."""
-        return dynamics.belief_rows(belief, batch, self.params.n_sites)
 
     def _sets(self, sets: Any, what: str, ndims: tuple[int, int]) -> np.ndarray:
         """Site sets as bool, with the scenario's N on the last axis and one of ``ndims``."""

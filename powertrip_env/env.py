@@ -190,6 +190,10 @@ class PowerTripEnv(EngineViews, gym.Env):
 
     ## Version History
 
+    * v0 (`PowerTrip-Measured-v0`, `PowerTrip-Wide-Measured-v0`), 0.4: the measured track. Each
+      episode draws how far its sites and job depart from the stated values (`[unknowns]`);
+      info reports each site's telemetry (`delta_progress`, `measured_*_s`) on every ID, and
+      the measured track's observation carries it. The other IDs' results are unchanged.
     * v1 (`PowerTrip-Digits-v1`): the Digits surrogate was refitted to the real learner's FedAvg,
       so its results changed; the other IDs are still v0.
     * v0: The dynamics became one compiled kernel with counter-based randomness: a seed gives

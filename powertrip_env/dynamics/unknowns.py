@@ -17,6 +17,7 @@ the draw itself, read through the clairvoyant door.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -188,11 +189,21 @@ def nominal_belief(n_sites: int) -> np.ndarray:
     return np.ones(unknowns_width(n_sites))
 
 
+@functools.cache
+def _nominal_rows(n_sites: int) -> np.ndarray:
+    """``nominal_belief`` as the kernel takes it, (1, width), made once per N and read-only: the
+    what-ifs of every policy that passes no belief read it (a fresh array would cost more than
+    a one-set ``predict_round`` itself)."""
+    rows = nominal_belief(n_sites)[None, :]
+    rows.flags.writeable = False
+    return rows
+
+
 def belief_rows(belief: Any, batch: int, n_sites: int) -> np.ndarray:
     """A belief as the kernel takes it, (1 or B, width) float64: ``None`` is the nominal one, a
     ``Unknowns`` or (width,) array one for every episode, (B, width) one per episode."""
     if belief is None:
-        return nominal_belief(n_sites)[None, :]
+        return _nominal_rows(n_sites)
     if isinstance(belief, Unknowns):
         belief = belief.vector
     out = np.ascontiguousarray(np.asarray(belief, dtype=np.float64))
