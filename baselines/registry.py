@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from powertrip_env.baselines.adaptive import Adaptive, Informed
+from powertrip_env.baselines.adaptive import TUNED_OPTIMISM, Adaptive, Informed
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy
 from powertrip_env.baselines.lookahead import TUNED, ForecastMPC, HorizonRule
 from powertrip_env.baselines.policies import (
@@ -60,7 +60,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "AdaptiveHorizon": lambda n_sites, seed: Adaptive(_tuned("HorizonRule"), "AdaptiveHorizon"),
     "AdaptiveMPC": lambda n_sites, seed: Adaptive(_tuned("ForecastMPC"), "AdaptiveMPC"),
     "ExploringHorizon": lambda n_sites, seed: Adaptive(
-        _tuned("HorizonRule"), "ExploringHorizon", optimism=1.0
+        _tuned("HorizonRule"), "ExploringHorizon", optimism=TUNED_OPTIMISM
     ),
     "Informed": lambda n_sites, seed: Informed(_tuned("HorizonRule"), "Informed"),
     "InformedMPC": lambda n_sites, seed: Informed(_tuned("ForecastMPC"), "InformedMPC"),

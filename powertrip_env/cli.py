@@ -49,6 +49,10 @@ COMMANDS: dict[str, Command] = {
         "powertrip_env.harness.calibration.fidelity",
         "the model against published runs (calibration table)",
     ),
+    "room": Command(
+        "powertrip_env.harness.reports.room",
+        "a measured task's room: what measuring recovers, which unknown holds it, a sweep",
+    ),
     "sensitivity": Command(
         "powertrip_env.harness.calibration.sensitivity",
         "sweep the calibrated knobs over published ranges",
