@@ -72,9 +72,15 @@ def board_block(board: str) -> str:
     """The benchmark's Markdown inside a page's own section: its title dropped and its headings
     bold lines, so they neither outrank the section nor repeat the per-ID headings' anchors."""
     lines: list[str] = []
+    titles = 0
     for line in board.splitlines():
-        if line.startswith("# ") or (not line and lines and not lines[-1]):
-            continue  # the title, and the second blank line it leaves
+        if line.startswith("# "):
+            titles += 1
+            if titles == 1:
+                continue  # the title; a second board's (the measured track's) stays, in bold
+            line = f"## {line[2:]}"
+        if not line and lines and not lines[-1]:
+            continue  # the second blank line a dropped title leaves
         lines.append(f"**{line[3:]}**" if line.startswith("## ") else line)
     return "\n".join(lines).strip("\n") + "\n"
 
