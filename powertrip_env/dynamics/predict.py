@@ -40,6 +40,7 @@ from powertrip_env.dynamics.round import (
     _fetches,
     _global_batch,
     _joins_fetching,
+    _link,
     _tally_fetch,
     _tally_site,
     _tally_start,
@@ -140,6 +141,8 @@ def _predict_batch(c, site, forecast, state, belief, masks, steady, out):
     edges = np.empty(horizons + 1)
     fs = np.empty((n, len(FORECAST_FIELDS)))
     absent = np.empty(n)
+    rtt = np.empty(n)
+    tx = np.empty(n)
     fetching = _joins_fetching(c, steady)
     for b in range(state.shape[0]):
         st = state[b]
@@ -148,6 +151,7 @@ def _predict_batch(c, site, forecast, state, belief, masks, steady, out):
         fc = forecast[_row(c, t)]
         for i in range(n):
             _forecast_site(c, site, fc, st, u, i, steady, edges, fs[i])
+            rtt[i], tx[i] = _link(site, u, i)
         for m in range(masks.shape[1]):
             mask = masks[b, m]
             n_sel = 0
@@ -162,7 +166,9 @@ def _predict_batch(c, site, forecast, state, belief, masks, steady, out):
                     continue
                 dropped = fs[i, FS_DROPPED] > 0.0
                 finish, drop_at, samples = fs[i, FS_FINISH], fs[i, FS_DROP], fs[i, FS_SAMPLES]
-                tally = _tally_site(c, site, u, tally, i, finish, drop_at, dropped, samples)
+                tally = _tally_site(
+                    c, site, tally, i, finish, drop_at, dropped, samples, rtt[i], tx[i]
+                )
                 if not dropped:
                     absent[i] = 0.0
             compute_s, comm_s, round_s = _barrier(c, t, n_sel, tally, 1.0)

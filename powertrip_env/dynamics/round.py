@@ -146,14 +146,25 @@ def _tally_fetch(t: Tally, fetch_end: float) -> Tally:
 
 
 @jit
-def _tally_site(c, site, u, t, i, finish, drop_at, dropped, samples):
+def _link(site, u, i):
+    """Site ``i``'s RTT and ``M / bw_i`` with the factors of the unknowns (or belief) ``u``, in
+    the order `unknowns.fold` multiplies them."""
+    n = site.shape[1]
+    return (site[S_RTT, i] * _site_factor(u, n, U_RTT, i),
+            site[S_TX, i] / _site_factor(u, n, U_BANDWIDTH, i))  # fmt: skip
+
+
+@jit
+def _tally_site(c, site, t, i, finish, drop_at, dropped, samples, rtt, tx):
     """``t`` with started site ``i`` (not fetching) added: it completes unless ``dropped``.
 
     A site that lost its power (at ``drop_at``) holds the round at most until then. One that
     completes at ``finish`` may be the straggler, brings its RTT and link to the exchange, and
     its batch to the update: ``site_batch``, or in fixed_time rounds the ``samples`` it
     processed. The caller decides ``dropped``: the true round from the trace's next outage, the
-    what-if from the forecast's. Its RTT and link are as the unknowns (or belief) ``u`` make them.
+    what-if from the forecast's. ``rtt`` and ``tx`` are its RTT and ``M / bw_i`` as the episode's
+    unknowns (or the what-if's belief) make them (`_link`), which the what-if works out once
+    per episode rather than once per candidate set.
     """
     if dropped:
         last_drop = max(t.last_drop, drop_at)
@@ -167,8 +178,8 @@ def _tally_site(c, site, u, t, i, finish, drop_at, dropped, samples):
         finish if later else t.latest,
         float(i) if later else t.straggler,
         t.last_drop,
-        max(t.rtt, site[S_RTT, i] * _site_factor(u, site.shape[1], U_RTT, i)),
-        max(t.site_tx, site[S_TX, i] / _site_factor(u, site.shape[1], U_BANDWIDTH, i)),
+        max(t.rtt, rtt),
+        max(t.site_tx, tx),
         t.batch + (samples if c[C_FIXED_TIME] > 0.0 else site[S_BATCH, i]),
         t.first_fetch,
     )
@@ -286,7 +297,8 @@ def _run_sites(c, site, table, st, u, jitter, seed, k, srec, work):
         samples = 0.0
         if fixed and not dropped:
             samples = _samples_at(c, table, min(end, drop_at), i) - s_begin
-        tally = _tally_site(c, site, u, tally, i, end, drop_at, dropped, samples)
+        rtt, tx = _link(site, u, i)
+        tally = _tally_site(c, site, tally, i, end, drop_at, dropped, samples, rtt, tx)
         work[W_BEGIN, i] = begin
         work[W_END, i] = end
     return tally
