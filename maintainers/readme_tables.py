@@ -257,9 +257,8 @@ def _splice_leaderboard(
     else:
         print("the benchmark over the suite ...", file=sys.stderr)
         frame, facts = benchmark.benchmark(episodes=args.episodes, seed=args.seed)
-        first = next(iter(benchmark.tracks(facts).values()), [])
         png_path = leaderboard.performance_profile(
-            leaderboard.on_every_task(benchmark.scored(frame[frame["task"].isin(first)])),
+            benchmark.profiled(frame, facts),
             benchmark.YARDSTICK,
             benchmark.TOP,
             profile.with_suffix(".tmp.png"),

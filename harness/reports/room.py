@@ -30,7 +30,6 @@ It prints a table and, as its last line, one JSON object: ``{"env", "episodes", 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -43,11 +42,11 @@ import numpy as np
 import powertrip_env
 from powertrip_env.baselines.adaptive import Informed
 from powertrip_env.baselines.registry import ADAPTIVE, INFORMED, LOOKAHEAD, make_policy
+from powertrip_env.dynamics.layout import SPREAD_FIELDS
 from powertrip_env.errors import EvaluationError
-from powertrip_env.harness.arguments import add_env, add_episodes, add_seed
+from powertrip_env.harness.arguments import add_env, add_episodes, add_seed, report_cli
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.scenario import load_scenario
-from powertrip_env.scenario.types import SPREAD_ORDER
 
 TOLD = {
     "throughput": ("throughput",),
@@ -56,7 +55,7 @@ TOLD = {
     "job": ("pace", "noise"),
 }
 """The kinds of factor ``HorizonRule`` is told one at a time (``Unknowns``' fields)."""
-SWEEPABLE = (*SPREAD_ORDER, "jitter_sigma")
+SWEEPABLE = (*SPREAD_FIELDS, "jitter_sigma")
 """What ``--sweep`` may move: an ``[unknowns]`` field, or the telemetry's noise."""
 
 
@@ -215,17 +214,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        report = room(
+    return report_cli(
+        lambda: room(
             args.env, episodes=args.episodes, seed=args.seed, jitter=not args.no_jitter,
             sweep=args.sweep,
-        )  # fmt: skip
-    except EvaluationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(to_markdown(report))
-    print(json.dumps(report))
-    return 0
+        ),
+        to_markdown,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from powertrip_env.dynamics.jit import jit
+
 # --------------------------------------------------------------------------- scenario arrays
 
 # Per row of the wrapped calendar: SimParams.table, (rows + 1, len(TABLE_FIELDS), N). The last
@@ -124,16 +126,37 @@ V_COMPUTE, V_TRANSFER, V_JOIN, V_ROUND = range(len(SEEN_FIELDS))
 STATE_BLOCKS = 2 + len(UNKNOWN_SITE_FIELDS) + len(SEEN_FIELDS)  # state columns per site
 
 
+# The spreads a scenario's [unknowns] gives and the draw takes, in this order (all default 0):
+SPREAD_FIELDS = (
+    "throughput_sigma",  # log-normal σ of each site's throughput factor
+    "slow_probability",  # chance that a site is a slow outlier ...
+    "slow_factor",  # ... whose throughput is divided by this (1: no outliers)
+    "rtt_sigma",  # log-normal σ of each site's RTT factor
+    "bandwidth_sigma",  # log-normal σ of each site's bandwidth factor
+    "join_sigma",  # log-normal σ of each site's join-time factor
+    "pace_sigma",  # log-normal σ of the job's progress per round
+    "noise_sigma",  # log-normal σ of the job's gradient noise scale
+)
+(
+    SP_THROUGHPUT, SP_SLOW_P, SP_SLOW_FACTOR, SP_RTT, SP_BANDWIDTH, SP_JOIN, SP_PACE, SP_NOISE,
+) = range(len(SPREAD_FIELDS))  # fmt: skip
+
+
+# Where a state row's unknowns and telemetry sit: compiled, so the kernel's loops and Python
+# read the same formulas.
+@jit
 def unknowns_width(n_sites: int) -> int:
     """Length of an unknowns vector (or a belief) for ``n_sites`` sites."""
     return UNKNOWN_SCALARS + len(UNKNOWN_SITE_FIELDS) * n_sites
 
 
+@jit
 def unknowns_start(n_sites: int) -> int:
     """The state column where an episode's unknowns begin."""
     return JOINED + 2 * n_sites
 
 
+@jit
 def seen_start(n_sites: int) -> int:
     """The state column where the sites' last telemetry (SEEN_FIELDS) begins."""
     return unknowns_start(n_sites) + unknowns_width(n_sites)

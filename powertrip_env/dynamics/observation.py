@@ -53,9 +53,8 @@ from powertrip_env.dynamics.layout import (
     SITE_RECORD,
     START,
     TIME,
-    UNKNOWN_SCALARS,
-    UNKNOWN_SITE_FIELDS,
     V_ROUND,
+    seen_start,
 )
 from powertrip_env.dynamics.round import _step_batch
 from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool
@@ -76,7 +75,7 @@ def _observe_batch(c, site_obs, state, out, width, valid):
     tel = c[C_MEASURED] > 0.0
     nfo = nf + (N_TELEMETRY if tel else 0)
     g = width * nfo
-    seen = JOINED + 2 * n + UNKNOWN_SCALARS + len(UNKNOWN_SITE_FIELDS) * n
+    seen = seen_start(n)
     for b in range(state.shape[0]):
         st = state[b]
         row = out[b]

@@ -40,14 +40,13 @@ from powertrip_env.dynamics.round import (
     _fetches,
     _global_batch,
     _joins_fetching,
-    _link,
     _tally_fetch,
     _tally_site,
     _tally_start,
 )
 from powertrip_env.dynamics.state import _c_bool
 from powertrip_env.dynamics.tables import _row
-from powertrip_env.dynamics.unknowns import _join_s, _site_factor, belief_rows
+from powertrip_env.dynamics.unknowns import _join_s, _link, _site_factor, belief_rows
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams

@@ -59,18 +59,12 @@ from powertrip_env.dynamics.layout import (
     S_BATCH,
     S_IDLE_W,
     S_QUOTA,
-    S_RTT,
-    S_TX,
     SELECTED,
     START,
     TIME,
-    U_BANDWIDTH,
     U_NOISE,
     U_PACE,
-    U_RTT,
     U_THROUGHPUT,
-    UNKNOWN_SCALARS,
-    UNKNOWN_SITE_FIELDS,
     W_BEGIN,
     W_END,
     W_FETCH,
@@ -86,7 +80,13 @@ from powertrip_env.dynamics.tables import (
     _samples_in,
     _time_to_reach,
 )
-from powertrip_env.dynamics.unknowns import _join_s, _site_factor, _telemetry
+from powertrip_env.dynamics.unknowns import (
+    _join_s,
+    _link,
+    _site_factor,
+    _telemetry,
+    _unknowns_of,
+)
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -143,15 +143,6 @@ def _tally_fetch(t: Tally, fetch_end: float) -> Tally:
     """Add a started site that fetches the training state until ``fetch_end``."""
     first = min(t.first_fetch, fetch_end)
     return Tally(t.completing, t.latest, t.straggler, t.last_drop, t.rtt, t.site_tx, t.batch, first)
-
-
-@jit
-def _link(site, u, i):
-    """Site ``i``'s RTT and ``M / bw_i`` with the factors of the unknowns (or belief) ``u``, in
-    the order `unknowns.fold` multiplies them."""
-    n = site.shape[1]
-    return (site[S_RTT, i] * _site_factor(u, n, U_RTT, i),
-            site[S_TX, i] / _site_factor(u, n, U_BANDWIDTH, i))  # fmt: skip
 
 
 @jit
@@ -380,7 +371,7 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     n = site.shape[1]
     t = st[TIME]
     k = _row(c, t)
-    u = st[JOINED + 2 * n : JOINED + 2 * n + UNKNOWN_SCALARS + len(UNKNOWN_SITE_FIELDS) * n]
+    u = _unknowns_of(st, n)
     seed = _round_seed(st[KEY], int(st[ROUNDS]))
     n_req, n_sel = _start_sites(table, k, mask, srec)
     tally = _run_sites(c, site, table, st, u, jitter, seed, k, srec, work)

@@ -31,13 +31,21 @@ from powertrip_env.dynamics.layout import (
     C_RTT_FACTOR,
     CONSTS,
     DROPPED,
-    JOINED,
     ROUNDS,
     S_JOIN,
     S_QUOTA,
     S_RTT,
     S_TX,
     SELECTED,
+    SP_BANDWIDTH,
+    SP_JOIN,
+    SP_NOISE,
+    SP_PACE,
+    SP_RTT,
+    SP_SLOW_FACTOR,
+    SP_SLOW_P,
+    SP_THROUGHPUT,
+    SPREAD_FIELDS,
     T_COMPUTE_S,
     T_JOIN_S,
     T_TRANSFER_S,
@@ -58,6 +66,7 @@ from powertrip_env.dynamics.layout import (
     W_END,
     W_FETCH,
     W_JOIN,
+    seen_start,
     unknowns_start,
     unknowns_width,
 )
@@ -69,17 +78,12 @@ if TYPE_CHECKING:
 
 _UNKNOWN_STREAM = 7  # the hashes' third word for the draw (jitter.py numbers the others)
 
-# What ``draw_unknowns`` takes, in this order (a scenario's [unknowns] fields, all default 0):
-SPREAD_FIELDS = (
-    "throughput_sigma",  # log-normal σ of each site's throughput factor
-    "slow_probability",  # chance that a site is a slow outlier ...
-    "slow_factor",  # ... whose throughput is divided by this (1: no outliers)
-    "rtt_sigma",  # log-normal σ of each site's RTT factor
-    "bandwidth_sigma",  # log-normal σ of each site's bandwidth factor
-    "join_sigma",  # log-normal σ of each site's join-time factor
-    "pace_sigma",  # log-normal σ of the job's progress per round
-    "noise_sigma",  # log-normal σ of the job's gradient noise scale
-)
+
+@jit
+def _unknowns_of(st: np.ndarray, n: int) -> np.ndarray:
+    """The unknowns of an episode's state row ``st`` (a view, which the round reads)."""
+    lo = unknowns_start(n)
+    return st[lo : lo + unknowns_width(n)]
 
 
 @jit
@@ -96,12 +100,20 @@ def _join_s(site, u, i):
 
 
 @jit
+def _link(site, u, i):
+    """Site ``i``'s RTT and ``M / bw_i`` with the factors of the unknowns (or belief) ``u``, in
+    the order `unknowns.fold` multiplies them."""
+    n = site.shape[1]
+    return (site[S_RTT, i] * _site_factor(u, n, U_RTT, i),
+            site[S_TX, i] / _site_factor(u, n, U_BANDWIDTH, i))  # fmt: skip
+
+
+@jit
 def _own_exchange(c, site, u, i):
     """Site ``i``'s own exchange with the hub, before the network jitter: its latency term and
     its update over its link, there and back (what its telemetry measures)."""
-    n = site.shape[1]
-    rtt = site[S_RTT, i] * _site_factor(u, n, U_RTT, i)
-    return c[C_RTT_FACTOR] * rtt + 2.0 * (site[S_TX, i] / _site_factor(u, n, U_BANDWIDTH, i))
+    rtt, tx = _link(site, u, i)
+    return c[C_RTT_FACTOR] * rtt + 2.0 * tx
 
 
 @jit
@@ -114,7 +126,7 @@ def _telemetry(c, site, table, st, u, srec, work, comm_jitter, cut):
     for the same work however the site's power moved (1 / its throughput factor, times the
     jitter)."""
     n = site.shape[1]
-    seen = JOINED + 2 * n + UNKNOWN_SCALARS + len(UNKNOWN_SITE_FIELDS) * n
+    seen = seen_start(n)
     measured = c[C_MEASURED] > 0.0
     for i in range(n):
         srec[T_COMPUTE_S, i] = 0.0
@@ -161,17 +173,18 @@ def _draw_batch(spreads: np.ndarray, keys: np.ndarray, n: int, out: np.ndarray) 
     for b in range(keys.shape[0]):
         key = int(keys[b])
         u = out[b]
-        u[U_PACE] = _lognormal(key, 0, spreads[6])
-        u[U_NOISE] = _lognormal(key, 1, spreads[7])
-        sigmas = (spreads[0], spreads[3], spreads[4], spreads[5])
-        for f in range(4):
+        u[U_PACE] = _lognormal(key, 0, spreads[SP_PACE])
+        u[U_NOISE] = _lognormal(key, 1, spreads[SP_NOISE])
+        # in UNKNOWN_SITE_FIELDS' order
+        sigmas = (spreads[SP_THROUGHPUT], spreads[SP_RTT], spreads[SP_BANDWIDTH], spreads[SP_JOIN])
+        for f in range(len(UNKNOWN_SITE_FIELDS)):
             for i in range(n):
                 u[UNKNOWN_SCALARS + f * n + i] = _lognormal(key, 2 + f * 4096 + i, sigmas[f])
-        if spreads[1] > 0.0 and spreads[2] > 1.0:
+        if spreads[SP_SLOW_P] > 0.0 and spreads[SP_SLOW_FACTOR] > 1.0:
             for i in range(n):
                 h = _hash(key, 3 + 4 * 4096 + i, _UNKNOWN_STREAM)
-                if _uniform(h) < spreads[1]:
-                    u[UNKNOWN_SCALARS + U_THROUGHPUT * n + i] /= spreads[2]
+                if _uniform(h) < spreads[SP_SLOW_P]:
+                    u[UNKNOWN_SCALARS + U_THROUGHPUT * n + i] /= spreads[SP_SLOW_FACTOR]
 
 
 def draw_unknowns(spreads: np.ndarray, keys: np.ndarray, n_sites: int) -> np.ndarray:
@@ -285,7 +298,6 @@ def fold(params: SimParams, u: np.ndarray) -> SimParams:
     factors in the same order (``quota / throughput``, ``rtt · f``, ``M/bw / f``, ``join · f``,
     ``η · pace``, ``B0 · noise``), so the folded world computes the same numbers as the state's
     factors do."""
-    n = params.n_sites
     f = Unknowns.from_vector(u)
     site = params.site.copy()
     site[S_QUOTA] = site[S_QUOTA] / f.throughput
@@ -297,7 +309,6 @@ def fold(params: SimParams, u: np.ndarray) -> SimParams:
     consts[CONSTS.index("eta_local")] *= f.pace
     consts[CONSTS.index("noise_b0")] *= f.noise
     consts.flags.writeable = False
-    assert site.shape[1] == n
     return dataclasses.replace(params, site=site, consts=consts)
 
 

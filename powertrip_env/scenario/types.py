@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from powertrip_env.dynamics.layout import SPREAD_FIELDS
+
 
 @dataclass(frozen=True)
 class GpuType:
@@ -176,19 +178,14 @@ class Unknowns:
     @property
     def drawn(self) -> bool:
         """Whether episodes draw anything: the measured track."""
-        sigmas = (getattr(self, f) for f in SPREAD_ORDER if f.endswith("_sigma"))
+        sigmas = (getattr(self, f) for f in SPREAD_FIELDS if f.endswith("_sigma"))
         outliers = self.slow_probability > 0.0 and self.slow_factor > 1.0
         return outliers or any(v > 0.0 for v in sigmas)
 
     def spreads(self) -> tuple[float, ...]:
-        """The values in ``dynamics.unknowns.SPREAD_FIELDS`` order (the slow factor as given)."""
-        return tuple(float(getattr(self, f)) for f in SPREAD_ORDER)
-
-
-SPREAD_ORDER = (
-    "throughput_sigma", "slow_probability", "slow_factor", "rtt_sigma", "bandwidth_sigma",
-    "join_sigma", "pace_sigma", "noise_sigma",
-)  # fmt: skip
+        """The values in ``SPREAD_FIELDS`` order, as the draw takes them (the slow factor as
+        given)."""
+        return tuple(float(getattr(self, f)) for f in SPREAD_FIELDS)
 
 
 @dataclass(frozen=True)
