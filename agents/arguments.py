@@ -35,6 +35,16 @@ DEFAULT_N_ENVS = 16
 # baselines (the lookahead rules), and the two clairvoyant references that say how much of the
 # sequential headroom the agent took: the best fixed set and the optimiser (the benchmark's 1).
 DEFAULT_FINAL_POLICIES = "PowerTrip,MyopicOptimal,HorizonRule,ForecastMPC,BestFixedSet,Optimiser"
+# On the measured track: the paper's heuristic, the strongest rule on the stated values, the
+# adaptive rules (the strongest deployable baselines there), Informed (told the draw: the
+# learnable room's end) and the optimiser.
+DEFAULT_MEASURED_FINAL_POLICIES = (
+    "PowerTrip,ForecastMPC,AdaptiveHorizon,ExploringHorizon,AdaptiveMPC,Informed,InformedMPC,"
+    "Optimiser"
+)
+# What the main job trains on: the flagship's measured task, where a policy must measure its
+# sites and job; the known-track flagship is ``--env PowerTrip-v0``.
+DEFAULT_ENV = "PowerTrip-Measured-v0"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_environment_options(p: argparse.ArgumentParser) -> None:
     """The environment trained on and the one of the final table: IDs, scenarios, padding."""
-    add_env(p, scenario_hint=True, what="the environment trained on")
+    add_env(p, DEFAULT_ENV, scenario_hint=True, what="the environment trained on")
     p.add_argument(
         "--scenario",
         action="append",
@@ -186,9 +196,11 @@ def _add_evaluation_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--final-policies",
-        default=DEFAULT_FINAL_POLICIES,
+        default=None,
         help="baselines in the final table: a comma-separated list of names, 'all' (every "
-        "deployable baseline) and 'references' (BestFixedSet, BeamPlanner, Optimiser)",
+        "deployable baseline) and 'references' (BestFixedSet, BeamPlanner, Optimiser) "
+        f"(default: {DEFAULT_FINAL_POLICIES} on the known track, "
+        f"{DEFAULT_MEASURED_FINAL_POLICIES} on the measured track)%(default).0s",
     )
     p.add_argument(
         "--eval-seed",

@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 
-from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS
+from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS, estimates_for
 
 
 class CandidateVecEnv(VecEnv):
@@ -48,6 +48,7 @@ class CandidateVecEnv(VecEnv):
             spaces.Discrete(N_SLOTS),
         )
         self.masks: np.ndarray | None = None  # (B, N_SLOTS, N) this round's slots
+        self.estimates = None  # the measured track's, one per episode (``estimates_for``)
         self._actions: np.ndarray | None = None
 
     def reset(self) -> np.ndarray:
@@ -57,6 +58,7 @@ class CandidateVecEnv(VecEnv):
                                     options=options)  # fmt: skip
         self._reset_seeds()
         self._reset_options()
+        self.estimates = estimates_for(self.vector, self.num_envs)
         self.reset_infos = self._split(info, np.ones(self.num_envs, dtype=bool))
         return self._observe()
 
@@ -71,6 +73,8 @@ class CandidateVecEnv(VecEnv):
             raise ValueError(f"actions={slots!r}: expected integers in [0, {N_SLOTS})")
         b = self.num_envs
         chosen = self.masks[np.arange(b), slots]
+        if self.estimates is not None:
+            self.estimates.played(chosen)
         actions = np.zeros((b, *self._action_shape), dtype=np.int8)
         actions[:, : chosen.shape[1]] = chosen
         _, rewards, terminated, truncated, info = self.vector.step(actions)
@@ -85,6 +89,8 @@ class CandidateVecEnv(VecEnv):
             fresh = self._split(reset_info, dones)
             for i in np.flatnonzero(dones):
                 self.reset_infos[i] = fresh[i]
+            if self.estimates is not None:
+                self.estimates.restart(dones)
             obs = self._observe()
         for i in np.flatnonzero(~dones):
             infos[i]["TimeLimit.truncated"] = False
@@ -94,7 +100,10 @@ class CandidateVecEnv(VecEnv):
         self._env.close()
 
     def _observe(self) -> np.ndarray:
-        batch = self.vector.candidates()
+        if self.estimates is None:
+            batch = self.vector.candidates()
+        else:
+            batch = self.vector.candidates(belief=self.estimates.update(self.vector.decision_view))
         self.masks = batch.masks
         return batch.features
 

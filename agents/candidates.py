@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from powertrip_env.baselines.adaptive import Estimates
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.candidates import (
     GLOBAL_FEATURES,
@@ -45,7 +46,24 @@ __all__ = [
     "Candidates",
     "build",
     "compiled_actor",
+    "estimates_for",
 ]
+
+
+def estimates_for(env: Any, batch: int = 1) -> Estimates | None:
+    """The estimates the slots assume on the measured track, for ``batch`` episodes of the
+    unwrapped env ``env``; None on the known track, where the stated values are the truth.
+
+    On the measured track the stated speeds, links, joins and progress curve are not the
+    episode's (docs/model.md, "What is unknown"). Slots ranked on them rank a world that is not
+    there, and the features say nothing of what the telemetry has shown. Built on the online
+    estimates instead (``baselines.adaptive.Estimates``), the slots are what
+    ``AdaptiveHorizon`` chooses among and the features describe the world as measured so far.
+    """
+    view = env.decision_view(0) if batch > 1 else env.decision_view()
+    if not view.measured_track:
+        return None
+    return Estimates(view.scenario, batch)
 
 
 def _as_action(env: gym.Env, mask: np.ndarray) -> np.ndarray:
@@ -72,12 +90,14 @@ class CandidateSets(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.action_space = spaces.Discrete(N_SLOTS)
         self.observation_space = spaces.Box(-10.0, 10.0, (N_FEATURES,), dtype=np.float32)
         self.candidates: Candidates | None = None
+        self.estimates: Estimates | None = None  # the measured track's (``estimates_for``)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         _, info = self.env.reset(seed=seed, options=options)
-        self.candidates = build(self.env.unwrapped)
+        self.estimates = estimates_for(self.env.unwrapped)
+        self.candidates = self._build()
         return self.candidates.features, info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -86,9 +106,17 @@ class CandidateSets(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if not self.action_space.contains(np.int64(np.asarray(action).reshape(()))):
             raise ValueError(f"action={action!r}: expected an integer in [0, {N_SLOTS})")
         mask = self.candidates.masks[int(np.asarray(action).reshape(()))]
+        if self.estimates is not None:
+            self.estimates.played(mask[None, :])
         _, reward, terminated, truncated, info = self.env.step(_as_action(self.env, mask))
-        self.candidates = build(self.env.unwrapped)
+        self.candidates = self._build()
         return self.candidates.features, reward, terminated, truncated, info
+
+    def _build(self) -> Candidates:
+        env = self.env.unwrapped
+        if self.estimates is None:
+            return build(env)
+        return build(env, belief=self.estimates.update(lambda _: env.decision_view()))
 
     def action_masks(self) -> np.ndarray:
         """Every slot may be chosen (a slot repeats another when the pool is small); for
@@ -113,15 +141,26 @@ class CandidatePolicy(Policy):
         self.deterministic = deterministic
         policy = getattr(model, "policy", None)
         self.actor = compiled_actor(policy) if deterministic and policy is not None else None
+        self.estimates: Estimates | None = None  # the measured track's (``estimates_for``)
+
+    def reset(self, env: Any) -> None:
+        super().reset(env)
+        self.estimates = estimates_for(self.env)
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        candidates = build(self.env)
+        if self.estimates is None:
+            candidates = build(self.env)
+        else:
+            belief = self.estimates.update(lambda _: self.env.decision_view())
+            candidates = build(self.env, belief=belief)
         if self.actor is not None:
             slot = self.actor(candidates.features)
         else:
             action, _ = self.model.predict(candidates.features, deterministic=self.deterministic)
             slot = int(np.asarray(action).reshape(()))
         mask = candidates.masks[slot]
+        if self.estimates is not None:
+            self.estimates.played(mask[None, :])
         return _as_action(self.env, mask)
 
 

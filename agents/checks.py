@@ -48,6 +48,14 @@ def check_env(env_id: str, env_kwargs: Mapping[str, Any]) -> int:
     return n_sites
 
 
+def measured_track(env_id: str, env_kwargs: Mapping[str, Any]) -> bool:
+    """Whether the environment (checked by ``check_env``) draws unknowns: the measured track."""
+    env = gym.make(env_id, **env_kwargs)
+    drawn = bool(env.unwrapped.scenario.unknowns.drawn)
+    env.close()
+    return drawn
+
+
 def final_env_for(env_id: str) -> str:
     """Where the final table runs by default: the env itself, or for an ID that draws its
     sites, the fixed ID of the same scenario (PowerTrip-Random-v0 -> PowerTrip-v0)."""

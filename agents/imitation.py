@@ -7,7 +7,11 @@ is best *in this state*. ``TEACHER`` scores every slot by a rollout: the slot pl
 the tuned horizon rule (``powertrip_env.baselines.lookahead.HorizonRule``) every round after, to the
 end of the episode, on the true trace with the episode's own jitter (``Clairvoyant.follow``). The
 slot whose rollout reaches the target first is one step of policy improvement over the rule, and on
-PowerTrip-v0 it takes about half the way from the rule to the clairvoyant optimiser.
+PowerTrip-v0 it takes about half the way from the rule to the clairvoyant optimiser. On the
+measured track each episode is rolled out in its own drawn world. A second teacher,
+``--teacher informed`` (``informed_regrets``), labels the slot nearest to what ``Informed``
+plays: the rule told the episode's drawn unknowns but not the future, so a student of it learns
+identification alone.
 
 The teacher reads future actuals, so it only labels training states; the student is the same
 network PPO trains (an SB3 ``MlpPolicy`` over the slots' deployable features) and sees only
@@ -70,18 +74,55 @@ def slot_regrets(vector: Any, masks: np.ndarray, rule: tuple[float, float] = TEA
     """CLAIRVOYANT: (B, S) each slot's regret in every sub-environment of ``vector`` (a
     ``PowerTripVectorEnv``): its rollout's time to the target (the slot, then ``rule`` to the
     end, on the true trace) minus the best slot's. ``masks`` (B, S, N) are the slots. Slots that
-    hold the same set are rolled out once."""
-    b, s, _ = masks.shape
-    future = vector.clairvoyant()
-    rows, firsts, where = [], [], np.empty((b, s), dtype=np.int64)
-    for i in range(b):
-        unique, inverse = np.unique(masks[i], axis=0, return_inverse=True)
-        where[i] = len(firsts) + inverse.ravel()
-        firsts.extend(unique)
-        rows.extend([i] * unique.shape[0])
-    state = future.state.take(np.asarray(rows, dtype=np.intp))
-    tta = future.follow(np.asarray(firsts, dtype=bool), rule, state=state).tta_h[where]
+    hold the same set are rolled out once. On the measured track each episode's world is its
+    own (its drawn unknowns folded in), so each is rolled out in its own world."""
+    if not vector.decision_view(0).measured_track:
+        tta = _rollouts(vector.clairvoyant(), masks, np.arange(masks.shape[0]), rule)
+    else:
+        one = np.zeros(1, dtype=np.int64)
+        tta = np.concatenate([
+            _rollouts(vector.clairvoyant(i), masks[i : i + 1], one, rule)
+            for i in range(masks.shape[0])
+        ])  # fmt: skip
     return tta - tta.min(axis=1, keepdims=True)
+
+
+def _rollouts(
+    future: Any, masks: np.ndarray, rows: np.ndarray, rule: tuple[float, float]
+) -> np.ndarray:
+    """(len(rows), S) the time to the target of each slot's rollout, slot k of ``masks[j]``
+    from row ``rows[j]`` of ``future``'s state."""
+    b, s, _ = masks.shape
+    starts, firsts, where = [], [], np.empty((b, s), dtype=np.int64)
+    for j in range(b):
+        unique, inverse = np.unique(masks[j], axis=0, return_inverse=True)
+        where[j] = len(firsts) + inverse.ravel()
+        firsts.extend(unique)
+        starts.extend([rows[j]] * unique.shape[0])
+    state = future.state.take(np.asarray(starts, dtype=np.intp))
+    return future.follow(np.asarray(firsts, dtype=bool), rule, state=state).tta_h[where]
+
+
+def informed_regrets(
+    vector: Any, masks: np.ndarray, rule: tuple[float, float] = TEACHER
+) -> np.ndarray:
+    """READS THE DRAW: (B, S) how far each slot's set is from what ``Informed`` would play,
+    ``rule`` with its what-ifs told the episode's drawn unknowns (and never the future): the
+    share of sites on which they differ, less the nearest slot's. The teacher of identification
+    alone: on the measured track a student of it learns to act as if it knew the draw, from
+    slots built on the telemetry's estimates; on the known track the draw is the stated world
+    and it is the rule itself."""
+    drawn = None  # the known track: the stated values are the world
+    if vector.decision_view(0).measured_track:
+        drawn = np.stack([vector.clairvoyant(i).drawn().vector for i in range(masks.shape[0])])
+    choice = vector.candidates([rule], belief=drawn).masks[:, 1]
+    apart = (masks != choice[:, None, :]).mean(axis=2)
+    return apart - apart.min(axis=1, keepdims=True)  # its set may be no slot's: the nearest
+
+
+TEACHERS = {"rollout": slot_regrets, "informed": informed_regrets}
+"""``--teacher``: how a state's slots are scored. ``rollout`` (the default) rolls each slot out
+on the true future; ``informed`` asks what ``Informed`` would play (``informed_regrets``)."""
 
 
 def teacher_targets(regret: np.ndarray) -> np.ndarray:
@@ -107,22 +148,24 @@ def collect(
     beta: float = 1.0,
     rng: np.random.Generator | None = None,
     obs: np.ndarray | None = None,
+    teacher: str = "rollout",
 ) -> tuple[Dataset, np.ndarray]:
-    """``steps`` vector steps of ``venv`` labelled by the teacher: each env plays the
-    teacher's best slot with probability ``beta``, else ``student``'s (a callable from
+    """``steps`` vector steps of ``venv`` labelled by ``teacher`` (``TEACHERS``): each env
+    plays the teacher's best slot with probability ``beta``, else ``student``'s (a callable from
     features (B, F) to slots (B,)). Returns the data and the last observation (to go on)."""
     rng = rng or np.random.default_rng(0)
+    score = TEACHERS[teacher]
     obs = venv.reset() if obs is None else obs
     feats, regrets = [], []
     for _ in range(steps):
-        regret = slot_regrets(venv.vector, venv.masks)
+        regret = score(venv.vector, venv.masks)
         feats.append(obs.copy())
         regrets.append(regret)
-        teacher = teacher_slots(regret)
+        taught = teacher_slots(regret)
         if student is None or beta >= 1.0:
-            actions = teacher
+            actions = taught
         else:
-            actions = np.where(rng.random(venv.num_envs) < beta, teacher, student(obs))
+            actions = np.where(rng.random(venv.num_envs) < beta, taught, student(obs))
         obs, _, _, _ = venv.step(actions)
     return Dataset(np.concatenate(feats), np.concatenate(regrets)), obs
 
@@ -218,6 +261,7 @@ def train(
     seed: int = 0,
     jitter: bool = False,
     start: Dataset | None = None,
+    teacher: str = "rollout",
 ) -> tuple[Any, dict[str, Any]]:
     """Behaviour cloning on ``steps`` teacher-labelled vector steps (``n_envs`` episodes each),
     then ``dagger`` rounds of half as many steps played by the student (the teacher with
@@ -237,7 +281,7 @@ def train(
     config = hyperparams.load_config(hyperparams.default_config_path("ppo"), "ppo")
     policy, kwargs = hyperparams.model_kwargs(config, "ppo", "candidates")
     model = PPO(policy, venvs[0], seed=seed, device="cpu", **kwargs)
-    labelled = [collect(venv, steps) for venv in venvs]
+    labelled = [collect(venv, steps, teacher=teacher) for venv in venvs]
     data = _union([d for d, _ in labelled] + ([start] if start is not None else []))
     last = [obs for _, obs in labelled]
     losses = fit(model.policy, data, epochs=epochs, seed=seed)
@@ -247,7 +291,9 @@ def train(
         student = student_of(model.policy)
         more = []
         for i, venv in enumerate(venvs):
-            got, last[i] = collect(venv, max(steps // 2, 1), student, beta, rng, last[i])
+            got, last[i] = collect(
+                venv, max(steps // 2, 1), student, beta, rng, last[i], teacher=teacher
+            )
             more.append(got)
         added = _union(more)
         played = student(added.features)
@@ -256,6 +302,7 @@ def train(
         losses = fit(model.policy, data, epochs=epochs, seed=seed + k + 1)
     summary = {
         "env": env_ids[0] if len(env_ids) == 1 else env_ids,
+        "teacher": teacher,
         "states": len(data),
         "dagger_student_regret_h": rounds,
         "final_loss": losses[-1] if losses else None,
@@ -278,8 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``powertrip_env.harness.reports.benchmark``)."""
     p = argparse.ArgumentParser(
         prog="powertrip imitation",
-        description="Behaviour cloning and DAgger of the clairvoyant rollout teacher over the "
-        "candidate slots; saves an SB3 PPO model for --model.",
+        description="Behaviour cloning and DAgger of a teacher (the clairvoyant rollouts, or "
+        "Informed) over the candidate slots; saves an SB3 PPO model for --model.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_env(
@@ -291,6 +338,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dagger", type=checks.non_negative_int, default=3, help="DAgger rounds")
     p.add_argument("--beta", type=float, default=0.0, help="teacher's share in DAgger rounds")
     p.add_argument("--epochs", type=checks.positive_int, default=40)
+    p.add_argument(
+        "--teacher",
+        choices=sorted(TEACHERS),
+        default="rollout",
+        help="rollout: each slot played out on the true future (clairvoyant); informed: what "
+        "Informed plays, told the measured track's drawn unknowns, never the future",
+    )
     add_seed(p, "seeds the labelled episodes and the student's training")
     p.add_argument("--jitter", action="store_true", help="label on jittered episodes")
     p.add_argument(
@@ -321,6 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model, summary = train(
         env_ids, n_envs=args.n_envs, steps=args.steps, dagger=args.dagger, beta=args.beta,
         epochs=args.epochs, seed=args.seed, jitter=args.jitter, start=start,
+        teacher=args.teacher,
     )  # fmt: skip
     if args.force and out.is_dir():
         clear_folder(out)

@@ -41,7 +41,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 import powertrip_env  # registers the environment IDs
-from powertrip_env.agents import callbacks, checks, hyperparams
+from powertrip_env.agents import arguments, callbacks, checks, hyperparams
 from powertrip_env.agents.arguments import build_parser, given_options, parse_args
 from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 from powertrip_env.agents.candidates import CandidatePolicy, CandidateSets
@@ -159,6 +159,13 @@ def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dic
         config = hyperparams.apply_overrides(config, args.hp, args.algo)
     else:
         config = saved.hyperparameters
+    if args.final_policies is None:  # the final environment's track decides the comparison
+        measured = any(checks.measured_track(final_env, {**final_kwargs, **sc}) for sc in each)
+        args.final_policies = (
+            arguments.DEFAULT_MEASURED_FINAL_POLICIES
+            if measured
+            else arguments.DEFAULT_FINAL_POLICIES
+        )
     final_policies = (
         checks.check_final_policies(args.final_policies, max(final_counts))
         if args.final_episodes

@@ -27,6 +27,7 @@ learning agent may take (the benchmark's learnable room).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -134,7 +135,11 @@ class Estimator:
         self.log = np.zeros((3, 0))
         self.weight = np.zeros((3, 0))
         self.seen_round = np.zeros(0, dtype=np.int64)
-        self.progress_log: list[tuple[float, float, float]] = []  # (P before, batch, ΔP)
+        # per round measured, the log of its progress over the stated curve's, for every
+        # noise-scale factor of NOISE_GRID: (grid, capacity), the first ``fitted`` columns
+        # filled. Kept as rounds arrive, so a fit costs O(grid) reductions, not a rebuild.
+        self.resid = np.zeros((NOISE_GRID.shape[0], 0))
+        self.fitted = 0
         self.workload: Any = None
         self.n_sites = 0
         self.last: tuple[float, float] | None = None  # (progress, batch) of the round played
@@ -147,7 +152,8 @@ class Estimator:
         self.log = np.zeros((3, n))
         self.weight = np.zeros((3, n))
         self.seen_round = np.full(n, -1, dtype=np.int64)
-        self.progress_log = []
+        self.resid = np.zeros((NOISE_GRID.shape[0], 64))
+        self.fitted = 0
         self.last = None
 
     def update(self, now: Any) -> None:
@@ -168,8 +174,22 @@ class Estimator:
             before, batch = self.last
             gained = now.surrogate_progress - before
             if batch > 0.0 and gained > 0.0:
-                self.progress_log.append((before, batch, gained))
+                self._measured(before, batch, gained)
         self.last = None
+
+    def _measured(self, before: float, batch: float, gained: float) -> None:
+        """One round's progress ``gained`` from ``before`` with global ``batch``: its residual
+        against the stated curve at every noise factor of the grid."""
+        if self.fitted == self.resid.shape[1]:
+            grown = np.zeros((self.resid.shape[0], 2 * self.resid.shape[1] + 1))
+            grown[:, : self.fitted] = self.resid
+            self.resid = grown
+        wl = self.workload
+        growth = np.power(1.0 + before / wl.noise_p_b, wl.noise_gamma)  # as over an array
+        eff = 1.0 / (1.0 + wl.noise_b0 * NOISE_GRID * growth / batch)
+        stated = wl.local_steps * wl.eta_local * eff
+        self.resid[:, self.fitted] = np.log(gained / stated)
+        self.fitted += 1
 
     def played(self, now: Any, mask: np.ndarray) -> None:
         """Remember the round about to be played: its start's progress and global batch."""
@@ -179,22 +199,18 @@ class Estimator:
     def pace_noise(self) -> tuple[float, float]:
         """The job's pace and noise-scale factors that best explain the progress measured: a
         least-squares fit in log space over ``NOISE_GRID``, the pace then in closed form."""
-        if not self.progress_log:
+        if self.fitted == 0:
             return 1.0, 1.0
-        rows = np.array(self.progress_log)
-        before, batch, gained = rows[:, 0], rows[:, 1], rows[:, 2]
-        wl = self.workload
-        growth = (1.0 + before / wl.noise_p_b) ** wl.noise_gamma
-        best = (math.inf, 1.0, 1.0)
-        for noise in NOISE_GRID:
-            eff = 1.0 / (1.0 + wl.noise_b0 * noise * growth / batch)
-            stated = wl.local_steps * wl.eta_local * eff
-            resid = np.log(gained / stated)
-            pace = float(np.exp(resid.mean()))
-            err = float(np.sum((resid - np.log(pace)) ** 2))
-            if err < best[0] - 1e-12:
-                best = (err, pace, float(noise))
-        return best[1], best[2]
+        resid = self.resid[:, : self.fitted]
+        log_pace = np.log(np.exp(resid.mean(axis=1)))  # as the pace is applied: exp, then log
+        err = np.sum((resid - log_pace[:, None]) ** 2, axis=1)
+        best, at = math.inf, None
+        for g in range(err.shape[0]):  # the first of near-equal fits wins
+            if err[g] < best - 1e-12:
+                best, at = float(err[g]), g
+        if at is None:  # no finite fit
+            return 1.0, 1.0
+        return float(np.exp(resid[at].mean())), float(NOISE_GRID[at])
 
     def belief(self) -> Unknowns:
         """What the telemetry says so far (with ``optimism``, about the sites it has not
@@ -212,6 +228,51 @@ class Estimator:
         pace, noise = self.pace_noise()
         # an exchange measured r times the stated one: its RTT times r and its bandwidth over r
         return Unknowns(pace, noise, thr, transfer, 1.0 / transfer, join)
+
+
+class Estimates:
+    """``Estimator`` for each of B episodes, as a candidate-set agent's environments keep them.
+
+    The agent's slots on the measured track are built on what the telemetry has said so far
+    (``powertrip_env.agents.candidates``): the same estimates ``AdaptiveHorizon`` plans with, so
+    its choice is the agent's last slot and the agent starts from that rule. ``update`` reads
+    every episode's decision view and gives the beliefs the candidates assume, one row each;
+    ``played`` tells the estimators which sets the round plays (its global batch is what the
+    progress it makes is fitted against).
+    """
+
+    def __init__(self, scenario: Any, batch: int = 1, optimism: float = 0.0) -> None:
+        self.scenario = scenario
+        self.optimism = float(optimism)
+        self.estimators = [Estimator(optimism, scenario.unknowns) for _ in range(batch)]
+        self.now: list[Any] = [None] * batch
+        self.restart(np.ones(batch, dtype=bool))
+
+    def restart(self, rows: np.ndarray) -> None:
+        """New episodes in ``rows`` (B,) bool: their estimates start again from the stated
+        values."""
+        for i in np.flatnonzero(rows):
+            self.estimators[i].reset(self.scenario)
+            self.now[i] = None
+
+    def update(self, view: Callable[[int], Any]) -> np.ndarray:
+        """(B, width) the beliefs after this round's telemetry; ``view(i)`` is episode i's
+        ``decision_view``."""
+        rows = []
+        for i, estimator in enumerate(self.estimators):
+            now = view(i)
+            estimator.update(now)
+            self.now[i] = now
+            rows.append(estimator.belief().vector)
+        return np.stack(rows)
+
+    def played(self, masks: np.ndarray) -> None:
+        """The sets (B, N) the coming round requests, after ``update``."""
+        for i, estimator in enumerate(self.estimators):
+            if self.now[i] is None:
+                raise RuntimeError("Estimates.played: call update() first")
+            estimator.played(self.now[i], masks[i])
+            self.now[i] = None
 
 
 class Adaptive(_Believing):

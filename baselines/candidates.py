@@ -60,11 +60,13 @@ class Candidates:
     features: np.ndarray  # (N_FEATURES,) float32
 
 
-def build(env: Any, rules: Sequence[tuple[float, float]] | None = None) -> Candidates:
+def build(
+    env: Any, rules: Sequence[tuple[float, float]] | None = None, belief: Any = None
+) -> Candidates:
     """The candidates of the unwrapped env ``env`` (a ``PowerTripEnv``) for the coming round:
     slot 0 the current set, then one slot per ``(horizon, margin)`` rule (default: the agent's
-    ``SLOT_RULES``)."""
-    batch = env.candidates(rules)
+    ``SLOT_RULES``), their what-ifs assuming ``belief`` (default: the stated values)."""
+    batch = env.candidates(rules) if belief is None else env.candidates(rules, belief=belief)
     return Candidates(batch.masks[0], batch.features[0])
 
 

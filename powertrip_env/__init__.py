@@ -13,7 +13,7 @@ from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.scenario import Scenario, load_scenario, scenario_names
 from powertrip_env.scenario.types import DEFAULT_MAX_ROUNDS
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 # Registered ID -> the named scenario it runs (powertrip_env/scenario/shipped/<name>.toml).
 ENV_IDS: dict[str, str] = {

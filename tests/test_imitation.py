@@ -11,6 +11,7 @@ import pytest
 
 import powertrip_env  # noqa: F401  (registers the IDs)
 from powertrip_env.agents import hyperparams, imitation
+from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS, CandidatePolicy
 from powertrip_env.baselines.registry import make_policy
 
@@ -46,6 +47,88 @@ def test_slot_regrets_rank_each_slot_by_its_rollout() -> None:
         state = future.state.take(np.full(N_SLOTS, i))
         tta = future.follow(venv.masks[i], imitation.TEACHER, state=state).tta_h
         np.testing.assert_array_equal(regret[i], tta - tta.min())
+
+
+def stepped(env_id: str, seed: int, steps: int) -> CandidateVecEnv:
+    """Two jitter-free episodes of ``env_id`` on the native vector env, ``steps`` rounds in
+    (the tuned rule's slot played)."""
+    venv = imitation.make_venv(env_id, {"jitter": False}, 2, seed=seed)
+    venv.reset()
+    for _ in range(steps):
+        venv.step(np.full(2, N_SLOTS - 1))
+    return venv
+
+
+def test_slot_regrets_roll_each_measured_episode_out_in_its_own_world() -> None:
+    """On the measured track there is no batch future (each episode's drawn unknowns make its
+    world), yet ``slot_regrets`` scores every row, each in the world ``clairvoyant(i)`` gives."""
+    venv = stepped("PowerTrip-Measured-v0", seed=3, steps=3)
+    vector = venv.vector
+    with pytest.raises(ValueError, match="name one"):
+        vector.clairvoyant()
+    regret = imitation.slot_regrets(vector, venv.masks)
+    assert regret.shape == (2, N_SLOTS)
+    assert (regret >= 0).all() and (regret.min(axis=1) == 0).all()
+    assert (regret > 0).any()  # a state where the choice matters
+    for i in range(2):
+        future = vector.clairvoyant(i)
+        alone = imitation._rollouts(
+            future, venv.masks[i : i + 1], np.zeros(1, dtype=np.int64), imitation.TEACHER
+        )[0]
+        np.testing.assert_array_equal(regret[i], alone - alone.min())
+        # and without _rollouts' sharing of equal sets: every slot played on its own copy
+        state = future.state.take(np.zeros(N_SLOTS, dtype=np.intp))
+        tta = future.follow(venv.masks[i], imitation.TEACHER, state=state).tta_h
+        np.testing.assert_array_equal(regret[i], tta - tta.min())
+    # a row's regrets are its own episode's: another row's slots do not move them
+    other = venv.masks.copy()
+    other[1] = venv.masks[0]
+    assert (other != venv.masks).any()
+    changed = imitation.slot_regrets(vector, other)
+    np.testing.assert_array_equal(changed[0], regret[0])
+
+
+def informed_choice(vector, belief) -> np.ndarray:
+    """(B, N) the tuned rule's set in each row under ``belief`` (None: the stated values)."""
+    return vector.candidates([imitation.TEACHER], belief=belief).masks[:, 1]
+
+
+def test_informed_regrets_on_the_known_track_are_the_rule_itself() -> None:
+    """On the known track the draw is the stated world: the tuned rule's slot (the last) is
+    what Informed plays, in every row and round."""
+    venv = stepped("PowerTrip-v0", seed=0, steps=0)
+    for _ in range(4):
+        regret = imitation.informed_regrets(venv.vector, venv.masks)
+        assert regret.shape == (2, N_SLOTS)
+        np.testing.assert_array_equal(regret[:, -1], 0.0)
+        np.testing.assert_array_equal(regret.min(axis=1), 0.0)
+        venv.step(np.full(2, 3))
+
+
+def test_informed_regrets_on_the_measured_track_read_the_draw() -> None:
+    """On the measured track the label is the share of sites on which a slot's set differs from
+    the tuned rule told each episode's drawn unknowns, less the nearest slot's; told the stated
+    values instead, the rule chooses otherwise in some states, and the labels change with it."""
+    chose_otherwise = labelled_otherwise = False
+    for seed in (0, 2):
+        venv = stepped("PowerTrip-Measured-v0", seed=seed, steps=0)
+        for _ in range(3):
+            vector, masks = venv.vector, venv.masks
+            regret = imitation.informed_regrets(vector, masks)
+            assert regret.shape == (2, N_SLOTS)
+            np.testing.assert_array_equal(regret.min(axis=1), 0.0)
+            assert ((regret >= 0) & (regret <= 1)).all()
+            drawn = np.stack([vector.clairvoyant(i).drawn().vector for i in range(2)])
+            told = informed_choice(vector, drawn)
+            apart = (masks != told[:, None, :]).sum(axis=2)  # sites, not shares
+            nearest = apart == apart.min(axis=1, keepdims=True)
+            np.testing.assert_array_equal(regret == 0, nearest)
+            stated = informed_choice(vector, None)
+            chose_otherwise |= bool((stated != told).any())
+            apart = (masks != stated[:, None, :]).mean(axis=2)
+            labelled_otherwise |= not np.array_equal(apart - apart.min(axis=1)[:, None], regret)
+            venv.step(np.full(2, N_SLOTS - 1))
+    assert chose_otherwise and labelled_otherwise
 
 
 def test_the_teacher_prefers_the_tuned_rule_among_the_best() -> None:
@@ -112,12 +195,25 @@ def test_one_student_learns_from_several_ids(tmp_path) -> None:
         assert env.action_space.contains(agent.act(obs, info))
 
 
+def test_the_command_teaches_informed_on_the_measured_track(tmp_path) -> None:
+    out = tmp_path / "run"
+    argv = ["--env", "PowerTrip-Measured-v0", "--teacher", "informed", "--n-envs", "2",
+            "--steps", "3", "--dagger", "1", "--epochs", "1", "--out", str(out)]  # fmt: skip
+    assert imitation.main(argv) == 0
+    assert (out / "model.zip").is_file()
+    summary = json.loads((out / "imitation.json").read_text())
+    assert summary["teacher"] == "informed"
+    assert summary["env"] == "PowerTrip-Measured-v0"
+    assert summary["states"] == 2 * 3 + 2 * 1
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--beta", "1.5"], "argument --beta: 1.5: expected a share in [0, 1]"),
         (["--env", "PowerTrip-Random-v0"], "draws a site catalogue per episode"),
         (["--env", "Nope-v0"], "unknown environment 'Nope-v0'"),
+        (["--teacher", "nonsense"], "argument --teacher: invalid choice: 'nonsense'"),
     ],
 )
 def test_bad_arguments_are_named(argv, message, tmp_path, capsys) -> None:

@@ -25,6 +25,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import train_agent
 from powertrip_env.agents import callbacks, training
+from powertrip_env.agents.arguments import (
+    DEFAULT_FINAL_POLICIES,
+    DEFAULT_MEASURED_FINAL_POLICIES,
+    parse_args,
+)
 from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -192,6 +197,48 @@ def test_bad_arguments_exit_2_with_one_line_naming_the_argument(
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
     assert not (tmp_path / "run" / "config.yaml").exists()  # nothing started
+
+
+# --------------------------------------------------------------------------- the final table
+
+KNOWN = DEFAULT_FINAL_POLICIES.split(",")
+MEASURED = DEFAULT_MEASURED_FINAL_POLICIES.split(",")
+
+
+@pytest.mark.usefixtures("no_training")
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], MEASURED),  # the default --env, PowerTrip-Measured-v0
+        (["--env", "PowerTrip-v0"], KNOWN),
+        (["--env", "PowerTrip-Wide-Measured-v0"], MEASURED),
+        # the final environment's track decides, not the training one's
+        (["--env", "PowerTrip-v0", "--final-env", "PowerTrip-Measured-v0"], MEASURED),
+        (["--env", "PowerTrip-Measured-v0", "--final-env", "PowerTrip-v0"], KNOWN),
+        (["--final-policies", "PowerTrip"], ["PowerTrip"]),
+        (["--env", "PowerTrip-v0", "--final-policies", "PowerTrip"], ["PowerTrip"]),
+    ],
+)
+def test_the_final_policies_default_to_the_final_envs_track(
+    argv: list[str], expected: list[str], tmp_path: Path
+) -> None:
+    args = parse_args([*argv, "--out", str(tmp_path / "run")])
+    run = training.setup(args)
+    assert run["final_policies"] == expected
+    # resolved in the arguments too: config.yaml and the printed command to go on name them
+    assert args.final_policies == ",".join(expected)
+
+
+def test_help_names_both_default_final_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["--help"], capsys)
+    assert code == 0
+    flat = "".join(out.split())  # argparse breaks the long lists anywhere
+    assert "(default:PowerTrip-Measured-v0)" in flat  # --env
+    entry = flat.split("--final-policiesFINAL_POLICIES")[-1].split("--eval-seed")[0]
+    assert entry.endswith(
+        f"(default:{DEFAULT_FINAL_POLICIES}ontheknowntrack,"
+        f"{DEFAULT_MEASURED_FINAL_POLICIES}onthemeasuredtrack)"
+    )  # and not argparse's "(default: None)" after them
 
 
 def test_malformed_config_is_a_clear_error(
@@ -433,15 +480,15 @@ def test_the_readme_command_run_twice_says_how_to_go_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    first = tmp_path / "runs" / "PowerTrip-v0-ppo-0"
+    first = tmp_path / "runs" / "PowerTrip-Measured-v0-ppo-0"
     first.mkdir(parents=True)
     (first / "interrupted.zip").write_bytes(b"the first run's model")
     code, _, err = run([], capsys)  # python train_agent.py
     assert code == 2
     assert err.startswith(
-        "train_agent.py: error: argument --out: output folder 'runs/PowerTrip-v0-ppo-0' "
+        "train_agent.py: error: argument --out: output folder 'runs/PowerTrip-Measured-v0-ppo-0' "
         "already holds results; choose another with --out, or pass --force to replace them, "
-        "or continue its run with --resume runs/PowerTrip-v0-ppo-0/interrupted.zip"
+        "or continue its run with --resume runs/PowerTrip-Measured-v0-ppo-0/interrupted.zip"
     )
     assert files_in(first) == {"interrupted.zip": b"the first run's model"}
 
