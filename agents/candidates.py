@@ -47,6 +47,7 @@ __all__ = [
     "build",
     "compiled_actor",
     "estimates_for",
+    "slots_of",
 ]
 
 
@@ -64,6 +65,14 @@ def estimates_for(env: Any, batch: int = 1) -> Estimates | None:
     if not view.measured_track:
         return None
     return Estimates(view.scenario, batch)
+
+
+def slots_of(env: Any, estimates: Estimates | None) -> Candidates:
+    """This round's candidates of the unwrapped env ``env``, on ``estimates`` (updated with
+    the telemetry now) where there are any (``estimates_for``), else on the stated values."""
+    if estimates is None:
+        return build(env)
+    return build(env, belief=estimates.update(lambda _: env.decision_view()))
 
 
 def _as_action(env: gym.Env, mask: np.ndarray) -> np.ndarray:
@@ -97,7 +106,7 @@ class CandidateSets(gym.Wrapper, gym.utils.RecordConstructorArgs):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         _, info = self.env.reset(seed=seed, options=options)
         self.estimates = estimates_for(self.env.unwrapped)
-        self.candidates = self._build()
+        self.candidates = slots_of(self.env.unwrapped, self.estimates)
         return self.candidates.features, info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -109,14 +118,8 @@ class CandidateSets(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if self.estimates is not None:
             self.estimates.played(mask[None, :])
         _, reward, terminated, truncated, info = self.env.step(_as_action(self.env, mask))
-        self.candidates = self._build()
+        self.candidates = slots_of(self.env.unwrapped, self.estimates)
         return self.candidates.features, reward, terminated, truncated, info
-
-    def _build(self) -> Candidates:
-        env = self.env.unwrapped
-        if self.estimates is None:
-            return build(env)
-        return build(env, belief=self.estimates.update(lambda _: env.decision_view()))
 
     def action_masks(self) -> np.ndarray:
         """Every slot may be chosen (a slot repeats another when the pool is small); for
@@ -148,11 +151,7 @@ class CandidatePolicy(Policy):
         self.estimates = estimates_for(self.env)
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        if self.estimates is None:
-            candidates = build(self.env)
-        else:
-            belief = self.estimates.update(lambda _: self.env.decision_view())
-            candidates = build(self.env, belief=belief)
+        candidates = slots_of(self.env, self.estimates)
         if self.actor is not None:
             slot = self.actor(candidates.features)
         else:
