@@ -13,11 +13,13 @@ a load uses them:
 * ``loading``: ``load_scenario``, which puts them together into a ``Scenario`` (``types``);
 * ``power_data``: the power traces and forecasts (``traces/*.csv``), loaded once and cached;
 * ``power``: each site's available power on the episode's calendar, from those files;
+* ``carbon_data``: hourly grid carbon intensity per zone (``traces/carbon_intensity_2022.csv``);
 * ``sampling``: site catalogues drawn per episode (``SiteSampler``);
 * ``portable``: a scenario and its power by value, for workers that share no files.
 
 Importing this package reads no data; the modules up to ``loading`` need only the standard
-library, and pandas is imported only with ``power_data``.
+library, and pandas is imported only with ``power_data`` (and ``carbon_data``, which reads
+through it).
 """
 
 from __future__ import annotations
