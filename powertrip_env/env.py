@@ -135,6 +135,7 @@ class PowerTripEnv(EngineViews, gym.Env):
     | `measured_compute_s`,              | float64 (N,)  | zeros                       |
     | `measured_transfer_s`,             |               |                             |
     | `measured_join_s`                  |               |                             |
+    | `round_carbon_kg`, `carbon_kg`     | float64       | 0.0                         |
 
     ## Arguments
 

@@ -24,6 +24,7 @@ from gymnasium import spaces
 from powertrip_env import dynamics
 from powertrip_env.dynamics import (
     I_ACC,
+    I_CARBON_KG,
     I_COMM_S,
     I_COMPUTE_S,
     I_CUT,
@@ -33,6 +34,7 @@ from powertrip_env.dynamics import (
     I_INVALID,
     I_KWH,
     I_N_SELECTED,
+    I_ROUND_CARBON_KG,
     I_ROUND_KWH,
     I_ROUND_S,
     I_ROUNDS,
@@ -58,7 +60,7 @@ INFO_KEYS = (
     "accuracy", "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut",
     "powered_gpus", "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds",
     "tta_h", "success", "delta_progress", "measured_compute_s", "measured_transfer_s",
-    "measured_join_s",
+    "measured_join_s", "round_carbon_kg", "carbon_kg",
 )  # fmt: skip
 # The yes/no keys. One episode reports them as 0-d bool arrays, not np.bool_ scalars: Gymnasium's
 # SyncVectorEnv and AsyncVectorEnv stack np.bool_ (which is not an np.number) into object arrays,
@@ -300,6 +302,8 @@ class Interface:
             "measured_compute_s": tm[0],
             "measured_transfer_s": tm[1],
             "measured_join_s": tm[2],
+            "round_carbon_kg": v[I_ROUND_CARBON_KG],
+            "carbon_kg": v[I_CARBON_KG],
         }
 
     @functools.cached_property

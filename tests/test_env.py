@@ -66,6 +66,7 @@ INFO_KEYS = {
     "selected", "n_selected", "dropped", "invalid_selections", "idle", "cut", "powered_gpus",
     "available", "straggler", "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success",
     "delta_progress", "measured_compute_s", "measured_transfer_s", "measured_join_s",
+    "round_carbon_kg", "carbon_kg",
 }  # fmt: skip
 
 

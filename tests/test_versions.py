@@ -145,6 +145,11 @@ def fingerprint(env_id: str, scenario: str | Path | None = None) -> str:
         values.pop(key)
     if not loaded.unknowns.drawn:  # the known track: the section's defaults change no result
         values.pop("unknowns")
+    if loaded.trace.carbon_file is None:  # no carbon intensity: nor do the carbon fields'
+        for key in ("carbon_file", "carbon_kind"):
+            values["trace"].pop(key)
+        for site in values["sites"]:
+            site.pop("carbon_zone")
     files = [path for path in loaded.inputs if path.suffix != ".toml"]
     sampler = as_sampler(kwargs.pop("sites", None))
     if sampler is not None:  # the catalogue is drawn: the draw's parameters and its cities

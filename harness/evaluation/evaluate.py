@@ -133,6 +133,8 @@ def run_episode(
         "success": bool(terminated),
         "rounds": int(info["rounds"]),
         "energy_kwh": float(info["energy_kwh"]),
+        # NaN where the scenario has no carbon intensity: unknown, and tables leave it out
+        "carbon_kg": float(info["carbon_kg"]) if env.unwrapped.params.carbon else math.nan,
         "mean_sites": float(np.mean(sites)) if sites else 0.0,
         "comm_share": comm_s / busy_s if busy_s > 0 else 0.0,  # of the non-idle rounds' time
         "comm_s": comm_s,  # the sums behind it, so that shares pool over episodes
@@ -160,6 +162,7 @@ def summary_table(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
                 "success_rate": float(ep["success"].mean()),
                 "mean_rounds": float(ep["rounds"].mean()),
                 "mean_energy_kwh": float(ep["energy_kwh"].mean()),
+                "mean_carbon_kg": float(ep["carbon_kg"].mean()),
                 "mean_sites": float(ep["mean_sites"].mean()),
             }
         )

@@ -26,6 +26,7 @@ EPISODE_COLUMNS = (
     "success",
     "rounds",
     "energy_kwh",
+    "carbon_kg",  # grid emissions (kg CO2eq); NaN without a carbon intensity file
     "mean_sites",
     "comm_share",
     "comm_s",
@@ -42,6 +43,7 @@ SUMMARY_COLUMNS = (
     "success_rate",
     "mean_rounds",
     "mean_energy_kwh",
+    "mean_carbon_kg",
     "mean_sites",
     "vs_powertrip_pct",
 )
@@ -84,15 +86,18 @@ class Evaluation:
         """The summary as a Markdown table with the notes a reader needs to interpret it."""
         n_eps = int(self.episodes["episode"].nunique()) if len(self.episodes) else 0
         n_days = len(set(start_days(self.episodes["start_time"]))) if len(self.episodes) else 0
+        # the carbon column only where the scenario has carbon intensity (else it is NaN)
+        carbon = bool(self.summary["mean_carbon_kg"].notna().any())
         head = (
             "| policy | episodes | mean TTA (h) | 95% CI (h) | median TTA (h) | success | "
-            "rounds | energy (kWh) | sites/round | vs PowerTrip |"
+            f"rounds | energy (kWh) | {'carbon (kg) | ' if carbon else ''}sites/round | "
+            "vs PowerTrip |"
         )
         lines = [
             f"# {self.title}: {n_eps} paired episodes, {self.split} split",
             "",
             head,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---|" + "---:|" * (10 if carbon else 9),
         ]
         for row in self.summary.itertuples(index=False):
             ci = _fmt(row.ci95_tta_h, ".3f")  # "–" when undefined (one start day)
@@ -101,7 +106,8 @@ class Evaluation:
                 f"| {row.policy} | {row.episodes} | {row.mean_tta_h:.3f}{mark} | "
                 f"{ci if ci == '–' else '±' + ci} | {row.median_tta_h:.3f} | "
                 f"{row.success_rate:.0%} | {row.mean_rounds:.1f} | "
-                f"{_energy(row.mean_energy_kwh)} | {row.mean_sites:.2f} | "
+                f"{_energy(row.mean_energy_kwh)} | "
+                f"{_energy(row.mean_carbon_kg) + ' | ' if carbon else ''}{row.mean_sites:.2f} | "
                 f"{_fmt(row.vs_powertrip_pct, '+.1f', '%')} |"
             )
         lines += [
@@ -113,6 +119,11 @@ class Evaluation:
             "seed + e), so differences are paired.",
             f"- vs PowerTrip: change of mean TTA relative to {YARDSTICK} (negative is faster).",
             "- sites/round: effective sites per non-idle round.",
+            *(
+                ["- carbon: the grid's emissions (kg CO₂-equivalent), on-site PV counting zero."]
+                if carbon
+                else []
+            ),
             "- success: the share of the policy's episodes that reached the target accuracy.",
         ]
         if any(never_finished(rate) for rate in self.summary["success_rate"]):

@@ -17,9 +17,12 @@ from powertrip_env.dynamics.layout import (
     ACC,
     C_BUDGET,
     C_T0,
+    CARBON,
     DROPPED,
     ENERGY,
+    G_PER_KG,
     I_ACC,
+    I_CARBON_KG,
     I_COMM_S,
     I_COMPUTE_S,
     I_CUT,
@@ -29,6 +32,7 @@ from powertrip_env.dynamics.layout import (
     I_INVALID,
     I_KWH,
     I_N_SELECTED,
+    I_ROUND_CARBON_KG,
     I_ROUND_KWH,
     I_ROUND_S,
     I_ROUNDS,
@@ -46,6 +50,7 @@ from powertrip_env.dynamics.layout import (
     J_PER_KWH,
     POWERED,
     POWERED_NOW,
+    R_CARBON_G,
     R_COMM_S,
     R_COMPUTE_S,
     R_CUT,
@@ -128,6 +133,10 @@ def _fill_info(c, table, state, rec, srec, values, flags, powered, telemetry):
         v[I_STRAGGLER] = r[R_STRAGGLER]
         v[I_ROUND_KWH] = r[R_ENERGY_J] / J_PER_KWH
         v[I_KWH] = st[ENERGY] / J_PER_KWH
+        # 0 without carbon intensity (SimParams.carbon): NaN would be truer, but NaN != NaN,
+        # and Gymnasium's checker and every equality test of infos would fail on it
+        v[I_ROUND_CARBON_KG] = r[R_CARBON_G] / G_PER_KG
+        v[I_CARBON_KG] = st[CARBON] / G_PER_KG
         v[I_ROUNDS] = st[ROUNDS]
         terminated = r[R_TERMINATED] > 0.0
         if terminated:

@@ -23,8 +23,13 @@ TABLE_FIELDS = (
     "cum_samples",  # samples the site could have processed from row 0 to the row's start
     "cum_gpu_j",  # energy its powered GPUs would have drawn, busy, from row 0 on
     "outage_s",  # start of the first row at or after this one without a powered GPU (or inf)
+    "pv_w",  # the site's on-site PV output in the row, used first (0 without PV)
+    "g_per_j",  # gCO2eq per joule drawn from the site's grid in the row (0 without carbon data)
+    "cum_busy_g",  # grid carbon its powered GPUs would have emitted, busy, from row 0 on
 )
-RATE, POWERED, CUM_SAMPLES, CUM_GPU_J, OUTAGE_S = range(len(TABLE_FIELDS))
+RATE, POWERED, CUM_SAMPLES, CUM_GPU_J, OUTAGE_S, PV_W, G_PER_J, CUM_BUSY_G = range(
+    len(TABLE_FIELDS)
+)
 
 # Per site: SimParams.site, (len(SITE_FIELDS), N); SimParams reads each row by its name.
 SITE_FIELDS = (
@@ -78,12 +83,13 @@ CONSTS = (
     "grace",  # fixed_time rounds: a site's window stretches at most by this share (or inf)
     "nonblocking",  # a joiner fetches during a round it does not delay, and adds nothing to it
     "measured",  # the scenario draws unknowns ([unknowns]): rounds keep each site's telemetry
+    "carbon",  # the scenario has carbon intensity ([trace] carbon_file): emissions are known
 )
 (
     C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
     C_GAMMA, C_A0, C_AMAX, C_TARGET, C_SPAN, C_P0, C_ALPHA, C_NON_IID, C_TAU, C_KAPPA,
     C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
-    C_RING, C_GRACE, C_NONBLOCKING, C_MEASURED,
+    C_RING, C_GRACE, C_NONBLOCKING, C_MEASURED, C_CARBON,
 ) = range(len(CONSTS))  # fmt: skip
 
 # --------------------------------------------------------------------------- episodes
@@ -96,9 +102,11 @@ CONSTS = (
 # (SEEN_FIELDS, N each).
 STATE_FIELDS = (
     "time_s", "start_s", "progress", "accuracy", "rounds", "energy_j", "last_round_s",
-    "coverage", "key",
+    "coverage", "key", "carbon_g",
 )  # fmt: skip
-TIME, START, PROGRESS, ACC, ROUNDS, ENERGY, LAST_ROUND, COVERAGE, KEY = range(len(STATE_FIELDS))
+(
+    TIME, START, PROGRESS, ACC, ROUNDS, ENERGY, LAST_ROUND, COVERAGE, KEY, CARBON,
+) = range(len(STATE_FIELDS))  # fmt: skip
 JOINED = len(STATE_FIELDS)  # first of the N joined slots; the N absent counts follow them
 KEY_LIMIT = 2**53  # episode keys are whole numbers below this: exact in the float64 state
 
@@ -171,12 +179,12 @@ def state_width(n_sites: int) -> int:
 RECORD_FIELDS = (
     "round_time_s", "compute_s", "comm_s", "delta_accuracy", "energy_j", "straggler",
     "invalid", "idle", "cut", "n_selected", "terminated", "truncated", "over", "excess_gain",
-    "gain_rate", "delta_progress",
+    "gain_rate", "delta_progress", "carbon_g",
 )  # fmt: skip
 (
     R_ROUND_S, R_COMPUTE_S, R_COMM_S, R_DELTA_ACC, R_ENERGY_J, R_STRAGGLER, R_INVALID, R_IDLE,
     R_CUT, R_N_SELECTED, R_TERMINATED, R_TRUNCATED, R_OVER, R_EXCESS_GAIN, R_GAIN_RATE,
-    R_DELTA_PROGRESS,
+    R_DELTA_PROGRESS, R_CARBON_G,
 ) = range(len(RECORD_FIELDS))  # fmt: skip
 # Per site: whether it started and dropped out, its powered GPUs, and its telemetry of the
 # round: measured compute (0 unless it completed), its own exchange with the hub (0 unless it
@@ -192,11 +200,12 @@ INFO_FIELDS = (
     "round_time_s", "compute_s", "comm_s", "elapsed_s", "start_time_s", "trace_time",
     "accuracy", "n_selected", "invalid_selections", "idle", "cut", "straggler",
     "round_energy_kwh", "energy_kwh", "rounds", "tta_h", "success", "delta_progress",
+    "round_carbon_kg", "carbon_kg",
 )  # fmt: skip
 (
     I_ROUND_S, I_COMPUTE_S, I_COMM_S, I_ELAPSED, I_START, I_TRACE_TIME, I_ACC, I_N_SELECTED,
     I_INVALID, I_IDLE, I_CUT, I_STRAGGLER, I_ROUND_KWH, I_KWH, I_ROUNDS, I_TTA_H, I_SUCCESS,
-    I_DELTA_PROGRESS,
+    I_DELTA_PROGRESS, I_ROUND_CARBON_KG, I_CARBON_KG,
 ) = range(len(INFO_FIELDS))  # fmt: skip
 # Its per-site flags, (B, len(INFO_SITE_FLAGS), width) bool (zeros for padded sites), and the
 # powered GPUs, (B, width) int64.
@@ -235,4 +244,5 @@ PARALLEL_CHUNKS = 64  # pieces of the batch the threads share out
 # --------------------------------------------------------------------------- units
 
 J_PER_KWH = 3.6e6  # the kernel counts energy in joules; info, views and reports give kWh
+G_PER_KG = 1e3  # and emissions in grams of CO2-equivalent; info and reports give kg
 S_PER_H = 3600.0  # and time in seconds; TTAs are reported in hours

@@ -19,10 +19,13 @@ import numpy as np
 
 from powertrip_env.dynamics.layout import (
     CONSTS,
+    CUM_BUSY_G,
     CUM_GPU_J,
     CUM_SAMPLES,
+    G_PER_J,
     OUTAGE_S,
     POWERED,
+    PV_W,
     RATE,
     SITE_FIELDS,
     TABLE_FIELDS,
@@ -108,6 +111,7 @@ class SimParams:
     grace: float = field(init=False, repr=False)
     nonblocking: bool = field(init=False, repr=False)
     measured: bool = field(init=False, repr=False)
+    carbon: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: the one place these are set
@@ -183,7 +187,10 @@ def build_params(scenario: Any, power: PowerData) -> SimParams:
     powered = powered_gpus(avail_w)
     rate = powered * gpu_rate
     forecast_rate = np.concatenate([powered_gpus(fc_w) * gpu_rate] * 2)
-    table = _power_table(rate, powered, gpu_wall_w, iv)
+    wrap = lambda a: np.ascontiguousarray(np.concatenate([a] * 2), dtype=np.float64)  # noqa: E731
+    table = _power_table(
+        rate, powered, gpu_wall_w, iv, wrap(power.pv_w), wrap(power.carbon_g_per_j)
+    )
 
     full_time = quota / (gpu_count * gpu_rate)
     if wl.round_mode == "fixed_time":
@@ -288,6 +295,7 @@ def _constants(scenario: Any, power: PowerData, rows: int, time_scale_s: float) 
         "grace": wl.grace if wl.grace is not None else math.inf,
         "nonblocking": net.join_mode == "non_blocking",
         "measured": scenario.unknowns.drawn,
+        "carbon": power.has_carbon,
     }
     return constants
 
@@ -300,15 +308,29 @@ def _in_order(values: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
     return [values[name] for name in names]
 
 
-def _power_table(rate: np.ndarray, powered: np.ndarray, gpu_wall_w: np.ndarray, iv: float):
+def _power_table(
+    rate: np.ndarray,
+    powered: np.ndarray,
+    gpu_wall_w: np.ndarray,
+    iv: float,
+    pv_w: np.ndarray | None = None,
+    g_per_j: np.ndarray | None = None,
+):
     """The kernel's per-row table (layout.TABLE_FIELDS): one row per trace row plus the
-    cumulative sums' end."""
+    cumulative sums' end. Without ``pv_w`` and ``g_per_j`` (a forecast's world) no carbon is
+    counted."""
     rows, n = rate.shape
     table = np.zeros((rows + 1, len(TABLE_FIELDS), n))
     table[:rows, RATE] = rate
     table[:rows, POWERED] = powered
     table[1:, CUM_SAMPLES] = np.cumsum(rate * iv, axis=0)
-    table[1:, CUM_GPU_J] = np.cumsum(powered * gpu_wall_w * iv, axis=0)
+    busy_w = powered * gpu_wall_w
+    table[1:, CUM_GPU_J] = np.cumsum(busy_w * iv, axis=0)
+    if pv_w is not None and g_per_j is not None:
+        table[:rows, PV_W] = pv_w
+        table[:rows, G_PER_J] = g_per_j
+        # on-site PV is used first: only the draw above it comes from the grid
+        table[1:, CUM_BUSY_G] = np.cumsum(np.maximum(busy_w - pv_w, 0.0) * g_per_j * iv, axis=0)
     # first row at or after each row with no powered GPU, by a running minimum from the end
     row_index = np.where(powered > 0, rows, np.arange(rows)[:, None])
     next_out = np.minimum.accumulate(row_index[::-1], axis=0)[::-1]
@@ -335,6 +357,7 @@ def forecast_world(params: SimParams, row: int, rows: int) -> SimParams:
         ("rows", rate.shape[0]),
         ("trace_t0_s", params.trace_t0_s + row * params.interval_s),
         ("jitter_sigma", 0.0),
+        ("carbon", 0.0),  # the forecast's world carries no carbon intensity
     ):
         consts[CONSTS.index(name)] = float(value)
     return SimParams(

@@ -19,6 +19,7 @@ from powertrip_env.dynamics.layout import (
     ACC,
     C_AGG,
     C_BUDGET,
+    C_CARBON,
     C_FIXED_TIME,
     C_GRACE,
     C_HUB_TX,
@@ -30,6 +31,7 @@ from powertrip_env.dynamics.layout import (
     C_ROUND_S,
     C_RTT_FACTOR,
     C_TARGET,
+    CARBON,
     COVERAGE,
     DROPPED,
     ENERGY,
@@ -41,6 +43,7 @@ from powertrip_env.dynamics.layout import (
     POWERED,
     POWERED_NOW,
     PROGRESS,
+    R_CARBON_G,
     R_COMM_S,
     R_COMPUTE_S,
     R_CUT,
@@ -74,10 +77,12 @@ from powertrip_env.dynamics.layout import (
 from powertrip_env.dynamics.learning import _accuracy, _coverage, _delta_progress, _rewards
 from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool, _round_buffers
 from powertrip_env.dynamics.tables import (
+    _busy_carbon_at,
     _gpu_energy_at,
     _row,
     _samples_at,
     _samples_in,
+    _steady_carbon,
     _time_to_reach,
 )
 from powertrip_env.dynamics.unknowns import (
@@ -321,6 +326,43 @@ def _round_energy(c, site, table, k, t, t_end, srec, work):
 
 
 @jit
+def _charge(c, site, table, k, t, t_end, srec, work, st, rec):
+    """The round's energy and grid carbon, into the record and the episode's totals."""
+    energy_j = _round_energy(c, site, table, k, t, t_end, srec, work)
+    carbon_g = _round_carbon(c, site, table, k, t, t_end, srec, work)
+    st[ENERGY] += energy_j
+    st[CARBON] += carbon_g
+    rec[R_ENERGY_J] = energy_j
+    rec[R_CARBON_G] = carbon_g
+
+
+@jit
+def _round_carbon(c, site, table, k, t, t_end, srec, work):
+    """Grid carbon (g) of the round, over the intervals ``_round_energy`` counts: busy GPUs
+    from the end of the join to the end of compute, joined GPUs idle through the join and after
+    they finish. At each row the site's PV output covers its draw first and the rest comes from
+    its grid at the row's intensity (docs/model.md, "Carbon"). Zero without carbon data."""
+    if c[C_CARBON] == 0.0:
+        return 0.0
+    grams = 0.0
+    for i in range(site.shape[1]):
+        if srec[SELECTED, i] == 0.0:
+            continue
+        drop_at = table[k, OUTAGE_S, i]
+        stop = min(min(work[W_END, i], drop_at), t_end)
+        begin = min(work[W_BEGIN, i], stop)
+        if stop > begin:
+            grams += _busy_carbon_at(c, table, site, stop, i) - _busy_carbon_at(
+                c, table, site, begin, i
+            )
+        held_until = min(drop_at, t_end) if srec[DROPPED, i] > 0.0 else t_end
+        idle_w = site[S_IDLE_W, i] * srec[POWERED_NOW, i]
+        grams += _steady_carbon(c, table, idle_w, t, begin, i)
+        grams += _steady_carbon(c, table, idle_w, stop, held_until, i)
+    return grams
+
+
+@jit
 def _settle_sites(site, st, u, srec, fetch, t, t_end, idle):
     """Each site's joined slot and rounds absent once the round ends at ``t_end``.
 
@@ -390,7 +432,7 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     for i in range(n):  # a fetching site whose power fails before it is done starts again
         if work[W_FETCH, i] >= 0.0 and table[k, OUTAGE_S, i] < min(work[W_FETCH, i], t_end):
             srec[DROPPED, i] = 1.0
-    energy_j = _round_energy(c, site, table, k, t, t_end, srec, work)
+    _charge(c, site, table, k, t, t_end, srec, work, st, rec)
 
     idle = n_sel == 0
     _telemetry(c, site, table, st, u, srec, work, comm_jitter, cut)
@@ -405,7 +447,6 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     st[PROGRESS] = progress
     st[ACC] = acc
     st[ROUNDS] += 1.0
-    st[ENERGY] += energy_j
     st[LAST_ROUND] = round_s
     st[COVERAGE] = cover
 
@@ -413,7 +454,6 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     rec[R_ROUND_S] = round_s
     rec[R_COMPUTE_S] = compute_s
     rec[R_COMM_S] = comm_s
-    rec[R_ENERGY_J] = energy_j
     rec[R_STRAGGLER] = tally.straggler
     rec[R_INVALID] = n_req - n_sel
     rec[R_IDLE] = idle

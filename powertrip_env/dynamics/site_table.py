@@ -44,6 +44,9 @@ class PowerData(Protocol):
     available_w: np.ndarray  # (rows, N) watts the job may draw
     forecast_w: np.ndarray  # (rows, H, N) watts forecast at row k for row k + h
     peak_w: np.ndarray  # (N,) the most a site can have: capacity + PV peak
+    pv_w: np.ndarray  # (rows, N) the part of available_w that on-site PV makes
+    carbon_g_per_j: np.ndarray  # (rows, N) gCO2eq per joule from the site's grid (0: unknown)
+    has_carbon: bool  # whether carbon_g_per_j holds a carbon intensity file's values
 
 
 def _site_obs_table(

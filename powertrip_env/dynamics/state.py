@@ -13,6 +13,7 @@ import numpy as np
 
 from powertrip_env.dynamics.layout import (
     ACC,
+    CARBON,
     COVERAGE,
     DROPPED,
     ENERGY,
@@ -21,6 +22,7 @@ from powertrip_env.dynamics.layout import (
     LAST_ROUND,
     POWERED_NOW,
     PROGRESS,
+    R_CARBON_G,
     R_COMM_S,
     R_COMPUTE_S,
     R_CUT,
@@ -86,6 +88,7 @@ class SimState:
     last_round_s = property(lambda self: self.data[:, LAST_ROUND], doc="(B,)")
     coverage = property(lambda self: self.data[:, COVERAGE], doc="(B,) of the last round")
     key = property(lambda self: self.data[:, KEY], doc="(B,) the jitter's key")
+    carbon_g = property(lambda self: self.data[:, CARBON], doc="(B,) grid carbon so far (g)")
 
     @property
     def rounds(self) -> np.ndarray:
@@ -168,6 +171,7 @@ class RoundResult:
     FIELDS = (
         "round_time_s", "compute_s", "comm_s", "delta_accuracy", "energy_j", "straggler",
         "invalid", "idle", "cut", "terminated", "truncated", "selected", "dropped", "powered",
+        "carbon_g",
     )  # fmt: skip
 
     def __init__(self, state: SimState, record: np.ndarray, sites: np.ndarray) -> None:
@@ -181,6 +185,9 @@ class RoundResult:
         doc="clipped at the target, so a* − a0 sums exactly on success",
     )
     energy_j = property(lambda self: self.record[:, R_ENERGY_J], doc="of this round")
+    carbon_g = property(
+        lambda self: self.record[:, R_CARBON_G], doc="grid carbon of this round (g CO2eq)"
+    )
     straggler = property(
         lambda self: self.record[:, R_STRAGGLER].astype(np.int64),
         doc="the completing site that finished compute last; -1 if none",

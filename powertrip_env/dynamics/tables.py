@@ -17,9 +17,12 @@ from powertrip_env.dynamics.jit import jit
 from powertrip_env.dynamics.layout import (
     C_IV,
     C_ROWS,
+    CUM_BUSY_G,
     CUM_GPU_J,
     CUM_SAMPLES,
+    G_PER_J,
     POWERED,
+    PV_W,
     RATE,
     S_WALL_W,
 )
@@ -59,6 +62,35 @@ def _gpu_energy_at(c: np.ndarray, table: np.ndarray, site: np.ndarray, t: float,
     k = _row(c, t)
     busy_w = table[k, POWERED, i] * site[S_WALL_W, i]
     return table[k, CUM_GPU_J, i] + busy_w * (t - k * c[C_IV])
+
+
+@jit
+def _busy_carbon_at(c: np.ndarray, table: np.ndarray, site: np.ndarray, t: float, i: int) -> float:
+    """Grid carbon (g) of site ``i``'s powered GPUs, if busy, from row 0 to time ``t``: the
+    draw above the row's PV output, at the row's intensity (docs/model.md, "Carbon")."""
+    k = _row(c, t)
+    grid_w = max(table[k, POWERED, i] * site[S_WALL_W, i] - table[k, PV_W, i], 0.0)
+    return table[k, CUM_BUSY_G, i] + grid_w * table[k, G_PER_J, i] * (t - k * c[C_IV])
+
+
+@jit
+def _steady_carbon(c: np.ndarray, table: np.ndarray, draw_w: float, t0: float, t1: float, i: int):
+    """Grid carbon (g) of a steady draw ``draw_w`` at site ``i`` from ``t0`` to ``t1``: row by
+    row, what PV does not cover times the row's intensity (a round spans few rows)."""
+    if t1 <= t0 or draw_w <= 0.0:
+        return 0.0
+    iv = c[C_IV]
+    last = int(c[C_ROWS]) - 1
+    grams = 0.0
+    k = _row(c, t0)
+    start = t0
+    while start < t1:
+        end = t1 if k >= last else min(t1, (k + 1) * iv)
+        grid_w = max(draw_w - table[k, PV_W, i], 0.0)
+        grams += grid_w * table[k, G_PER_J, i] * (end - start)
+        start = end
+        k += 1
+    return grams
 
 
 @jit

@@ -108,6 +108,7 @@ OPTIONAL_SITE_FIELDS: dict[str, tuple[type, Any]] = {
     "pv_kw": (float, 0.0),
     "pv_column": (str, ""),
     "utc_offset_h": (float, None),
+    "carbon_zone": (str, ""),
 }
 
 
@@ -172,8 +173,8 @@ def sites_from_toml(entries: Any, source: str) -> list[Site]:
             else:
                 values[key] = table.number(key)
         for key, (kind, default) in OPTIONAL_SITE_FIELDS.items():
-            if not table.has(key):
-                values[key] = default
+            if not table.has(key) or (key == "carbon_zone" and table.raw(key) == ""):
+                values[key] = default  # a site may say it has no zone
             elif kind is str:
                 values[key] = table.string(key)
             else:

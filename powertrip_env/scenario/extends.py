@@ -28,7 +28,7 @@ def read_toml(path: Path, source: str) -> dict[str, Any]:
         raise ScenarioError(f"{source}: not valid TOML: {exc}") from None
 
 
-_FILE_KEYS = ("catalogue", "file", "pv_file", "pv_forecast_file")
+_FILE_KEYS = ("catalogue", "file", "pv_file", "pv_forecast_file", "carbon_file")
 
 _SPLIT_DAYS = (("trace", "train_days"), ("trace", "test_days"))
 _SITE_LISTS = (("sites", "hub"), ("sites", "data_shares"), ("network", "rtt_to_hub_ms"))

@@ -79,7 +79,9 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     learner = load_learner_config(table("learner", {}))
     unknowns = load_unknowns(table("unknowns", {}), workload)
     top.finish()
-    data_files = [gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file]
+    data_files = [
+        gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file, trace.carbon_file,
+    ]  # fmt: skip
     inputs = dict.fromkeys([*tomls, *(f for f in data_files if f is not None)])
     return Scenario(
         name=name,

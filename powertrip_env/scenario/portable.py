@@ -62,6 +62,8 @@ def to_portable(
             "forecast_w": array(power.forecast_w),
             "peak_w": array(power.peak_w),
             "sources": power.sources,
+            "pv_w": array(power.pv_w),
+            "carbon_g_per_j": array(power.carbon_g_per_j),
         },
     }
 
@@ -112,6 +114,10 @@ def _plain(value: Any) -> Any:
 
 
 _LATER_NETWORK = ("allreduce", "join_mode")
+_LATER_TRACE = ("carbon_file", "carbon_kind")  # a portable made before 0.6 has neither
+_LATER_SITE = ("carbon_zone",)
+# strings a site may leave empty
+_MAY_BE_EMPTY = ("pv_column", "carbon_zone")
 
 
 def _keys(data: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()):
@@ -223,15 +229,18 @@ def _sites(data: Any, where: str, gpus: dict[str, GpuType]) -> list[Site]:
     site_fields = tuple(f.name for f in dataclasses.fields(Site))
     for i, entry in enumerate(data["sites"]):
         at = f"{where} ['sites'][{i}]"
-        _keys(entry, at, site_fields)
+        _keys(entry, at, tuple(k for k in site_fields if k not in _LATER_SITE), _LATER_SITE)
         table = Table(dict(entry), at, "site")
         values: dict[str, Any] = {}
         for key in site_fields:
+            if key in _LATER_SITE and key not in entry:
+                values[key] = OPTIONAL_SITE_FIELDS[key][1]
+                continue
             kind = SITE_KINDS.get(key) or OPTIONAL_SITE_FIELDS[key][0]
             if key == "utc_offset_h" and entry[key] is None:
                 values[key] = None
             elif kind is str:
-                values[key] = entry[key] if key == "pv_column" else table.string(key)
+                values[key] = entry[key] if key in _MAY_BE_EMPTY else table.string(key)
                 if not isinstance(values[key], str):
                     raise ScenarioError(f"{at} [{key!r}] = {entry[key]!r}: must be a string")
             elif kind is int:
@@ -246,7 +255,9 @@ def _sites(data: Any, where: str, gpus: dict[str, GpuType]) -> list[Site]:
 def _trace_files(data: Any, where: str) -> TraceFiles:
     """The trace files the scenario names (its power data travel beside it, in ``power``)."""
     trace = data["trace"]
-    _keys(trace, f"{where} ['trace']", tuple(f.name for f in dataclasses.fields(TraceFiles)))
+    names = tuple(f.name for f in dataclasses.fields(TraceFiles))
+    required = tuple(k for k in names if k not in _LATER_TRACE)
+    _keys(trace, f"{where} ['trace']", required, _LATER_TRACE)
     try:
         return TraceFiles(
             file=Path(trace["file"]),
@@ -257,6 +268,8 @@ def _trace_files(data: Any, where: str) -> TraceFiles:
             shift_days=_number(trace["shift_days"], int),
             utc_offset_h=None if trace["utc_offset_h"] is None else _number(
                 trace["utc_offset_h"], float),
+            carbon_file=None if trace.get("carbon_file") is None else Path(trace["carbon_file"]),
+            carbon_kind=str(trace.get("carbon_kind", "lca")),
         )  # fmt: skip
     except (TypeError, ValueError):
         raise ScenarioError(
@@ -265,7 +278,12 @@ def _trace_files(data: Any, where: str) -> TraceFiles:
 
 
 def _power(data: Any, where: str, scenario: Scenario) -> SitePower:
-    _keys(data, where, ("t0_s", "interval_s", "available_w", "forecast_w", "peak_w", "sources"))
+    _keys(
+        data,
+        where,
+        ("t0_s", "interval_s", "available_w", "forecast_w", "peak_w", "sources"),
+        ("pv_w", "carbon_g_per_j"),  # a portable made before 0.6 has neither
+    )
     n = scenario.n_sites
 
     def array(key: str, ndim: int) -> np.ndarray:
@@ -294,7 +312,14 @@ def _power(data: Any, where: str, scenario: Scenario) -> SitePower:
         )
     if (peak <= 0).any():
         raise ScenarioError(f"{where} ['peak_w']: every site's peak power must be > 0")
+    extra = {key: array(key, 2) for key in ("pv_w", "carbon_g_per_j") if key in data}
+    for key, a in extra.items():
+        if a.shape != available.shape:
+            raise ScenarioError(
+                f"{where} [{key!r}]: shape {a.shape}; expected {available.shape}, as 'available_w'"
+            )
     return SitePower(
+        **extra,
         t0_s=t0,
         interval_s=interval,
         available_w=available,

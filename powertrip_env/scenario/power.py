@@ -16,6 +16,11 @@ the PV part from the PV forecast issued at row k. Horizon 0 is the actual curren
 a policy knows when the round starts. Without a forecast file the forecast is the current
 power (persistence), one horizon deep.
 
+With a carbon intensity file (``[trace] carbon_file``) each row also carries the grams of
+CO₂-equivalent a joule drawn from the grid emits at the site, from its zone's hourly intensity
+in the hour the row starts in, and the PV watts the site makes then: on-site solar is used
+first and counts zero (docs/model.md, "Carbon").
+
 Everything here runs once per scenario at load time; the simulator sees only the arrays.
 """
 
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from powertrip_env.dynamics.layout import J_PER_KWH
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.scenario.power_data import (
     PowerForecast,
@@ -50,6 +56,21 @@ class SitePower:
     forecast_w: np.ndarray  # (T, H, N) forecast of A_i issued at row k for row k + h
     peak_w: np.ndarray  # (N,) the largest A_i can be: capacity plus PV peak
     sources: str  # the files, for messages
+    # (T, N) the PV part of A_i, and the grid's gCO2eq per joule at each row (zeros without a
+    # carbon file: then ``has_carbon`` is False and emissions are not known)
+    pv_w: np.ndarray | None = None
+    carbon_g_per_j: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("pv_w", "carbon_g_per_j"):
+            if getattr(self, name) is None:
+                zeros = np.zeros_like(self.available_w)
+                zeros.setflags(write=False)
+                object.__setattr__(self, name, zeros)
+
+    @property
+    def has_carbon(self) -> bool:
+        return bool(self.carbon_g_per_j.any())
 
     @property
     def rows(self) -> int:
@@ -124,7 +145,8 @@ def site_power(scenario: Scenario) -> SitePower:
         cols = columns(pv, "pv_column", solar)
         pv_rows = (t - int(pv.timestamps_s[0])) // step
         pv_now[:, solar] = pv.util[pv_rows][:, cols]
-    available_w = headroom_w + pv_w * pv_now
+    solar_w = pv_w * pv_now
+    available_w = headroom_w + solar_w
 
     if forecast is None:
         forecast_w = available_w[:, None, :].copy()
@@ -135,7 +157,8 @@ def site_power(scenario: Scenario) -> SitePower:
         pv_ahead[:, :, solar] = forecast.values[issue_rows][:, :, cols]
         forecast_w = headroom_w[:, None, :] + pv_w * pv_ahead
         forecast_w[:, 0, :] = available_w  # the current interval is known when a round starts
-    for array in (available_w, forecast_w):
+    g_per_j = _carbon_g_per_j(scenario, t, step, rows)
+    for array in (available_w, forecast_w, solar_w, g_per_j):
         array.setflags(write=False)
     return SitePower(
         t0_s=t0,
@@ -144,7 +167,35 @@ def site_power(scenario: Scenario) -> SitePower:
         forecast_w=forecast_w,
         peak_w=capacity_w + pv_w,
         sources=sources,
+        pv_w=solar_w,
+        carbon_g_per_j=g_per_j,
     )
+
+
+def _carbon_g_per_j(scenario: Scenario, t: np.ndarray, step: int, rows: int) -> np.ndarray:
+    """(T, N) grams of CO₂-equivalent per joule drawn from each site's grid at each row: its
+    zone's intensity (gCO₂eq/kWh) in the hour the row starts in; zeros without a carbon file."""
+    files, sites = scenario.trace, scenario.sites
+    if files.carbon_file is None:
+        return np.zeros((rows, len(sites)))
+    from powertrip_env.scenario.carbon_data import check_covers, load_carbon
+
+    carbon = load_carbon(files.carbon_file)
+    source = f"{scenario.source}: [trace] field 'carbon_file'"
+    check_covers(carbon, float(t[0]), float(t[-1] + step), source)
+    zones = np.array(
+        [
+            carbon.zone_indices(
+                [s.carbon_zone],
+                source=f"{scenario.sites_source}: site {s.name!r} field 'carbon_zone'",
+            )[0]
+            for s in sites
+        ],
+        dtype=np.int64,
+    )
+    hours = ((t - carbon.timestamps_s[0]) // carbon.step_s).astype(np.int64)
+    values = carbon.lca if files.carbon_kind == "lca" else carbon.direct
+    return values[hours][:, zones] / J_PER_KWH
 
 
 def _calendar(

@@ -17,6 +17,7 @@ from powertrip_env.errors import ScenarioError
 from powertrip_env.scenario.fields import Table
 from powertrip_env.scenario.paths import resolve_file
 from powertrip_env.scenario.types import (
+    CARBON_KINDS,
     DEFAULT_MAX_ROUNDS,
     Episode,
     GpuType,
@@ -64,7 +65,22 @@ def load_trace_files(t: Table, path: Path, sites: list[Site]) -> TraceFiles:
         pv_forecast_file=optional_file("pv_forecast_file"),
         shift_days=t.integer("shift_days", 0, lo=-100_000),
         utc_offset_h=t.number("utc_offset_h", lo=-12.0, hi=14.0) if t.has("utc_offset_h") else None,
+        carbon_file=optional_file("carbon_file"),
+        carbon_kind=t.string("carbon_kind", "lca", choices=CARBON_KINDS),
     )
+    if t.has("carbon_kind") and trace.carbon_file is None:
+        raise ScenarioError(
+            f"{t.source}: [trace] field 'carbon_kind' needs 'carbon_file', the carbon intensity "
+            "it picks the columns of"
+        )
+    if trace.carbon_file is not None:
+        unzoned = [s.name for s in sites if not s.carbon_zone]
+        if unzoned:
+            raise ScenarioError(
+                f"{t.source}: [trace] names a 'carbon_file', but site(s) {unzoned} have no "
+                "'carbon_zone' (the file's zone whose intensity charges their grid energy); "
+                "give each site its zone, or leave out the sites whose grid has no series"
+            )
     if trace.pv_forecast_file is not None and trace.pv_file is None:
         raise ScenarioError(
             f"{t.source}: [trace] field 'pv_forecast_file' needs 'pv_file' too: forecasts "

@@ -40,6 +40,7 @@ class Site:
     pv_kw: float = 0.0  # peak output of on-site solar; adds pv_kw · s(t) to the available power
     pv_column: str = ""  # the PV trace's column for s(t) (fraction of peak), if pv_kw > 0
     utc_offset_h: float | None = None  # civil time zone, for replaying a grid trace in local time
+    carbon_zone: str = ""  # the grid zone of the carbon intensity file ([trace] carbon_file)
 
     @property
     def has_pv(self) -> bool:
@@ -114,6 +115,11 @@ class Episode:
     test_days: tuple[int, int]
 
 
+# The carbon intensity a scenario charges grid energy with (docs/data.md, "Carbon intensity"):
+# life-cycle (Electricity Maps' headline figure) or direct (generation only).
+CARBON_KINDS = ("lca", "direct")
+
+
 @dataclass(frozen=True)
 class TraceFiles:
     """The power data of a scenario and how it is laid on the episode's calendar."""
@@ -123,6 +129,8 @@ class TraceFiles:
     pv_forecast_file: Path | None = None  # forecasts of s(t), issued every interval
     shift_days: int = 0  # the grid trace is replayed this many days later
     utc_offset_h: float | None = None  # the grid trace's time zone; set: shift to local time
+    carbon_file: Path | None = None  # hourly grid carbon intensity per zone (gCO2eq/kWh)
+    carbon_kind: str = "lca"  # its "lca" (life-cycle) or "direct" columns
 
     def site_shift_s(self, site: Site) -> int:
         """Seconds by which ``site`` reads the grid trace ahead of the episode clock.
