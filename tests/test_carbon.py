@@ -261,3 +261,19 @@ def test_evaluate_tables_gain_a_carbon_column_only_where_carbon_is_known(tmp_pat
     plain = evaluate("PowerTrip-v0", ["PowerTrip"], episodes=1, progress=False)
     assert plain.episodes["carbon_kg"].isna().all()
     assert "carbon" not in plain.to_markdown()
+
+
+def test_the_shipped_carbon_scenario_charges_its_six_zones() -> None:
+    env = gym.make("PowerTrip-v0", scenario="carbon")
+    scenario = env.unwrapped.scenario
+    zones = {site.name: site.carbon_zone for site in scenario.sites}
+    assert zones == {
+        "berlin": "DE", "cape-town": "ZA", "mumbai": "IN-WE", "san-francisco": "US-CAL-CISO",
+        "sydney": "AU-NSW", "sao-paulo": "BR-CS",
+    }  # fmt: skip
+    assert env.unwrapped.params.carbon
+    env.reset(seed=0)
+    *_, info = env.step(np.ones(env.action_space.shape, dtype=np.int8))
+    # every site of this catalogue is in a zone between 60 and 780 g/kWh (docs/data.md), and
+    # PV only lowers the grid's share: the round's mean intensity per kWh lies below the top
+    assert 0.0 <= info["round_carbon_kg"] <= info["round_energy_kwh"] * 0.78
