@@ -277,3 +277,44 @@ def test_the_shipped_carbon_scenario_charges_its_six_zones() -> None:
     # every site of this catalogue is in a zone between 60 and 780 g/kWh (docs/data.md), and
     # PV only lowers the grid's share: the round's mean intensity per kWh lies below the top
     assert 0.0 <= info["round_carbon_kg"] <= info["round_energy_kwh"] * 0.78
+
+
+def test_a_zero_intensity_file_is_still_known_carbon(tmp_path: Path) -> None:
+    env, infos = _play(write_world(tmp_path, intensity=(0.0,)), 2)
+    assert env.unwrapped.params.carbon is True
+    assert infos[-1]["carbon_kg"] == 0.0 and infos[-1]["energy_kwh"] > 0.0
+
+
+def test_a_child_that_replaces_the_sites_does_not_inherit_the_carbon_file(
+    tmp_path: Path,
+) -> None:
+    from powertrip_env.scenario.paths import data_dir
+
+    rows = (data_dir() / "sites_solar.csv").read_text()
+    (tmp_path / "two.csv").write_text("\n".join(rows.splitlines()[:3]) + "\n")
+    (tmp_path / "child.toml").write_text(
+        'extends = "carbon"\nname = "child"\n[sites]\ncatalogue = "two.csv"\nhub = "berlin"\n'
+        "data_shares = [0.5, 0.5]\n"
+    )
+    env = gym.make("PowerTrip-v0", scenario=str(tmp_path / "child.toml"))
+    assert env.unwrapped.scenario.trace.carbon_file is None
+    assert env.unwrapped.params.carbon is False
+
+
+def test_drawn_sites_are_refused_on_a_carbon_scenario() -> None:
+    with pytest.raises(ValueError, match=r"carbon intensity file .* name no carbon_zone"):
+        gym.make("PowerTrip-v0", scenario="carbon", sites="random")
+
+
+def test_a_portable_carbon_scenario_keeps_its_carbon() -> None:
+    from powertrip_env.scenario.portable import from_portable, to_portable
+
+    _, power = from_portable(to_portable("carbon"))
+    assert power.has_carbon and power.carbon_g_per_j.any()
+    env = gym.make("PowerTrip-v0", scenario=to_portable("carbon"))
+    direct = gym.make("PowerTrip-v0", scenario="carbon")
+    for e in (env, direct):
+        e.reset(seed=3)
+    action = np.ones(env.action_space.shape, dtype=np.int8)
+    a, b = env.step(action)[-1], direct.step(action)[-1]
+    assert a["carbon_kg"] == b["carbon_kg"] > 0.0

@@ -32,6 +32,8 @@ _FILE_KEYS = ("catalogue", "file", "pv_file", "pv_forecast_file", "carbon_file")
 
 _SPLIT_DAYS = (("trace", "train_days"), ("trace", "test_days"))
 _SITE_LISTS = (("sites", "hub"), ("sites", "data_shares"), ("network", "rtt_to_hub_ms"))
+# the carbon intensity names the base's sites' zones and covers the base's calendar
+_CARBON = (("trace", "carbon_file"), ("trace", "carbon_kind"))
 # What a scenario's fields describe, as (table, field): ``extends`` inherits a base's field on
 # the right only together with the field on the left. A scenario that writes a field on the left
 # itself gets none of the base's fields on the right (it keeps the ones it writes), because they
@@ -45,14 +47,14 @@ TIED_FIELDS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     # split counted on that calendar.
     ("trace", "file"): (
         ("trace", "utc_offset_h"), ("trace", "shift_days"), ("trace", "pv_file"),
-        ("trace", "pv_forecast_file"), *_SPLIT_DAYS,
+        ("trace", "pv_forecast_file"), *_SPLIT_DAYS, *_CARBON,
     ),
     # The PV trace: its forecasts; and the calendar (where every file has data) moves with it.
     ("trace", "pv_file"): (("trace", "pv_forecast_file"), *_SPLIT_DAYS),
     ("trace", "pv_forecast_file"): _SPLIT_DAYS,
     # The sites: the hub names one of them; data_shares and rtt_to_hub_ms are in their order.
-    ("sites", "catalogue"): (("sites", "site"), *_SITE_LISTS),
-    ("sites", "site"): (("sites", "catalogue"), *_SITE_LISTS),
+    ("sites", "catalogue"): (("sites", "site"), *_SITE_LISTS, *_CARBON),
+    ("sites", "site"): (("sites", "catalogue"), *_SITE_LISTS, *_CARBON),
     # The hub: rtt_to_hub_ms are round trips to it.
     ("sites", "hub"): (("network", "rtt_to_hub_ms"),),
 }  # fmt: skip

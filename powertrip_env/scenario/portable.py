@@ -320,6 +320,7 @@ def _power(data: Any, where: str, scenario: Scenario) -> SitePower:
             )
     return SitePower(
         **extra,
+        has_carbon=scenario.trace.carbon_file is not None and "carbon_g_per_j" in extra,
         t0_s=t0,
         interval_s=interval,
         available_w=available,

@@ -60,6 +60,7 @@ class SitePower:
     # carbon file: then ``has_carbon`` is False and emissions are not known)
     pv_w: np.ndarray | None = None
     carbon_g_per_j: np.ndarray | None = None
+    has_carbon: bool = False  # a carbon intensity file gave carbon_g_per_j (which may be 0)
 
     def __post_init__(self) -> None:
         for name in ("pv_w", "carbon_g_per_j"):
@@ -67,10 +68,6 @@ class SitePower:
                 zeros = np.zeros_like(self.available_w)
                 zeros.setflags(write=False)
                 object.__setattr__(self, name, zeros)
-
-    @property
-    def has_carbon(self) -> bool:
-        return bool(self.carbon_g_per_j.any())
 
     @property
     def rows(self) -> int:
@@ -169,6 +166,7 @@ def site_power(scenario: Scenario) -> SitePower:
         sources=sources,
         pv_w=solar_w,
         carbon_g_per_j=g_per_j,
+        has_carbon=scenario.trace.carbon_file is not None,
     )
 
 

@@ -114,6 +114,12 @@ class SiteSampler:
                 f"SiteSampler field 'gpus': {unknown} are not in the GPU catalogue of "
                 f"{base.source}; allowed: {', '.join(base.gpus)}"
             )
+        if base.trace.carbon_file is not None:
+            raise ValueError(
+                f"SiteSampler: {base.source} charges its sites' grid energy with a carbon "
+                "intensity file ([trace] carbon_file), and the drawn cities "
+                f"({self.cities}) name no carbon_zone; draw sites on a scenario without one"
+            )
         self._pool()
         # Drawn sites read the raw traces (a portable scenario carries only its own sites'
         # power): a missing file fails here, when the env is made, not at its first reset.
