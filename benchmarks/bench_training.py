@@ -41,30 +41,35 @@ from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 from powertrip_env.agents.candidates import CandidateSets
 
 
-def native(env_id: str, n_envs: int) -> VecEnv:
-    return VecMonitor(CandidateVecEnv(gym.make_vec(env_id, num_envs=n_envs)))
+def _config() -> dict:
+    return hyperparams.load_config(hyperparams.default_config_path("ppo"), "ppo")
 
 
-def dummy(env_id: str, n_envs: int) -> VecEnv:
-    return VecMonitor(DummyVecEnv([lambda: CandidateSets(gym.make(env_id))] * n_envs))
-
-
-def cartpole(_: str, n_envs: int) -> VecEnv:
-    return make_vec_env("CartPole-v1", n_envs=n_envs, seed=0)
-
-
-def model_on(env: VecEnv) -> PPO:
-    config = hyperparams.load_config(hyperparams.default_config_path("ppo"), "ppo")
-    if env.observation_space.shape == (4,):  # the CartPole reference
-        sizes = {key: config[key] for key in ("n_steps", "batch_size", "n_epochs")}
-        return PPO("MlpPolicy", env, seed=0, device="cpu", **sizes)
-    policy, kwargs = hyperparams.model_kwargs(config, "ppo", "candidates")
+def _agent_on(env: VecEnv) -> PPO:
+    """The main job's model (the candidates extractor and its hyperparameters) on ``env``."""
+    policy, kwargs = hyperparams.model_kwargs(_config(), "ppo", "candidates")
     return PPO(policy, env, seed=0, device="cpu", **kwargs)
 
 
-def collection_rate(env: VecEnv, steps: int) -> float:
+def native(env_id: str, n_envs: int) -> PPO:
+    return _agent_on(VecMonitor(CandidateVecEnv(gym.make_vec(env_id, num_envs=n_envs))))
+
+
+def dummy(env_id: str, n_envs: int) -> PPO:
+    envs = [lambda: CandidateSets(gym.make(env_id))] * n_envs
+    return _agent_on(VecMonitor(DummyVecEnv(envs)))
+
+
+def cartpole(_: str, n_envs: int) -> PPO:
+    """The reference: an MlpPolicy with the main job's rollout and update sizes."""
+    sizes = {key: _config()[key] for key in ("n_steps", "batch_size", "n_epochs")}
+    env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=0)
+    return PPO("MlpPolicy", env, seed=0, device="cpu", **sizes)
+
+
+def collection_rate(model: PPO, steps: int) -> float:
     """Environment steps per second with the model choosing the actions (no updates)."""
-    model = model_on(env)
+    env = model.get_env()
     obs = env.reset()
     vector_steps = max(steps // env.num_envs, 1)
     started = time.perf_counter()
@@ -75,9 +80,8 @@ def collection_rate(env: VecEnv, steps: int) -> float:
     return vector_steps * env.num_envs / (time.perf_counter() - started)
 
 
-def training_rate(env: VecEnv, steps: int) -> float:
+def training_rate(model: PPO, steps: int) -> float:
     """Steps per second of ``model.learn`` (collection and PPO updates)."""
-    model = model_on(env)
     started = time.perf_counter()
     model.learn(steps)
     return model.num_timesteps / (time.perf_counter() - started)

@@ -301,13 +301,19 @@ def _run_sites(c, site, table, st, u, jitter, seed, k, srec, work):
 
 
 @jit
-def _round_energy(c, site, table, k, t, t_end, srec, work):
-    """Energy of the round from ``t`` to ``t_end``: busy GPUs from the end of the join to the
-    end of compute (or the outage, or the cut), and joined GPUs waiting at idle power through
-    the join and after they finish, until the round ends. A site that dropped out has no
-    powered GPU left to wait with."""
+def _charge(c, site, table, k, t, t_end, srec, work, st, rec):
+    """The round's energy and grid carbon, into the record and the episode's totals.
+
+    Energy: busy GPUs from the end of the join to the end of compute (or the outage, or the
+    cut), and joined GPUs waiting at idle power through the join and after they finish, until
+    the round ends. A site that dropped out has no powered GPU left to wait with. Carbon, over
+    the same intervals: at each row the site's PV output covers its draw first and the rest
+    comes from its grid at the row's intensity (docs/model.md, "Carbon"); zero without carbon
+    data."""
+    carbon = c[C_CARBON] != 0.0
     busy_j = 0.0
     idle_j = 0.0
+    grams = 0.0
     for i in range(site.shape[1]):
         if srec[SELECTED, i] == 0.0:
             continue
@@ -321,45 +327,21 @@ def _round_energy(c, site, table, k, t, t_end, srec, work):
             )
         held_until = min(drop_at, t_end) if srec[DROPPED, i] > 0.0 else t_end
         waiting_s = max(held_until - t - busy_s, 0.0)
-        idle_j += site[S_IDLE_W, i] * srec[POWERED_NOW, i] * waiting_s
-    return busy_j + idle_j
-
-
-@jit
-def _charge(c, site, table, k, t, t_end, srec, work, st, rec):
-    """The round's energy and grid carbon, into the record and the episode's totals."""
-    energy_j = _round_energy(c, site, table, k, t, t_end, srec, work)
-    carbon_g = _round_carbon(c, site, table, k, t, t_end, srec, work)
-    st[ENERGY] += energy_j
-    st[CARBON] += carbon_g
-    rec[R_ENERGY_J] = energy_j
-    rec[R_CARBON_G] = carbon_g
-
-
-@jit
-def _round_carbon(c, site, table, k, t, t_end, srec, work):
-    """Grid carbon (g) of the round, over the intervals ``_round_energy`` counts: busy GPUs
-    from the end of the join to the end of compute, joined GPUs idle through the join and after
-    they finish. At each row the site's PV output covers its draw first and the rest comes from
-    its grid at the row's intensity (docs/model.md, "Carbon"). Zero without carbon data."""
-    if c[C_CARBON] == 0.0:
-        return 0.0
-    grams = 0.0
-    for i in range(site.shape[1]):
-        if srec[SELECTED, i] == 0.0:
-            continue
-        drop_at = table[k, OUTAGE_S, i]
-        stop = min(min(work[W_END, i], drop_at), t_end)
-        begin = min(work[W_BEGIN, i], stop)
-        if stop > begin:
-            grams += _busy_carbon_at(c, table, site, stop, i) - _busy_carbon_at(
-                c, table, site, begin, i
-            )
-        held_until = min(drop_at, t_end) if srec[DROPPED, i] > 0.0 else t_end
         idle_w = site[S_IDLE_W, i] * srec[POWERED_NOW, i]
-        grams += _steady_carbon(c, table, idle_w, t, begin, i)
-        grams += _steady_carbon(c, table, idle_w, stop, held_until, i)
-    return grams
+        idle_j += idle_w * waiting_s
+        if carbon:  # the waiting splits into [t, start of compute) and [stop, held_until)
+            start = min(begin, stop)
+            if busy_s > 0.0:
+                grams += _busy_carbon_at(c, table, site, stop, i) - _busy_carbon_at(
+                    c, table, site, start, i
+                )
+            grams += _steady_carbon(c, table, idle_w, t, start, i)
+            grams += _steady_carbon(c, table, idle_w, stop, held_until, i)
+    energy_j = busy_j + idle_j
+    st[ENERGY] += energy_j
+    st[CARBON] += grams
+    rec[R_ENERGY_J] = energy_j
+    rec[R_CARBON_G] = grams
 
 
 @jit

@@ -27,6 +27,7 @@ import pandas as pd
 from powertrip_env.errors import TraceError
 from powertrip_env.scenario.power_data import (
     TIMESTAMP,
+    PowerTrace,
     _cached,
     _parse_timestamps,
     _raw_cell,
@@ -68,27 +69,28 @@ class CarbonIntensity:
         """When the last interval ends: the file covers ``[timestamps_s[0], end_s)``."""
         return float(self.timestamps_s[-1]) + self.step_s
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The zones, as ``PowerTrace.column_indices`` reads a file's columns."""
+        return self.zones
+
     def zone_indices(self, names: Sequence[str], *, source: str = "") -> np.ndarray:
-        """Column indices of the zones ``names`` (int64, in the order given).
+        """Column indices of the zones ``names`` (int64, in the order given), as
+        `PowerTrace.column_indices` finds a trace's columns.
 
         ``source`` says who asked (a scenario and site), so that a zone the file does not hold is
         reported where it was named, with the zones it does hold.
         """
-        if isinstance(names, str):  # a bare string would be split into characters
-            names = [names]
-        lookup = {zone: i for i, zone in enumerate(self.zones)}
-        out = np.empty(len(names), dtype=np.int64)
-        for k, name in enumerate(names):
-            if name not in lookup:
-                prefix = f"{source}: " if source else ""
-                close = difflib.get_close_matches(str(name), self.zones, n=3)
-                hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-                raise TraceError(
-                    f"{prefix}zone {name!r} not found in carbon intensity file {self.path}.{hint} "
-                    f"Zones available ({len(self.zones)}): {', '.join(self.zones)}"
-                )
-            out[k] = lookup[name]
-        return out
+        return PowerTrace.column_indices(self, names, source=source)  # type: ignore[arg-type]
+
+    def _missing_column_message(self, name: str, source: str) -> str:
+        prefix = f"{source}: " if source else ""
+        close = difflib.get_close_matches(name, self.zones, n=3)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        return (
+            f"{prefix}zone {name!r} not found in carbon intensity file {self.path}.{hint} "
+            f"Zones available ({len(self.zones)}): {', '.join(self.zones)}"
+        )
 
 
 def load_carbon(path: str | Path) -> CarbonIntensity:

@@ -34,6 +34,7 @@ import numpy as np
 
 from powertrip_env.dynamics.layout import J_PER_KWH
 from powertrip_env.errors import ScenarioError, TraceError
+from powertrip_env.scenario.carbon_data import check_covers, load_carbon
 from powertrip_env.scenario.power_data import (
     PowerForecast,
     PowerTrace,
@@ -176,8 +177,6 @@ def _carbon_g_per_j(scenario: Scenario, t: np.ndarray, step: int, rows: int) -> 
     files, sites = scenario.trace, scenario.sites
     if files.carbon_file is None:
         return np.zeros((rows, len(sites)))
-    from powertrip_env.scenario.carbon_data import check_covers, load_carbon
-
     carbon = load_carbon(files.carbon_file)
     source = f"{scenario.source}: [trace] field 'carbon_file'"
     check_covers(carbon, float(t[0]), float(t[-1] + step), source)
