@@ -339,3 +339,30 @@ def test_estimates_played_before_update_is_refused() -> None:
     estimates.restart(np.array([False, True]))
     with pytest.raises(RuntimeError, match="update"):
         estimates.played(masks)  # a restarted episode has no view yet
+
+
+def test_the_slots_read_the_telemetry_not_the_draw(tmp_path: Path, monkeypatch) -> None:
+    """Two episodes that start alike but draw different worlds get the same slots until
+    telemetry tells them apart, and building the slots never opens the clairvoyant door."""
+    from powertrip_env.env import PowerTripEnv
+
+    wider = tmp_path / "wider.toml"
+    wider.write_text('extends = "measured"\n[unknowns]\nthroughput_sigma = 0.4\njoin_sigma = 0.5\n')
+    envs = [
+        CandidateSets(gym.make("PowerTrip-v0", scenario=scenario))
+        for scenario in ("measured", str(wider))
+    ]
+    features = [env.reset(seed=5)[0] for env in envs]
+    draws = [env.unwrapped.clairvoyant().drawn().vector for env in envs]
+    assert not np.array_equal(*draws)
+    assert np.array_equal(*features)  # nothing measured yet: the draw changes nothing
+
+    def door(self: Any) -> Any:
+        raise AssertionError("the candidate slots opened the clairvoyant door")
+
+    monkeypatch.setattr(PowerTripEnv, "clairvoyant", door)
+    last = N_SLOTS - 1
+    for _ in range(5):
+        steps = [env.step(last) for env in envs]
+    # the same slot, different worlds: the rounds measured differ, and so do the estimates
+    assert not np.array_equal(steps[0][0], steps[1][0])
