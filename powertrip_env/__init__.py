@@ -29,6 +29,14 @@ ENV_IDS: dict[str, str] = {
     "PowerTrip-Wide-v0": "wide",
     "PowerTrip-Measured-v0": "measured",
     "PowerTrip-Wide-Measured-v0": "wide-measured",
+    "PowerTrip-Carbon-v0": "carbon",
+    "PowerTrip-Carbon-Measured-v0": "carbon-measured",
+}
+# IDs whose objective is not the time to accuracy: ID -> the reward_mode they are registered with
+# (``powertrip_env.rewards``; a user may pass another).
+OBJECTIVES: dict[str, str] = {
+    "PowerTrip-Carbon-v0": "carbon",
+    "PowerTrip-Carbon-Measured-v0": "carbon",
 }
 # The benchmark's tasks (``powertrip benchmark``): the IDs that pose a sequential
 # problem on real power data (sequential headroom >= 1.05 on their test days). The other IDs are
@@ -48,6 +56,13 @@ MEASURED_SUITE_IDS: tuple[str, ...] = (
     "PowerTrip-Measured-v0",  # the flagship, measured
     "PowerTrip-Wide-Measured-v0",  # the 24 sites, measured
 )
+# The carbon track (docs/carbon.md): reach the target before a deadline with the least grid
+# carbon, on the six flagship sites whose grid has an hourly carbon intensity series. The
+# benchmark scores them on their own objective (kg CO2eq, a missed deadline priced in).
+CARBON_SUITE_IDS: tuple[str, ...] = (
+    "PowerTrip-Carbon-v0",  # six zoned sites, deadline 1.25x the best TTA
+    "PowerTrip-Carbon-Measured-v0",  # the same, measured
+)
 # IDs that draw a new site catalogue every episode (powertrip_env.scenario.sampling): ID -> the
 # scenario whose job and power data they use, and the padded site count of their spaces (32
 # covers every shipped scenario, PowerTrip-Large-v0 included). Their catalogue changes per
@@ -66,7 +81,8 @@ for _env_id, _scenario in ENV_IDS.items():
             entry_point=ENTRY_POINT,
             vector_entry_point=VECTOR_ENTRY_POINT,
             max_episode_steps=MAX_EPISODE_STEPS,
-            kwargs={"scenario": _scenario},
+            kwargs={"scenario": _scenario}
+            | ({"reward_mode": OBJECTIVES[_env_id]} if _env_id in OBJECTIVES else {}),
         )
 
 for _env_id, (_scenario, _max_sites) in SAMPLED_ENV_IDS.items():
@@ -79,9 +95,11 @@ for _env_id, (_scenario, _max_sites) in SAMPLED_ENV_IDS.items():
         )
 
 __all__ = [
+    "CARBON_SUITE_IDS",
     "ENTRY_POINT",
     "ENV_IDS",
     "MEASURED_SUITE_IDS",
+    "OBJECTIVES",
     "SAMPLED_ENV_IDS",
     "SUITE_IDS",
     "VECTOR_ENTRY_POINT",

@@ -273,6 +273,8 @@ class PowerTripEnv(EngineViews, gym.Env):
         column = self.reward_fn.column  # a built-in reward is the kernel's record column
         if column is None:
             reward = float(self.reward_fn(engine.params, result)[0])  # as the vector env's
+            for name, term in self.reward_fn.terms(engine.params, result).items():
+                info[f"reward_{name}"] = float(term[0])
         else:
             reward = record[column]
         if self._plots:

@@ -68,6 +68,7 @@ def configure(
     """
     sim = load_simulation(scenario).with_jitter(jitter)
     reward = reward_fn(reward_mode)
+    reward.check(sim.params, f"scenario {sim.scenario.name!r}")
     starts = EpisodeStarts(sim, split)  # checks split against the scenario's days now
     if render_mode is not None:
         check_choice("render_mode", render_mode, render_modes)

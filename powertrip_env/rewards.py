@@ -31,6 +31,15 @@ class RewardFn:
             raise NotImplementedError
         return result.record[:, self.column].copy()
 
+    def terms(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> dict[str, np.ndarray]:
+        """The reward's terms, by name, each (B,): they sum to the reward. The envs report each
+        in ``info`` as ``reward_<name>``, so a user can weigh them anew; a reward of one term
+        reports none."""
+        return {}
+
+    def check(self, params: dynamics.SimParams, where: str) -> None:
+        """Refuse a scenario this reward cannot be computed on (``where`` names it)."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -55,7 +64,44 @@ class GainRate(RewardFn):
     column = dynamics.R_GAIN_RATE
 
 
-REWARDS: dict[str, RewardFn] = {fn.name: fn for fn in (ExcessGain(), GainRate())}
+class CarbonCost(RewardFn):
+    """Reach the target before the deadline with the least grid carbon: per round
+    ``−carbon_kg / C_ref``, and ``−1`` in the round that ends the episode without reaching the
+    target (the deadline is the scenario's time budget, so running out of it is missing it).
+
+    The formulation of carbon-aware schedulers with a completion deadline (Wiesner et al.,
+    "Let's Wait Awhile", Middleware '21; Hanafy et al., CarbonScaler): emissions are the cost,
+    the deadline a constraint, here priced at ``C_ref`` = ``[episode] carbon_ref_kg`` so the
+    return is one number, ``−(carbon_kg / C_ref + missed)``. ``info`` reports the two terms,
+    ``reward_carbon`` and ``reward_deadline``, as Safety-Gymnasium reports a cost beside the
+    reward, so a user can price a miss differently or treat it as a constraint. Needs a
+    scenario with a carbon intensity file and ``carbon_ref_kg`` (the carbon tasks)."""
+
+    name = "carbon"
+
+    def __call__(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> np.ndarray:
+        parts = self.terms(params, result)
+        return parts["carbon"] + parts["deadline"]
+
+    def terms(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> dict[str, np.ndarray]:
+        record = result.record
+        missed = (record[:, dynamics.R_TRUNCATED] > 0.0) & (record[:, dynamics.R_TERMINATED] <= 0.0)
+        return {
+            "carbon": record[:, dynamics.R_CARBON_G] / (-1000.0 * params.carbon_ref_kg),
+            "deadline": -missed.astype(np.float64),
+        }
+
+    def check(self, params: dynamics.SimParams, where: str) -> None:
+        if not params.carbon or params.carbon_ref_kg <= 0.0:
+            raise ValueError(
+                f"reward_mode='carbon' on {where}: the carbon objective needs a scenario with "
+                "a carbon intensity file ([trace] carbon_file) and [episode] carbon_ref_kg > 0 "
+                f"(this one has carbon_file {'set' if params.carbon else 'unset'} and "
+                f"carbon_ref_kg = {params.carbon_ref_kg}); the carbon tasks have both"
+            )
+
+
+REWARDS: dict[str, RewardFn] = {fn.name: fn for fn in (ExcessGain(), GainRate(), CarbonCost())}
 
 
 def reward_fn(reward_mode: str | RewardFn) -> RewardFn:

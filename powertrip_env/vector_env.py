@@ -149,6 +149,8 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
             truncated = truncated | (result.state.rounds >= limit)  # as TimeLimit does
         # every key for every row: after the round, or (rows that restart) their reset info
         info = interface.batch_info(report)
+        for name, term in self.reward_fn.terms(engine.params, result).items():
+            info[f"reward_{name}"] = term  # the reward's terms, as the single env reports them
         engine.state = result.state
         if restart.any():
             index = np.flatnonzero(restart)
@@ -160,6 +162,8 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
             truncated[restart] = False
             for key, value in interface.batch_info(engine.report(fresh)).items():
                 info[key][index] = value
+            for name in self.reward_fn.terms(engine.params, result):
+                info[f"reward_{name}"][index] = 0.0  # a restarting row's reward is 0
         self._autoreset = terminated | truncated
         return obs, rewards, terminated, truncated, self._masked(info, np.ones(self.num_envs, bool))
 

@@ -150,6 +150,7 @@ def fingerprint(env_id: str, scenario: str | Path | None = None) -> str:
             values["trace"].pop(key)
         for site in values["sites"]:
             site.pop("carbon_zone")
+        values["episode"].pop("carbon_ref_kg")
     files = [path for path in loaded.inputs if path.suffix != ".toml"]
     sampler = as_sampler(kwargs.pop("sites", None))
     if sampler is not None:  # the catalogue is drawn: the draw's parameters and its cities

@@ -84,12 +84,13 @@ CONSTS = (
     "nonblocking",  # a joiner fetches during a round it does not delay, and adds nothing to it
     "measured",  # the scenario draws unknowns ([unknowns]): rounds keep each site's telemetry
     "carbon",  # the scenario has carbon intensity ([trace] carbon_file): emissions are known
+    "carbon_ref_kg",  # [episode] carbon_ref_kg: the carbon objective's scale (0: none posed)
 )
 (
     C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
     C_GAMMA, C_A0, C_AMAX, C_TARGET, C_SPAN, C_P0, C_ALPHA, C_NON_IID, C_TAU, C_KAPPA,
     C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
-    C_RING, C_GRACE, C_NONBLOCKING, C_MEASURED, C_CARBON,
+    C_RING, C_GRACE, C_NONBLOCKING, C_MEASURED, C_CARBON, C_CARBON_REF,
 ) = range(len(CONSTS))  # fmt: skip
 
 # --------------------------------------------------------------------------- episodes

@@ -112,6 +112,7 @@ class SimParams:
     nonblocking: bool = field(init=False, repr=False)
     measured: bool = field(init=False, repr=False)
     carbon: bool = field(init=False, repr=False)
+    carbon_ref_kg: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: the one place these are set
@@ -296,6 +297,7 @@ def _constants(scenario: Any, power: PowerData, rows: int, time_scale_s: float) 
         "nonblocking": net.join_mode == "non_blocking",
         "measured": scenario.unknowns.drawn,
         "carbon": power.has_carbon,
+        "carbon_ref_kg": ep.carbon_ref_kg,
     }
     return constants
 

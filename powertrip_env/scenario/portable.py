@@ -116,6 +116,7 @@ def _plain(value: Any) -> Any:
 _LATER_NETWORK = ("allreduce", "join_mode")
 _LATER_TRACE = ("carbon_file", "carbon_kind")  # a portable made before 0.6 has neither
 _LATER_SITE = ("carbon_zone",)
+_LATER_EPISODE = ("carbon_ref_kg",)  # a portable made before 0.6 has none
 # strings a site may leave empty
 _MAY_BE_EMPTY = ("pv_column", "carbon_zone")
 
@@ -176,7 +177,8 @@ def _scenario(data: Any, where: str) -> Scenario:
     net, _ = load_network(Table(link, where, "network"), sites, Table({"hub": hub}, where, "sites"))
 
     episode = data["episode"]
-    _keys(episode, f"{where} ['episode']", tuple(f.name for f in dataclasses.fields(Episode)))
+    names = tuple(f.name for f in dataclasses.fields(Episode) if f.name not in _LATER_EPISODE)
+    _keys(episode, f"{where} ['episode']", names, _LATER_EPISODE)
     days = {k: list(episode[k]) if isinstance(episode[k], list | tuple) else episode[k]
             for k in ("train_days", "test_days")}  # fmt: skip
     rest = {k: v for k, v in episode.items() if k not in days}

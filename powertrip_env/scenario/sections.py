@@ -307,6 +307,7 @@ def load_episode(t: Table, trace: Table) -> Episode:
         idle_fraction=t.number("idle_fraction", 0.3, lo=0.0, hi=1.0),
         train_days=train_days,
         test_days=test_days,
+        carbon_ref_kg=t.number("carbon_ref_kg", 0.0, lo=0.0),
     )
     t.finish()
     return episode

@@ -113,6 +113,9 @@ class Episode:
     idle_fraction: float  # draw of a joined-but-waiting GPU, as a fraction of its busy draw
     train_days: tuple[int, int]
     test_days: tuple[int, int]
+    # The carbon objective's scale (kg CO2eq; 0: the scenario poses none): the return of the
+    # "carbon" reward is −carbon / carbon_ref_kg, and −1 more for missing the deadline.
+    carbon_ref_kg: float = 0.0
 
 
 # The carbon intensity a scenario charges grid energy with (docs/data.md, "Carbon intensity"):
