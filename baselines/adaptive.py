@@ -64,8 +64,8 @@ class BeliefEnv:
     def predict_round(self, mask: Any, *, steady_state: bool = False) -> Any:
         return self._env.predict_round(mask, steady_state=steady_state, belief=self.belief)
 
-    def predict_plan(self, plan: Any, rounds: int | None = None) -> Any:
-        return self._env.predict_plan(plan, rounds, belief=self.belief)
+    def predict_plan(self, plan: Any, rounds: int | None = None, **kwargs: Any) -> Any:
+        return self._env.predict_plan(plan, rounds, belief=self.belief, **kwargs)
 
     def candidates(self, rules: Any = None) -> Any:
         return self._env.candidates(rules, belief=self.belief)

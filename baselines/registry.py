@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from powertrip_env.baselines.adaptive import TUNED_OPTIMISM, Adaptive, Informed
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy
+from powertrip_env.baselines.carbon import CarbonGreedy, DeadlineHorizon, FedZeroExcess
 from powertrip_env.baselines.lookahead import TUNED, ForecastMPC, HorizonRule
 from powertrip_env.baselines.policies import (
     AllSites,
@@ -64,6 +65,9 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     ),
     "Informed": lambda n_sites, seed: Informed(_tuned("HorizonRule"), "Informed"),
     "InformedMPC": lambda n_sites, seed: Informed(_tuned("ForecastMPC"), "InformedMPC"),
+    "CarbonGreedy": lambda n_sites, seed: CarbonGreedy(),
+    "DeadlineHorizon": lambda n_sites, seed: DeadlineHorizon(),
+    "FedZeroExcess": lambda n_sites, seed: FedZeroExcess(),
     "BestFixedSet": lambda n_sites, seed: BestFixedSet(),
     "BeamPlanner": lambda n_sites, seed: _reference(BeamPlanner, n_sites, seed),
     "Optimiser": lambda n_sites, seed: _reference(Optimiser, n_sites, seed),

@@ -140,12 +140,18 @@ class Engine:
         return dynamics.RoundPrediction(*(a[0] for a in pred))
 
     def predict_plan(
-        self, plan: Any, rounds: int | None = None, i: int = 0, belief: Any = None
+        self,
+        plan: Any,
+        rounds: int | None = None,
+        i: int = 0,
+        belief: Any = None,
+        carbon_forecast: str = "yesterday",
     ) -> dynamics.Trajectory:
         """Row ``i``'s what-if of M plans, (M, N) or (M, R, N), over several rounds."""
         return dynamics.predict_plan(
-            self.params, self._one(i), self._sets(plan, "plan", (2, 3)), rounds, belief
-        )
+            self.params, self._one(i), self._sets(plan, "plan", (2, 3)), rounds, belief,
+            carbon_forecast,
+        )  # fmt: skip
 
     def candidates(
         self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None

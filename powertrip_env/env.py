@@ -339,7 +339,12 @@ class PowerTripEnv(EngineViews, gym.Env):
         return self._engine.candidates(rules, belief=belief)
 
     def predict_plan(
-        self, plan: Any, rounds: int | None = None, *, belief: Any = None
+        self,
+        plan: Any,
+        rounds: int | None = None,
+        *,
+        belief: Any = None,
+        carbon_forecast: str = "yesterday",
     ) -> dynamics.Trajectory:
         """What-if of M plans over several rounds, judged from the forecast issued now.
 
@@ -350,9 +355,14 @@ class PowerTripEnv(EngineViews, gym.Env):
         state does not change. Its first round is ``predict_round``'s. The trajectory's
         state is on the episode's clock. This is what a receding-horizon planner
         (``powertrip_env.baselines.lookahead.ForecastMPC``) plans with. The world assumes
-        ``belief`` (``predict_round``'s).
+        ``belief`` (``predict_round``'s). On a scenario with carbon intensity the trajectory's
+        ``state.carbon_g`` is the plans' grid carbon in the forecast's world, whose intensity
+        and PV ``carbon_forecast`` guesses from the past: "yesterday" (the same hour a day
+        before, the seasonal naive forecast) or "persistence" (the current hour's held).
         """
-        return self._engine.predict_plan(plan, rounds, belief=belief)
+        return self._engine.predict_plan(
+            plan, rounds, belief=belief, carbon_forecast=carbon_forecast
+        )
 
     def clairvoyant(self) -> Clairvoyant:
         """CLAIRVOYANT: the episode's future (true power and its own jitter) from now.

@@ -16,6 +16,7 @@ import numpy as np
 
 from powertrip_env import dynamics
 from powertrip_env.dynamics.features import F_POWER
+from powertrip_env.dynamics.layout import G_PER_J, PV_W
 from powertrip_env.dynamics.unknowns import Unknowns
 
 __all__ = ["DecisionView", "Unknowns", "decision_view"]  # Unknowns: what a policy may believe
@@ -62,6 +63,13 @@ class DecisionView:
     measured_join: np.ndarray
     measured_round: np.ndarray  # int
     measured_track: bool  # the scenario draws unknowns: the stated values are not the truth
+    # Carbon (docs/model.md, "Carbon"): the current trace row's values, known when a round
+    # starts as its power is; all zero without a carbon intensity file (``carbon_known``).
+    carbon_known: bool  # the scenario charges grid energy with a carbon intensity series
+    grid_g_per_kwh: np.ndarray  # the site's grid carbon intensity now (g CO2eq per kWh)
+    pv_w: np.ndarray  # the site's on-site PV output now (W): used before the grid
+    carbon_kg: float  # grid carbon of the episode so far
+    time_budget_s: float  # the episode ends here without success (a carbon task's deadline)
 
     @property
     def n_sites(self) -> int:
@@ -109,6 +117,11 @@ def decision_view(
         measured_join=seen[2].copy(),
         measured_round=seen[3].astype(np.int64),
         measured_track=bool(params.measured),
+        carbon_known=bool(params.carbon),
+        grid_g_per_kwh=params.table[row, G_PER_J] * dynamics.J_PER_KWH,
+        pv_w=params.table[row, PV_W].copy(),
+        carbon_kg=float(state.carbon_g[i]) / 1000.0,
+        time_budget_s=params.time_budget_s,
     )
     for value in vars(out).values():  # its own arrays; the params' are read-only already
         if isinstance(value, np.ndarray):

@@ -27,6 +27,7 @@ from powertrip_env.dynamics.layout import (
     POWERED,
     PV_W,
     RATE,
+    S_PER_H,
     SITE_FIELDS,
     TABLE_FIELDS,
 )
@@ -341,7 +342,15 @@ def _power_table(
     return table
 
 
-def forecast_world(params: SimParams, row: int, rows: int) -> SimParams:
+# How the forecast's world guesses the grid's carbon intensity and the on-site PV that offsets it
+# (no carbon forecast is published with the data, docs/data.md): the same hour yesterday, the
+# seasonal naive forecast, or the current hour's held (persistence). Both read only the past.
+CARBON_FORECASTS = ("yesterday", "persistence")
+
+
+def forecast_world(
+    params: SimParams, row: int, rows: int, carbon_forecast: str = "yesterday"
+) -> SimParams:
     """The world as the forecast issued at ``row`` sees it, for ``rows`` rows from there.
 
     Row 0 of the copy is calendar row ``row``; row h holds the forecast issued then for row
@@ -349,6 +358,11 @@ def forecast_world(params: SimParams, row: int, rows: int) -> SimParams:
     horizon, as ``predict_round`` reads it. Everything else is the scenario's, and the jitter is
     off: a deterministic what-if of several rounds that reads no future actual. A state moves
     onto the copy's clock by subtracting ``row · interval_s`` from its time and start.
+
+    With carbon intensity (``params.carbon``), the grid's intensity and the PV output that
+    offsets it come from ``carbon_forecast`` (``CARBON_FORECASTS``): "yesterday" repeats the
+    last day's rows (row ``row + h − D·⌈h / D⌉``, D rows a day), "persistence" holds row ``row``'s;
+    h = 0 is the actual, and a row before the trace's start falls back to persistence.
     """
     fc = params.forecast_rate[row]  # (H, N) samples/s
     ahead = np.minimum(np.arange(max(int(rows), 1)), fc.shape[0] - 1)
@@ -359,15 +373,34 @@ def forecast_world(params: SimParams, row: int, rows: int) -> SimParams:
         ("rows", rate.shape[0]),
         ("trace_t0_s", params.trace_t0_s + row * params.interval_s),
         ("jitter_sigma", 0.0),
-        ("carbon", 0.0),  # the forecast's world carries no carbon intensity
     ):
         consts[CONSTS.index(name)] = float(value)
+    pv_w = g_per_j = None
+    if params.carbon:
+        source = carbon_rows(params, row, rate.shape[0], carbon_forecast)
+        pv_w, g_per_j = params.table[source, PV_W], params.table[source, G_PER_J]
     return SimParams(
         trace_rows=rate.shape[0],
         site=params.site,
-        table=_power_table(rate, powered, params.gpu_wall_w, params.interval_s),
+        table=_power_table(rate, powered, params.gpu_wall_w, params.interval_s, pv_w, g_per_j),
         available=powered > 0,
         forecast_rate=rate[:, None, :],
         site_obs=np.zeros((rate.shape[0], params.n_sites, params.site_obs.shape[2]), np.float32),
         consts=consts,
     )
+
+
+def carbon_rows(params: SimParams, row: int, rows: int, carbon_forecast: str) -> np.ndarray:
+    """(rows,) the past trace rows whose carbon intensity and PV the forecast issued at ``row``
+    repeats for rows ``row``, ``row + 1``, ... (``forecast_world``)."""
+    if carbon_forecast not in CARBON_FORECASTS:
+        raise ValueError(
+            f"carbon_forecast={carbon_forecast!r}: allowed: {', '.join(CARBON_FORECASTS)}"
+        )
+    ahead = np.arange(rows)
+    source = np.full(rows, row, dtype=np.intp)
+    day = int(round(24.0 * S_PER_H / params.interval_s))
+    if carbon_forecast == "yesterday" and row >= day:
+        # row + h's same hour on the latest day already past: h - day * ceil(h / day) <= 0
+        source[1:] = row + ahead[1:] - day * -(-ahead[1:] // day)
+    return source

@@ -124,10 +124,12 @@ def predict_plan(
     plan: np.ndarray,
     rounds: int | None = None,
     belief: np.ndarray | None = None,
+    carbon_forecast: str = "yesterday",
 ) -> Trajectory:
     """``play_plans`` from episode 0 of ``state`` on the forecast issued now, without jitter, in
     the world ``belief`` describes (``predict_round``'s; by default the scenario's stated values,
-    never the episode's drawn unknowns).
+    never the episode's drawn unknowns), its grid carbon guessed by ``carbon_forecast``
+    (``forecast_world``).
 
     The plans run on ``forecast_world`` from the current row to the end of the time budget (so
     no round outruns its tables); the returned state is moved back onto the calendar's clock.
@@ -137,7 +139,7 @@ def predict_plan(
     offset = row * iv
     end = float(state.start_s[0]) + params.time_budget_s
     rows = int(np.ceil((end - offset) / iv)) + 2
-    world = forecast_world(params, row, rows)
+    world = forecast_world(params, row, rows, carbon_forecast)
     here = state.take(np.zeros(1, dtype=np.intp))
     here = here.replace(time_s=here.time_s - offset, start_s=here.start_s - offset)
     here = with_belief(here, belief_rows(belief, 1, params.n_sites))
