@@ -67,6 +67,7 @@ class CarbonGreedy(Policy):
     the deadline at their predicted steady-state pace; the fastest prefix if none does."""
 
     name = "CarbonGreedy"
+    carbon_only = True  # the planners' starts play it only where carbon is known
 
     def __init__(self, reserve: float = TUNED_RESERVE) -> None:
         super().__init__()
@@ -105,6 +106,7 @@ class DeadlineHorizon(Policy):
     those projected on time (the fastest if none is), kept unless ``margin`` cleaner."""
 
     name = "DeadlineHorizon"
+    carbon_only = True
 
     def __init__(
         self,
@@ -168,8 +170,11 @@ class DeadlineHorizon(Policy):
         remaining = out.progress_needed - now.surrogate_progress
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(gained > 0, remaining / gained, np.inf)
-        finish = np.where(out.success, elapsed, elapsed * scale)
-        return np.where(out.success, grams, grams * scale), finish
+            grams = np.where(gained > 0, grams * scale, np.inf)
+            finish = np.where(gained > 0, elapsed * scale, np.inf)
+        return np.where(out.success, out.state.carbon_g - now.carbon_kg * 1000.0, grams), np.where(
+            out.success, out.state.time_s - now.clock_s, finish
+        )
 
 
 class FedZeroExcess(Policy):
@@ -178,6 +183,7 @@ class FedZeroExcess(Policy):
     in ``CarbonGreedy``'s order until they can (all of them, if nothing can)."""
 
     name = "FedZeroExcess"
+    carbon_only = True
 
     def __init__(self, pv_share: float = 0.5, reserve: float = TUNED_RESERVE) -> None:
         super().__init__()

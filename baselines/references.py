@@ -9,6 +9,9 @@ Each reference is named for what it knows, and none is a deployable policy:
   MyopicOptimal and the best fixed set, so it is never slower than any of them.
 * ``lower_bound_h`` (``powertrip_env.baselines.lower_bound``) is no policy at all: a relaxation
   of the time to accuracy that no policy can beat, whatever it knows.
+* On the carbon tasks the objective is the carbon cost (``carbon_cost_kg``: grid carbon, and
+  the price of a missed deadline): ``BestFixedCarbon`` and ``CarbonOptimiser`` are the same
+  searches scored on it, and ``carbon_bound_kg`` (``baselines/carbon_bound.py``) its bound.
 
 The gap between ``BestFixedSet`` and ``BeamPlanner`` is a scenario's *sequential headroom*: how
 much a policy can gain by changing sets during an episode rather than choosing one set well.
@@ -63,6 +66,27 @@ class PolicyRun:
     masks: np.ndarray  # (R, N) bool, one row per round played from where the run started
     tta_h: float  # as the env reports it: elapsed hours at success, the time budget on failure
     success: bool
+    carbon_kg: float = float("nan")  # the episode's grid carbon (NaN: not played to the end)
+
+
+def carbon_cost_kg(params: Any, carbon_g: np.ndarray, success: np.ndarray) -> np.ndarray:
+    """The carbon objective of episodes that ended (``rewards.CarbonCost``'s return times
+    ``−carbon_ref_kg``): their grid carbon in kg, plus ``carbon_ref_kg`` for each that missed the
+    deadline."""
+    return np.asarray(carbon_g) / 1000.0 + params.carbon_ref_kg * ~np.asarray(success, dtype=bool)
+
+
+def _time_cost(params: Any, out: Any) -> np.ndarray:
+    """The time objective of plans played to the end: TTA (h), inf for a plan that fails."""
+    return np.where(out.success, out.tta_h, np.inf)
+
+
+def _carbon_cost(params: Any, out: Any) -> np.ndarray:
+    """The carbon objective of plans played to the end (``carbon_cost_kg``)."""
+    return carbon_cost_kg(params, out.state.carbon_g, out.success)
+
+
+OBJECTIVES = {"time": _time_cost, "carbon": _carbon_cost}
 
 
 def play_on_copy(env: Any, policy: Policy) -> PolicyRun:
@@ -87,7 +111,10 @@ def play_on_copy(env: Any, policy: Policy) -> PolicyRun:
         masks.append(mask != 0)
         obs, _, terminated, truncated, info = twin.step(mask)
         if terminated or truncated:
-            return PolicyRun(policy.name, np.array(masks), float(info["tta_h"]), bool(terminated))
+            return PolicyRun(
+                policy.name, np.array(masks), float(info["tta_h"]), bool(terminated),
+                float(info.get("carbon_kg", float("nan"))),
+            )  # fmt: skip
 
 
 def best_fixed_set(env: Any) -> PolicyRun:
@@ -106,6 +133,23 @@ def best_fixed_set(env: Any) -> PolicyRun:
     rounds = max(int(rounds) - env.decision_view().rounds, 1)
     plan = np.repeat(mask[None, :], rounds, axis=0)
     return PolicyRun("BestFixedSet", plan, float(tta), bool(success))
+
+
+def best_fixed_carbon(env: Any) -> PolicyRun:
+    """The fixed set with the least carbon cost (``carbon_cost_kg``) from the env's current
+    state, as a plan: ``best_fixed_set`` scored on the carbon objective (ties: fewer sites, then
+    the lower candidate index). Every site set for N ≤ 16, else the rankings' prefixes."""
+    future = env.clairvoyant()
+    masks = fixed_set_candidates(env)
+    out = future.simulate(masks)
+    cost = carbon_cost_kg(future.params, out.state.carbon_g, out.success)
+    best = int(np.lexsort((np.arange(masks.shape[0]), masks.sum(axis=1), cost))[0])
+    rounds = max(int(out.state.rounds[best]) - env.decision_view().rounds, 1)
+    plan = np.repeat(masks[best][None, :], rounds, axis=0)
+    return PolicyRun(
+        "BestFixedCarbon", plan, float(out.tta_h[best]), bool(out.success[best]),
+        float(out.state.carbon_g[best]) / 1000.0,
+    )  # fmt: skip
 
 
 def _climb_fixed_set(
@@ -168,10 +212,26 @@ class BestFixedSet(Policy):
 
     def reset(self, env: Any) -> None:
         super().reset(env)
-        self.mask = best_fixed_set(self.env).masks[0].astype(np.int8)
+        self.mask = self.best(self.env).masks[0].astype(np.int8)
+
+    @staticmethod
+    def best(env: Any) -> PolicyRun:
+        return best_fixed_set(env)
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
         return self.mask.copy()
+
+
+class BestFixedCarbon(BestFixedSet):
+    """CLAIRVOYANT YARDSTICK: ``BestFixedSet`` on the carbon objective: the one set whose
+    episode, in hindsight, has the least grid carbon, a missed deadline priced in
+    (``best_fixed_carbon``). The carbon tasks' headroom is its cost over ``CarbonOptimiser``'s."""
+
+    name = "BestFixedCarbon"
+
+    @staticmethod
+    def best(env: Any) -> PolicyRun:
+        return best_fixed_carbon(env)
 
 
 # --------------------------------------------------------------------------- beam search
@@ -254,11 +314,13 @@ class BeamPlanner(Policy):
         starts: list[Policy] = [PowerTrip()]
         if self.env.n_sites <= MAX_EXHAUSTIVE_SITES:
             starts.append(MyopicOptimal())
-        measured = self.env.decision_view().measured_track
+        now = self.env.decision_view()
+        measured, carbon = now.measured_track, now.carbon_known
         starts += [
             p for p in self.extra_starts
             if p.name not in {"PowerTrip", "MyopicOptimal"}
             and (measured or not getattr(p, "measured_only", False))
+            and (carbon or not getattr(p, "carbon_only", False))
         ]  # fmt: skip
         return [*(play_on_copy(self.env, policy) for policy in starts), best_fixed_set(self.env)]
 
@@ -380,11 +442,62 @@ class Optimiser(BeamPlanner):
         return plan, tta
 
 
+class CarbonOptimiser(BeamPlanner):
+    """CLAIRVOYANT YARDSTICK: the plan with the least carbon cost found (grid carbon, a missed
+    deadline priced at ``carbon_ref_kg``: ``carbon_cost_kg``), the carbon tasks' optimiser.
+
+    It starts from the complete episodes ``BeamPlanner`` starts from (PowerTrip, MyopicOptimal
+    and every deployable baseline it is given, the carbon rules among them, each played on a
+    copy of the episode) and from the best fixed sets for time and for carbon, takes the
+    cheapest, then improves it with ``Optimiser``'s moves scored on the carbon cost
+    (``improve_plan(objective="carbon")``) while one strictly lowers it. Every plan it keeps is
+    replayed exactly by the env, so its cost is feasible and at most every starting policy's in
+    the same episode: ``reference_never_beaten`` holds by construction. There is no beam: the
+    beam scores children by the time they take, not by what they emit. ``planned_tta_h`` holds
+    the plan's cost (kg), ``starts`` every start's.
+    """
+
+    name = "CarbonOptimiser"
+
+    def __init__(self, *args: Any, iterations: int = 60, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if iterations < 0:
+            raise ValueError(f"CarbonOptimiser: iterations={iterations} must be >= 0")
+        self.iterations = iterations
+        self.improved_kg = 0.0
+
+    def search(self) -> tuple[list[np.ndarray], float]:
+        future = self.env.clairvoyant()
+        self._first_round = int(future.state.rounds[0])
+        runs = [*self.starting_plans(), best_fixed_carbon(self.env)]
+        costs = [_plan_cost(future, run) for run in runs]
+        self.starts = {run.name: cost for run, cost in zip(runs, costs, strict=True)}
+        first = int(np.argmin(costs))  # ties: the earlier in the list
+        plan, cost, self.source = runs[first].masks, costs[first], runs[first].name
+        best, better = improve_plan(self.env, plan, cost, self.iterations, objective="carbon")
+        if better < cost:
+            plan, self.source = best, "local search"
+        self.improved_kg = cost - min(better, cost)
+        return list(plan), min(better, cost)
+
+
+def _plan_cost(future: Any, run: PolicyRun) -> float:
+    """A complete plan's carbon cost: from the episode it came from, else replayed."""
+    if np.isfinite(run.carbon_kg):
+        return float(carbon_cost_kg(future.params, run.carbon_kg * 1000.0, run.success))
+    out = future.simulate(run.masks[None])
+    return float(_carbon_cost(future.params, out)[0])
+
+
 def improve_plan(
-    env: Any, plan: np.ndarray, tta_h: float, iterations: int = 40
+    env: Any, plan: np.ndarray, tta_h: float, iterations: int = 40, objective: str = "time"
 ) -> tuple[np.ndarray, float]:
     """CLAIRVOYANT: ``plan`` (R, N), whose TTA from the env's current state is ``tta_h``,
-    improved by the moves of ``Optimiser`` while one is strictly faster; (plan, its TTA)."""
+    improved by the moves of ``Optimiser`` while one is strictly faster; (plan, its TTA).
+
+    With ``objective="carbon"``, ``tta_h`` is the plan's carbon cost (``carbon_cost_kg``) and
+    the moves are kept while one strictly lowers it: (plan, its cost)."""
+    cost = OBJECTIVES[objective]
     future = env.clairvoyant()
     rounds_left = future.params.max_rounds - int(future.state.rounds[0])
     for _ in range(iterations):
@@ -395,7 +508,7 @@ def improve_plan(
         extra = min(max(plan.shape[0] // 4, 16), max(rounds_left - plan.shape[0], 0))
         tail = np.repeat(moves[:, -1:], extra, axis=1)
         out = future.simulate(np.concatenate([moves, tail], axis=1))
-        tta = np.where(out.success, out.tta_h, np.inf)
+        tta = cost(future.params, out)
         i = int(np.argmin(tta))
         if not tta[i] < tta_h - 1e-12:
             break

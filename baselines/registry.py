@@ -35,7 +35,13 @@ from powertrip_env.baselines.policies import (
     RandomK,
     TopPower,
 )
-from powertrip_env.baselines.references import BeamPlanner, BestFixedSet, Optimiser
+from powertrip_env.baselines.references import (
+    BeamPlanner,
+    BestFixedCarbon,
+    BestFixedSet,
+    CarbonOptimiser,
+    Optimiser,
+)
 
 
 def _myopic(n_sites: int, seed: int) -> Policy:
@@ -71,6 +77,8 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "BestFixedSet": lambda n_sites, seed: BestFixedSet(),
     "BeamPlanner": lambda n_sites, seed: _reference(BeamPlanner, n_sites, seed),
     "Optimiser": lambda n_sites, seed: _reference(Optimiser, n_sites, seed),
+    "BestFixedCarbon": lambda n_sites, seed: BestFixedCarbon(),
+    "CarbonOptimiser": lambda n_sites, seed: _reference(CarbonOptimiser, n_sites, seed),
 }
 """Fixed-name policies: ``factory(n_sites, seed) -> Policy``. ``RandomK`` takes N // 2 sites."""
 
@@ -86,6 +94,13 @@ _SIZED_NAME = re.compile(r"^(?P<family>[A-Za-z]+)-(?P<k>\d+)$")
 
 REFERENCES = ("BestFixedSet", "BeamPlanner", "Optimiser")
 """The clairvoyant references (``baselines/references.py``): ``--policies references``."""
+
+CARBON_REFERENCES = ("BestFixedCarbon", "CarbonOptimiser")
+"""The clairvoyant references of the carbon objective (``baselines/references.py``)."""
+
+CARBON = ("CarbonGreedy", "DeadlineHorizon", "FedZeroExcess")
+"""The carbon tasks' deployable baselines (``baselines/carbon.py``): they spend the deadline's
+slack on cleaner sites and hours. They run only where the scenario has carbon intensity."""
 
 ADAPTIVE = ("AdaptiveHorizon", "AdaptiveMPC", "ExploringHorizon")
 """The measured track's deployable baselines (``baselines/adaptive.py``): the lookahead rules
@@ -105,7 +120,7 @@ def _reference(kind: type[BeamPlanner], n_sites: int, seed: int) -> BeamPlanner:
     """A planner started from the episode of every shipped deployable baseline
     (``default_policy_names``, built with the same seed as when they are evaluated), so that
     none of them beats it in any episode; ``Optimiser`` is what the benchmark scores against."""
-    names = [*default_policy_names(n_sites, measured=True), *INFORMED]
+    names = [*default_policy_names(n_sites, measured=True, carbon=True), *INFORMED]
     return kind(starts=[make_policy(name, n_sites, seed) for name in names])
 
 
@@ -154,9 +169,10 @@ def make_policy(name: str, n_sites: int, seed: int = 0) -> Policy:
     raise ValueError(f"unknown policy {name!r}; valid names: {_describe_valid(n_sites)}")
 
 
-def default_policy_names(n_sites: int, measured: bool = False) -> list[str]:
+def default_policy_names(n_sites: int, measured: bool = False, carbon: bool = False) -> list[str]:
     """What ``--policies all`` runs: PowerTrip and every deployable baseline; on the measured
-    track (``measured``) the adaptive ones too (``ADAPTIVE``).
+    track (``measured``) the adaptive ones too (``ADAPTIVE``), and on a scenario with carbon
+    intensity (``carbon``) the carbon rules (``CARBON``).
 
     The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
     for ``references`` (``powertrip_env.harness.reports.headroom`` runs them with the bound).
@@ -168,7 +184,7 @@ def default_policy_names(n_sites: int, measured: bool = False) -> list[str]:
     names += ["OortLike", "FedZeroLike"]
     if n_sites <= MAX_EXHAUSTIVE_SITES:
         names.append("MyopicOptimal")
-    return [*names, *LOOKAHEAD, *(ADAPTIVE if measured else ())]
+    return [*names, *LOOKAHEAD, *(ADAPTIVE if measured else ()), *(CARBON if carbon else ())]
 
 
 LOOKAHEAD = ("HorizonRule", "ForecastMPC")

@@ -54,13 +54,16 @@ REGISTERED = "registered"
 SHIPPED = "shipped"
 """The IDs ``import powertrip_env`` registers, for an output others must remake by its ID."""
 SUITE = "suite"
-"""The benchmark's tasks, ``powertrip_env.SUITE_IDS`` and the measured track's
-``MEASURED_SUITE_IDS``."""
+"""The benchmark's tasks, ``powertrip_env.SUITE_IDS``, the measured track's
+``MEASURED_SUITE_IDS`` and the carbon track's ``CARBON_SUITE_IDS``."""
 
 _KINDS = {
     REGISTERED: ("PowerTrip environment", "registered PowerTrip IDs"),
     SHIPPED: ("shipped PowerTrip ID", "the IDs powertrip_env registers"),
-    SUITE: ("suite task", "the suite's tasks, powertrip_env.SUITE_IDS and MEASURED_SUITE_IDS"),
+    SUITE: (
+        "suite task",
+        "the suite's tasks, powertrip_env.SUITE_IDS, MEASURED_SUITE_IDS and CARBON_SUITE_IDS",
+    ),
 }
 """Per set of IDs: what one of them is called, and the list of them."""
 
@@ -97,7 +100,11 @@ def allowed_env_ids(ids: str = REGISTERED, *, fixed_sites: bool = False) -> list
         SHIPPED: [eid for eid in registered if eid in shipped],
         SUITE: [
             eid
-            for eid in (*powertrip_env.SUITE_IDS, *powertrip_env.MEASURED_SUITE_IDS)
+            for eid in (
+                *powertrip_env.SUITE_IDS,
+                *powertrip_env.MEASURED_SUITE_IDS,
+                *powertrip_env.CARBON_SUITE_IDS,
+            )
             if eid in registered
         ],
     }[ids]
@@ -245,7 +252,7 @@ def add_env(
     noun = {
         REGISTERED: "a registered PowerTrip ID",
         SHIPPED: "a shipped PowerTrip ID",
-        SUITE: "a task of powertrip_env.SUITE_IDS or MEASURED_SUITE_IDS",
+        SUITE: "a task of powertrip_env.SUITE_IDS, MEASURED_SUITE_IDS or CARBON_SUITE_IDS",
     }[ids]
     if fixed_sites is not None:
         noun += f" with one site catalogue ({fixed_sites})"

@@ -146,7 +146,11 @@ def test_the_id_sets_and_their_refusals() -> None:
         *powertrip_env.ENV_IDS,
         *powertrip_env.SAMPLED_ENV_IDS,
     }
-    assert allowed_env_ids(SUITE) == [*powertrip_env.SUITE_IDS, *powertrip_env.MEASURED_SUITE_IDS]
+    assert allowed_env_ids(SUITE) == [
+        *powertrip_env.SUITE_IDS,
+        *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.CARBON_SUITE_IDS,
+    ]
     assert set(allowed_env_ids(SHIPPED, fixed_sites=True)) == set(powertrip_env.ENV_IDS)
     why = "the clairvoyant references plan on one catalogue"
     sampled = env_id_problem("PowerTrip-Random-v0", fixed_sites=why)

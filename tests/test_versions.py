@@ -54,6 +54,8 @@ FINGERPRINTS = {
     "PowerTrip-Wide-v0": "87cef00b07d338bb",
     "PowerTrip-Measured-v0": "ea104b52b57c1836",
     "PowerTrip-Wide-Measured-v0": "5a51867927172a41",
+    "PowerTrip-Carbon-v0": "9aae1bf297a15426",
+    "PowerTrip-Carbon-Measured-v0": "140750f381684e11",
     "PowerTrip-Random-v0": "7bbecafc9acc4e93",
 }
 # Retired ID -> its last fingerprint: never registered again (its published numbers stand).
@@ -89,6 +91,19 @@ FIRST_THREE = {
     ("PowerTrip-Wide-v0", 1): (48.0, 104, 1229.3925644461451),
 }
 
+# The carbon tasks: (ID, policy, seed) -> (tta_h, rounds, energy_kwh, carbon_kg), the carbon
+# emitted pinned beside the time, for PowerTrip and the carbon rule that needs no tuning.
+CARBON = {
+    ("PowerTrip-Carbon-v0", "PowerTrip", 0): (28.989971449834048, 447, 1487.648309039578, 233.0859496110365),
+    ("PowerTrip-Carbon-v0", "PowerTrip", 1): (28.520201404127228, 500, 1269.1901531830158, 178.45694761609386),
+    ("PowerTrip-Carbon-v0", "CarbonGreedy", 0): (29.23040885393469, 455, 1316.722392063154, 145.45437453018775),
+    ("PowerTrip-Carbon-v0", "CarbonGreedy", 1): (29.073572805841426, 500, 1185.747426540152, 117.0739955454376),
+    ("PowerTrip-Carbon-Measured-v0", "PowerTrip", 0): (22.789148382053682, 318, 1206.8225243555191, 209.91031813544666),
+    ("PowerTrip-Carbon-Measured-v0", "PowerTrip", 1): (32.54053540955854, 465, 1431.449121164297, 173.33243651177798),
+    ("PowerTrip-Carbon-Measured-v0", "CarbonGreedy", 0): (24.645249422506986, 396, 774.8955390359547, 81.01310489429467),
+    ("PowerTrip-Carbon-Measured-v0", "CarbonGreedy", 1): (32.591432412041854, 437, 1498.2430545469554, 147.2121750450993),
+}  # fmt: skip
+
 
 def _bump_hint(env_id: str) -> str:
     return f"{env_id}'s results changed: give it a new version (tests/test_versions.py)"
@@ -106,6 +121,19 @@ def test_powertrip_results_are_pinned(env_id: str, seed: int) -> None:
     tta, rounds, energy = POWERTRIP[env_id, seed]
     got = (float(row["tta_h"]), int(row["rounds"]), float(row["energy_kwh"]))
     assert got == pytest.approx((tta, rounds, energy), rel=1e-9), _bump_hint(env_id)
+
+
+def test_every_carbon_task_is_pinned() -> None:
+    assert {env_id for env_id, _, _ in CARBON} == set(powertrip_env.CARBON_SUITE_IDS)
+
+
+@pytest.mark.parametrize(("env_id", "policy", "seed"), sorted(CARBON))
+def test_carbon_results_are_pinned(env_id: str, policy: str, seed: int) -> None:
+    env = gym.make(env_id)
+    row, _ = run_episode(env, make_policy(policy, env.unwrapped.params.n_sites), seed)
+    got = (float(row["tta_h"]), int(row["rounds"]), float(row["energy_kwh"]))
+    got += (float(row["carbon_kg"]),)
+    assert got == pytest.approx(CARBON[env_id, policy, seed], rel=1e-9), _bump_hint(env_id)
 
 
 @pytest.mark.parametrize(("env_id", "seed"), sorted(FIRST_THREE))

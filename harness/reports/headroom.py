@@ -90,11 +90,12 @@ def bound_rows(env: gym.Env, episodes: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def bound_holds(per_episode: pd.DataFrame) -> bool:
-    """Whether ``BOUND`` is at most every other column of ``per_episode`` (a pivot of TTAs, one
-    row per episode, one column per policy) in every episode, within 1e-9 h for rounding."""
-    others = per_episode.drop(columns=[BOUND]).to_numpy()
-    return bool((per_episode[BOUND].to_numpy()[:, None] <= others + 1e-9).all())
+def bound_holds(per_episode: pd.DataFrame, bound: str = BOUND) -> bool:
+    """Whether the column ``bound`` is at most every other column of ``per_episode`` (a pivot of
+    TTAs, or of another lower-is-better measure, one row per episode, one column per policy) in
+    every episode, within 1e-9 for rounding."""
+    others = per_episode.drop(columns=[bound]).to_numpy()
+    return bool((per_episode[bound].to_numpy()[:, None] <= others + 1e-9).all())
 
 
 def headroom(

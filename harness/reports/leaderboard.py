@@ -37,7 +37,35 @@ from powertrip_env.render import agg_figure, save_png
 
 TASK_FACTS = ("optimiser_headroom", "optimum_upper_h", "optimum_lower_h", "gap",
               "reference_never_beaten")  # fmt: skip
-"""The per-task facts ``to_json`` requires from its caller, the last a bool, the others floats."""
+"""The per-task facts ``to_json`` requires from its caller, the last a bool, the others floats
+(on a board of another measure, the bracket's keys end in its unit: ``Measure.facts``)."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What a board's tasks are scored on: lower is better, and a score is a share of the gap
+    between the zero's mean and the top's. Its ``name`` and ``unit`` label the tables, ``key``
+    names each policy's mean in the JSON, and ``failed`` says what a failed episode counts."""
+
+    name: str
+    unit: str
+    key: str
+    failed: str
+
+    @property
+    def facts(self) -> tuple[str, ...]:
+        return tuple(f"{k[:-2]}_{self.unit}" if k.endswith("_h") else k for k in TASK_FACTS)
+
+
+TIME = Measure("TTA", "h", "tta_h", "a failed episode counts at the time budget")
+CARBON = Measure(
+    "carbon cost",
+    "kg",
+    "cost_kg",
+    "a failed episode counts its grid carbon plus the price of the missed deadline "
+    "([episode] carbon_ref_kg)",
+)
+"""The carbon tasks' measure (``rewards.CarbonCost``'s return times −carbon_ref_kg)."""
 
 # Thresholds τ of the performance profile: from "much slower than PowerTrip" (−1: as far below
 # PowerTrip as the plan is above it) to "half the headroom again beyond the plan" (1.5).
@@ -153,6 +181,7 @@ class Board:
     table: pd.DataFrame
     aggregate: dict[str, dict[str, Any]]
     left_out: tuple[str, ...]
+    measure: Measure = TIME
 
     @property
     def tasks(self) -> list[str]:
@@ -197,10 +226,12 @@ def board(
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
     aggregated: Mapping[str, Mapping[str, Any]] | None = None,
+    measure: Measure = TIME,
 ) -> Board:
     """The ``Board`` of ``episodes`` (``scores.COLUMNS`` and ``success``). ``aggregated``
     takes the result of an earlier ``aggregate`` call on the same episodes, sparing a second
-    bootstrap."""
+    bootstrap. ``measure`` says what the ``tta_h`` column holds (the statistics are the same
+    for any lower-is-better measure: ``CARBON`` on the carbon tasks)."""
     flags = _success(episodes)
     per_task = flags.groupby(["task", "policy"], sort=False)["success"].mean()
     parts = [
@@ -224,6 +255,7 @@ def board(
         table=table,
         aggregate={str(p): {**row, "success": float(pooled[p])} for p, row in agg.items()},
         left_out=tuple(str(p) for p in pd.unique(episodes["policy"]) if p not in agg),
+        measure=measure,
     )
 
 
@@ -267,12 +299,25 @@ def aggregate_cells(row: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def caption(zero: str, top: str) -> str:
+def never_note(measure: Measure) -> str:
+    """What the never-finished mark means on a board of ``measure``: on time, such policies tie
+    at the budget; on another measure a miss is priced, so their scores still rank them."""
+    if measure == TIME:
+        return NEVER_FINISHED_NOTE
+    return (
+        f"{NEVER_FINISHED} never finished: no episode reached the target accuracy in time; "
+        f"{measure.failed}."
+    )
+
+
+def caption(zero: str, top: str, measure: Measure = TIME) -> str:
     """What a normalised score is: a score means nothing without its ends."""
+    m = measure.name
+    worse = "slower" if measure == TIME else f"worse on {m}"
     return (
         f"{CAPTION_START}: 0 = {zero}, 1 = {top} (the optimiser's feasible plan); higher is "
-        f"better, above 1 beats the plan, below 0 is slower than {zero}. Score = (mean TTA of "
-        f"{zero} − mean TTA of the policy) / (mean TTA of {zero} − mean TTA of {top}) over the "
+        f"better, above 1 beats the plan, below 0 is {worse} than {zero}. Score = (mean {m} of "
+        f"{zero} − mean {m} of the policy) / (mean {m} of {zero} − mean {m} of {top}) over the "
         "task's paired episodes."
     )
 
@@ -304,16 +349,17 @@ def to_markdown(
     b = episodes if isinstance(episodes, Board) else board(
         episodes, zero, top, resamples=resamples, aggregated=aggregated
     )  # fmt: skip
-    lines = [f"# {title}", "", caption(b.zero, b.top), "", *_aggregate_lines(b)]
+    lines = [f"# {title}", "", caption(b.zero, b.top, b.measure), "", *_aggregate_lines(b)]
     for task in b.tasks:
-        lines += _task_lines(task, b.table[b.table["task"] == task])
+        lines += _task_lines(task, b.table[b.table["task"] == task], b.measure)
+    start = TASK_NOTES_START if b.measure == TIME else f"Mean {b.measure.name} intervals"
     notes = (
-        f"{TASK_NOTES_START}: block bootstrap over the task's start days (as in `powertrip "
+        f"{start}: block bootstrap over the task's start days (as in `powertrip "
         "evaluate`); `[–]` with a single start day. success: the share of the task's episodes "
         "that reached the target accuracy."
     )
     if b.marked:
-        notes += f" {NEVER_FINISHED_NOTE}"
+        notes += f" {never_note(b.measure)}"
     return "\n".join([*lines, "", notes]) + "\n"
 
 
@@ -322,17 +368,18 @@ def aggregate_notes(b: Board) -> list[str]:
     lines = [
         "- mean score: the mean over tasks of the per-task scores (every task weighs the same).",
         "- IQM: the interquartile mean of the per-episode scores of all tasks pooled (the "
-        "lowest and highest quarter dropped, as rliable's IQM); a per-episode score is (mean TTA "
-        f"of {b.zero} − the episode's TTA) / the task's denominator.",
+        "lowest and highest quarter dropped, as rliable's IQM); a per-episode score is (mean "
+        f"{b.measure.name} of {b.zero} − the episode's {b.measure.name}) / the task's "
+        "denominator.",
         f"- 95% CI: percentile interval from a bootstrap stratified by task ({b.resamples:,} "
         "resamples): within each task its start days are drawn with replacement and bring all "
         "their episodes for every policy, so the pairing is kept; seeded from the days. "
         "`[–]`: no task has two start days.",
         "- success: the share of the policy's episodes, over all tasks, that reached the target "
-        "accuracy; a failed episode counts at the time budget.",
+        f"accuracy; {b.measure.failed}.",
     ]
     if b.marked:
-        lines.append(f"- {NEVER_FINISHED_NOTE}")
+        lines.append(f"- {never_note(b.measure)}")
     if b.left_out:
         lines.append(
             f"- Not in the aggregate, as they did not run every task: {', '.join(b.left_out)}."
@@ -354,7 +401,7 @@ def _aggregate_lines(b: Board) -> list[str]:
     return [*lines, "", *aggregate_notes(b)]
 
 
-def _task_lines(task: str, rows: pd.DataFrame) -> list[str]:
+def _task_lines(task: str, rows: pd.DataFrame, measure: Measure = TIME) -> list[str]:
     """The Markdown of one task: its heading, its episodes and days, and its table (``rows`` of
     ``Board.table``, already by score)."""
     first = rows.iloc[0]
@@ -365,7 +412,7 @@ def _task_lines(task: str, rows: pd.DataFrame) -> list[str]:
         f"{int(first['episodes'])} paired episodes on {int(first['days'])} start "
         f"day{'s' * (int(first['days']) != 1)}.",
         "",
-        "| policy | mean TTA h [95% CI] | score | success |",
+        f"| policy | mean {measure.name} {measure.unit} [95% CI] | score | success |",
         "|---|---:|---:|---:|",
     ]
     for row in rows.itertuples(index=False):
@@ -442,7 +489,7 @@ def to_json(
             "episodes that start on at least two days"
         )
     tasks = {
-        str(task): _task_entry(str(task), rows, task_facts)
+        str(task): _task_entry(str(task), rows, task_facts, b.measure)
         for task, rows in b.table.groupby("task", sort=False)
     }
     keys = ("mean", "iqm", "ci95", "iqm_ci95", "success")
@@ -461,28 +508,32 @@ def to_json(
 
 
 def _task_entry(
-    task: str, rows: pd.DataFrame, task_facts: Mapping[str, Mapping[str, Any]]
+    task: str,
+    rows: pd.DataFrame,
+    task_facts: Mapping[str, Mapping[str, Any]],
+    measure: Measure = TIME,
 ) -> dict[str, Any]:
     """One task's entry of ``to_json``: its checked facts, then its policies (``rows`` of
     ``Board.table``)."""
     facts = task_facts.get(task)
     if facts is None:
         raise ValueError(f"task_facts has no entry for task {task}")
-    absent = [k for k in TASK_FACTS if k not in facts]
+    required = measure.facts
+    absent = [k for k in required if k not in facts]
     if absent:
         raise ValueError(f"task_facts[{task!r}] lacks {', '.join(absent)}")
     flag = facts["reference_never_beaten"]
     if not isinstance(flag, bool | np.bool_):
         raise TypeError(f"task_facts[{task!r}].reference_never_beaten is {flag!r}, not a bool")
     entry: dict[str, Any] = {k: _plain(v, f"task_facts[{task!r}].{k}") for k, v in facts.items()}
-    for key in TASK_FACTS[:-1]:
+    for key in required[:-1]:
         entry[key] = _finite(facts[key], f"task_facts[{task!r}].{key}")
     entry["reference_never_beaten"] = bool(flag)
     entry["episodes"] = int(rows["episodes"].iloc[0])
     entry["days"] = int(rows["days"].iloc[0])
     entry["policies"] = {
         str(r.policy): {
-            "tta_h": _finite(r.mean_tta_h, f"{task}.{r.policy}.tta_h"),
+            measure.key: _finite(r.mean_tta_h, f"{task}.{r.policy}.{measure.key}"),
             "score": _finite(r.score, f"{task}.{r.policy}.score"),
             "success": float(r.success),
             "never_finished": never_finished(r.success),
