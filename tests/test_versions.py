@@ -54,8 +54,8 @@ FINGERPRINTS = {
     "PowerTrip-Wide-v0": "87cef00b07d338bb",
     "PowerTrip-Measured-v0": "ea104b52b57c1836",
     "PowerTrip-Wide-Measured-v0": "5a51867927172a41",
-    "PowerTrip-Carbon-v0": "9aae1bf297a15426",
-    "PowerTrip-Carbon-Measured-v0": "140750f381684e11",
+    "PowerTrip-Carbon-v0": "64d96cd9e144c829",
+    "PowerTrip-Carbon-Measured-v0": "17fc5236f00c3418",
     "PowerTrip-Random-v0": "7bbecafc9acc4e93",
 }
 # Retired ID -> its last fingerprint: never registered again (its published numbers stand).
@@ -94,14 +94,14 @@ FIRST_THREE = {
 # The carbon tasks: (ID, policy, seed) -> (tta_h, rounds, energy_kwh, carbon_kg), the carbon
 # emitted pinned beside the time, for PowerTrip and the carbon rule that needs no tuning.
 CARBON = {
-    ("PowerTrip-Carbon-v0", "PowerTrip", 0): (28.989971449834048, 447, 1487.648309039578, 233.0859496110365),
-    ("PowerTrip-Carbon-v0", "PowerTrip", 1): (28.520201404127228, 500, 1269.1901531830158, 178.45694761609386),
-    ("PowerTrip-Carbon-v0", "CarbonGreedy", 0): (29.23040885393469, 455, 1316.722392063154, 145.45437453018775),
-    ("PowerTrip-Carbon-v0", "CarbonGreedy", 1): (29.073572805841426, 500, 1185.747426540152, 117.0739955454376),
-    ("PowerTrip-Carbon-Measured-v0", "PowerTrip", 0): (22.789148382053682, 318, 1206.8225243555191, 209.91031813544666),
-    ("PowerTrip-Carbon-Measured-v0", "PowerTrip", 1): (32.54053540955854, 465, 1431.449121164297, 173.33243651177798),
-    ("PowerTrip-Carbon-Measured-v0", "CarbonGreedy", 0): (24.645249422506986, 396, 774.8955390359547, 81.01310489429467),
-    ("PowerTrip-Carbon-Measured-v0", "CarbonGreedy", 1): (32.591432412041854, 437, 1498.2430545469554, 147.2121750450993),
+    ('PowerTrip-Carbon-v0', 'PowerTrip', 0): (28.794164152876675, 444, 1489.4625971585397, 237.0191642702918),
+    ('PowerTrip-Carbon-v0', 'PowerTrip', 1): (27.690373637625953, 502, 1274.666002032309, 179.9089246032411),
+    ('PowerTrip-Carbon-v0', 'CarbonGreedy', 0): (30.559593542092117, 512, 1155.4870981850572, 105.5268584293401),
+    ('PowerTrip-Carbon-v0', 'CarbonGreedy', 1): (29.746598336743222, 532, 1085.913563693748, 89.7774237348803),
+    ('PowerTrip-Carbon-Measured-v0', 'PowerTrip', 0): (22.738022619891133, 314, 1240.3581456330387, 214.5400494482735),
+    ('PowerTrip-Carbon-Measured-v0', 'PowerTrip', 1): (31.66543851994573, 465, 1390.9331299077662, 174.91746935432207),
+    ('PowerTrip-Carbon-Measured-v0', 'CarbonGreedy', 0): (24.736763181792412, 401, 748.4613143546882, 78.05092867346225),
+    ('PowerTrip-Carbon-Measured-v0', 'CarbonGreedy', 1): (33.7147221687462, 486, 1284.2077833794804, 99.05962853707989),
 }  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """One evaluated episode, site by site, recorded for ``timeline.png``: for every policy, the rounds
-each site trained in against the power it had, with its joins and drop-outs
+each site trained in against the power it had, with its joins and drop-outs, and, on a scenario
+with a grid carbon intensity series, each site's grid intensity as each round started
 (``timeline_figure`` draws it).
 
 The box plots and mean curves say how fast each policy is; this figure says why. A policy that
@@ -13,6 +14,11 @@ would play another episode than the evaluation did, and a planner would pay its 
 The recorder reads only what any user of the env can: ``info`` and the decision view. The power
 comes from the same seed played idle (``power_rows``): an idle round moves the clock by one trace
 row, so the decision view then reads every row's power, for every policy alike.
+
+Where the decision view knows the carbon (``carbon_known``: ``PowerTrip-Carbon-v0``, or a
+scenario with a carbon intensity file), the recorder also keeps its ``grid_g_per_kwh`` as each
+round starts, the intensity the round's grid energy is charged at, in
+``PolicyRounds.grid_g_per_kwh``; without carbon that field is None and nothing else changes.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ _S_PER_H = 3600.0
 @dataclass(frozen=True, eq=False)
 class PolicyRounds:
     """One policy's rounds in the episode; (R, N) arrays have a row per round, a column per
-    site."""
+    site. ``grid_g_per_kwh`` is None where the scenario has no carbon intensity series (and in
+    rounds made by hand without it)."""
 
     label: str
     start_h: np.ndarray  # (R,) when each round started, hours since the episode's start
@@ -41,6 +48,9 @@ class PolicyRounds:
     joins: np.ndarray  # (R, N) bool: started without having completed the round before
     tta_h: float  # the episode's TTA, as in episodes.csv
     success: bool
+    # (R, N) float: each site's grid carbon intensity (g CO2eq/kWh) as the round started, the
+    # decision view's ``grid_g_per_kwh``; None when the view has no carbon (``carbon_known``)
+    grid_g_per_kwh: np.ndarray | None = None
 
     @property
     def completed(self) -> np.ndarray:
@@ -50,7 +60,8 @@ class PolicyRounds:
 
 @dataclass(frozen=True, eq=False)
 class Timeline:
-    """The episode ``timeline.png`` draws: every policy's rounds and every site's power."""
+    """The episode ``timeline.png`` draws: every policy's rounds and every site's power (and,
+    with carbon, the grid intensity each round started at: ``PolicyRounds.grid_g_per_kwh``)."""
 
     seed: int  # the episode's reset seed (seed + e)
     episode: int  # e
@@ -67,6 +78,11 @@ class Timeline:
                 return run
         have = [r.label for r in self.runs]
         raise KeyError(f"no policy {label!r} in the timeline; it has {have}")
+
+    @property
+    def has_intensity(self) -> bool:
+        """Whether any policy's rounds carry the grid carbon intensity (a carbon scenario)."""
+        return any(run.grid_g_per_kwh is not None for run in self.runs)
 
 
 def check_timeline_seed(value: Any, seed: int, episodes: int) -> int:
@@ -102,7 +118,8 @@ def _sample_power(view: Any, gpus: np.ndarray, rows: dict[int, tuple[float, np.n
 
 class TimelineRecorder:
     """Collects one policy's rounds while ``run_episode`` plays them: ``before`` each step reads
-    the decision view (who completed the last round, the power now), ``after`` reads info."""
+    the decision view (who completed the last round, the power now and, when ``carbon_known``,
+    each site's grid carbon intensity now), ``after`` reads info."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -112,7 +129,9 @@ class TimelineRecorder:
         self._gpus = np.ones(0)
         self._start = 0.0
         self._joined = np.zeros(0, dtype=bool)
+        self._grid: np.ndarray | None = None  # the view's grid_g_per_kwh now; None: no carbon
         self._rounds: list[tuple[float, float, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._intensity: list[np.ndarray | None] = []  # per round, the _grid it started with
 
     def before(self, env: Any) -> None:
         """Read the decision view at the start of a round."""
@@ -122,6 +141,9 @@ class TimelineRecorder:
             self._gpus = np.array([max(s.gpu_count, 1) for s in view.scenario.sites], float)
         self._start = view.elapsed_s / _S_PER_H
         self._joined = np.array(view.joined, dtype=bool)
+        n = len(self.site_names)
+        known = bool(getattr(view, "carbon_known", False))
+        self._grid = np.array(view.grid_g_per_kwh[:n], dtype=float) if known else None
         _sample_power(view, self._gpus, self.rows)
 
     def after(self, info: dict[str, Any]) -> None:
@@ -131,15 +153,19 @@ class TimelineRecorder:
         dropped = np.array(info["dropped"][:n], dtype=bool) & selected
         joins = selected & ~self._joined
         self._rounds.append((self._start, info["elapsed_s"] / _S_PER_H, selected, dropped, joins))
+        self._intensity.append(self._grid)
 
     def finish(self, tta_h: float, success: bool) -> PolicyRounds:
         """The policy's rounds, once its episode has ended (``tta_h`` and ``success`` as in its
-        row of episodes.csv)."""
+        row of episodes.csv); their grid intensity only if every round started knowing it."""
         n = len(self.site_names)
         start, end, selected, dropped, joins = zip(*self._rounds, strict=True)
         stack = [np.array(x, dtype=bool).reshape(-1, n) for x in (selected, dropped, joins)]
+        grid = None
+        if all(g is not None for g in self._intensity):
+            grid = np.array(self._intensity, dtype=float).reshape(-1, n)
         self.rounds = PolicyRounds(
-            self.label, np.array(start), np.array(end), *stack, float(tta_h), bool(success)
+            self.label, np.array(start), np.array(end), *stack, float(tta_h), bool(success), grid
         )
         return self.rounds
 
