@@ -94,15 +94,55 @@ FIRST_THREE = {
 # The carbon tasks: (ID, policy, seed) -> (tta_h, rounds, energy_kwh, carbon_kg), the carbon
 # emitted pinned beside the time, for PowerTrip and the carbon rule that needs no tuning.
 CARBON = {
-    ('PowerTrip-Carbon-v0', 'PowerTrip', 0): (28.794164152876675, 444, 1489.4625971585397, 237.0191642702918),
-    ('PowerTrip-Carbon-v0', 'PowerTrip', 1): (27.690373637625953, 502, 1274.666002032309, 179.9089246032411),
-    ('PowerTrip-Carbon-v0', 'CarbonGreedy', 0): (30.559593542092117, 512, 1155.4870981850572, 105.5268584293401),
-    ('PowerTrip-Carbon-v0', 'CarbonGreedy', 1): (29.746598336743222, 532, 1085.913563693748, 89.7774237348803),
-    ('PowerTrip-Carbon-Measured-v0', 'PowerTrip', 0): (22.738022619891133, 314, 1240.3581456330387, 214.5400494482735),
-    ('PowerTrip-Carbon-Measured-v0', 'PowerTrip', 1): (31.66543851994573, 465, 1390.9331299077662, 174.91746935432207),
-    ('PowerTrip-Carbon-Measured-v0', 'CarbonGreedy', 0): (24.736763181792412, 401, 748.4613143546882, 78.05092867346225),
-    ('PowerTrip-Carbon-Measured-v0', 'CarbonGreedy', 1): (33.7147221687462, 486, 1284.2077833794804, 99.05962853707989),
-}  # fmt: skip
+    ("PowerTrip-Carbon-v0", "PowerTrip", 0): (
+        28.794164152876675,
+        444,
+        1489.4625971585397,
+        237.0191642702918,
+    ),
+    ("PowerTrip-Carbon-v0", "PowerTrip", 1): (
+        27.690373637625953,
+        502,
+        1274.666002032309,
+        179.9089246032411,
+    ),
+    ("PowerTrip-Carbon-v0", "CarbonGreedy", 0): (
+        30.559593542092117,
+        512,
+        1155.4870981850572,
+        105.5268584293401,
+    ),
+    ("PowerTrip-Carbon-v0", "CarbonGreedy", 1): (
+        29.746598336743222,
+        532,
+        1085.913563693748,
+        89.7774237348803,
+    ),
+    ("PowerTrip-Carbon-Measured-v0", "PowerTrip", 0): (
+        22.738022619891133,
+        314,
+        1240.3581456330387,
+        214.5400494482735,
+    ),
+    ("PowerTrip-Carbon-Measured-v0", "PowerTrip", 1): (
+        31.66543851994573,
+        465,
+        1390.9331299077662,
+        174.91746935432207,
+    ),
+    ("PowerTrip-Carbon-Measured-v0", "CarbonGreedy", 0): (
+        24.736763181792412,
+        401,
+        748.4613143546882,
+        78.05092867346225,
+    ),
+    ("PowerTrip-Carbon-Measured-v0", "CarbonGreedy", 1): (
+        33.7147221687462,
+        486,
+        1284.2077833794804,
+        99.05962853707989,
+    ),
+}
 
 
 def _bump_hint(env_id: str) -> str:
