@@ -255,7 +255,10 @@ class PowerTripEnv(EngineViews, gym.Env):
             engine.state = engine.state.replace(accuracy=accuracy)
         self._history = [(0.0, float(engine.state.accuracy[0]))]
         interface = engine.interface
-        return interface.first(engine.observe()), interface.episode_info(engine.report())
+        info = interface.episode_info(engine.report())
+        for name in self.reward_fn.term_names:  # the reward's terms: none before a round
+            info[f"reward_{name}"] = 0.0
+        return interface.first(engine.observe()), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         engine = self._engine

@@ -25,6 +25,9 @@ class RewardFn:
 
     name = "reward"
     column: int | None = None
+    # the names of ``terms``' keys, which the envs report from reset on (0 before any round),
+    # so every info has the same keys
+    term_names: tuple[str, ...] = ()
 
     def __call__(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> np.ndarray:
         if self.column is None:
@@ -78,6 +81,7 @@ class CarbonCost(RewardFn):
     scenario with a carbon intensity file and ``carbon_ref_kg`` (the carbon tasks)."""
 
     name = "carbon"
+    term_names = ("carbon", "deadline")
 
     def __call__(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> np.ndarray:
         parts = self.terms(params, result)
@@ -88,7 +92,7 @@ class CarbonCost(RewardFn):
         missed = (record[:, dynamics.R_TRUNCATED] > 0.0) & (record[:, dynamics.R_TERMINATED] <= 0.0)
         return {
             "carbon": record[:, dynamics.R_CARBON_G] / (-1000.0 * params.carbon_ref_kg),
-            "deadline": -missed.astype(np.float64),
+            "deadline": np.where(missed, -1.0, 0.0),
         }
 
     def check(self, params: dynamics.SimParams, where: str) -> None:

@@ -127,6 +127,8 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
         engine.restart(np.flatnonzero(rows), options or None)
         self._autoreset[rows] = False
         info = engine.interface.batch_info(engine.report())
+        for name in self.reward_fn.term_names:  # the reward's terms: none before a round
+            info[f"reward_{name}"] = np.zeros(b)
         if not rows.all():  # the other rows are unreported: zero and masked out
             for value in info.values():
                 value[~rows] = 0

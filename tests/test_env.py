@@ -189,10 +189,15 @@ def test_the_docstring_says_which_ids_run_on_real_data_from_the_data_s_record():
     assert _ids_in(real) == [
         *powertrip_env.SUITE_IDS,
         *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.CARBON_SUITE_IDS,
         *powertrip_env.SAMPLED_ENV_IDS,
     ]
     assert "on a synthetic trace" in synthetic
-    tasks = (*powertrip_env.SUITE_IDS, *powertrip_env.MEASURED_SUITE_IDS)
+    tasks = (
+        *powertrip_env.SUITE_IDS,
+        *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.CARBON_SUITE_IDS,
+    )
     rest = [eid for eid in powertrip_env.ENV_IDS if eid not in tasks]
     assert _ids_in(synthetic) == rest
     marked = provenance.provenance()
@@ -983,7 +988,7 @@ def test_a_reward_of_ones_own_is_a_reward_fn_and_the_vector_env_takes_it_too() -
     _, r_mine, *_ = mine.step(action)
     _, r_vec, *_ = vec.step(action[None])
     assert r_mine == r_plain - 1e-4 * info["round_energy_kwh"] == r_vec[0]
-    with pytest.raises(ValueError, match=r"reward_mode=7 .*excess_gain, gain_rate or a"):
+    with pytest.raises(ValueError, match=r"reward_mode=7 .*excess_gain, gain_rate, carbon or a"):
         gym.make("PowerTrip-v0", reward_mode=7)
 
 
