@@ -82,6 +82,8 @@ class _Believing(Policy):
         super().__init__()
         self.inner = inner
         self.name = name
+        # a carbon rule believing stays a carbon rule: played only where carbon is known
+        self.carbon_only = bool(getattr(inner, "carbon_only", False))
 
     def reset(self, env: Any) -> None:
         super().reset(env)

@@ -77,6 +77,10 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "BestFixedSet": lambda n_sites, seed: BestFixedSet(),
     "BeamPlanner": lambda n_sites, seed: _reference(BeamPlanner, n_sites, seed),
     "Optimiser": lambda n_sites, seed: _reference(Optimiser, n_sites, seed),
+    "AdaptiveCarbonGreedy": lambda n_sites, seed: Adaptive(CarbonGreedy(), "AdaptiveCarbonGreedy"),
+    "AdaptiveDeadlineHorizon": lambda n_sites, seed: Adaptive(
+        DeadlineHorizon(), "AdaptiveDeadlineHorizon"
+    ),
     "BestFixedCarbon": lambda n_sites, seed: BestFixedCarbon(),
     "CarbonOptimiser": lambda n_sites, seed: _reference(CarbonOptimiser, n_sites, seed),
 }
@@ -101,6 +105,11 @@ CARBON_REFERENCES = ("BestFixedCarbon", "CarbonOptimiser")
 CARBON = ("CarbonGreedy", "DeadlineHorizon", "FedZeroExcess")
 """The carbon tasks' deployable baselines (``baselines/carbon.py``): they spend the deadline's
 slack on cleaner sites and hours. They run only where the scenario has carbon intensity."""
+
+ADAPTIVE_CARBON = ("AdaptiveCarbonGreedy", "AdaptiveDeadlineHorizon")
+"""The carbon rules fed the adaptive rules' online estimates (``baselines/adaptive.py``): the
+carbon baselines of a measured carbon task, where a pace judged on the stated values misses
+deadlines."""
 
 ADAPTIVE = ("AdaptiveHorizon", "AdaptiveMPC", "ExploringHorizon")
 """The measured track's deployable baselines (``baselines/adaptive.py``): the lookahead rules
@@ -184,7 +193,13 @@ def default_policy_names(n_sites: int, measured: bool = False, carbon: bool = Fa
     names += ["OortLike", "FedZeroLike"]
     if n_sites <= MAX_EXHAUSTIVE_SITES:
         names.append("MyopicOptimal")
-    return [*names, *LOOKAHEAD, *(ADAPTIVE if measured else ()), *(CARBON if carbon else ())]
+    return [
+        *names,
+        *LOOKAHEAD,
+        *(ADAPTIVE if measured else ()),
+        *(CARBON if carbon else ()),
+        *(ADAPTIVE_CARBON if measured and carbon else ()),
+    ]
 
 
 LOOKAHEAD = ("HorizonRule", "ForecastMPC")

@@ -107,6 +107,16 @@ def _space(space: gym.Space[Any]) -> str:
 def _kind(env_id: str) -> str:
     if env_id in powertrip_env.SUITE_IDS:
         return "task: one of the benchmark's sequential problems (`powertrip_env.SUITE_IDS`)"
+    if env_id in powertrip_env.MEASURED_SUITE_IDS:
+        return (
+            "task of the measured track: the world departs from what the scenario states "
+            "(`powertrip_env.MEASURED_SUITE_IDS`, [the measured track](../measured.md))"
+        )
+    if env_id in powertrip_env.CARBON_SUITE_IDS:
+        return (
+            "task of the carbon track: reach the target before the deadline with the least "
+            "grid carbon (`powertrip_env.CARBON_SUITE_IDS`, [the carbon track](../carbon.md))"
+        )
     if env_id in powertrip_env.SAMPLED_ENV_IDS:
         return "a new site catalogue every episode (`powertrip_env.SAMPLED_ENV_IDS`)"
     return (

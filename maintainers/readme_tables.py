@@ -53,6 +53,8 @@ SCORES = "leaderboard-scores"  # README's leaderboard: the aggregate and each ta
 PROFILE = Path("docs") / "leaderboard-profile.png"  # beside the README, as README links it
 MEASURED = "leaderboard-measured"  # README's board of the measured track, with its room chains
 CHAIN_FIGURE = Path("docs") / "measured-chain.png"  # the measured tasks' room chains
+CARBON = "leaderboard-carbon"  # README's board of the carbon track, scored on the carbon cost
+TRADEOFF_FIGURE = Path("docs") / "carbon-tradeoff.png"  # the carbon tasks' TTA against carbon
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
 
@@ -62,7 +64,12 @@ RESULT_IDS = [
     env_id
     for env_id in powertrip_env.ENV_IDS
     if env_id == "PowerTrip-v0"
-    or env_id not in (*powertrip_env.SUITE_IDS, *powertrip_env.MEASURED_SUITE_IDS)
+    or env_id
+    not in (
+        *powertrip_env.SUITE_IDS,
+        *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.CARBON_SUITE_IDS,
+    )
 ]
 
 DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in
@@ -101,10 +108,11 @@ def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]]) -> 
               for r in board.table.itertuples(index=False)}  # fmt: skip
     rows = [(policy, leaderboard.aggregate_cells(row)) for policy, row in board.ranked()]
     rows += [(policy, ["–", "–", "–"]) for policy in board.left_out]
+    timed = board.measure == leaderboard.TIME
     lines = [
-        *benchmark.bracket_lines(facts),
+        *(benchmark.bracket_lines(facts) if timed else benchmark.carbon_lines(facts)[:-1]),
         "",
-        leaderboard.caption(board.zero, board.top),
+        leaderboard.caption(board.zero, board.top, board.measure),
         "",
         f"**{leaderboard.aggregate_heading(len(tasks))}, and each task's score**",
         "",
@@ -192,13 +200,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             finished = benchmark.read_run(args.leaderboard_from)
         except ValueError as exc:  # a folder that is not a finished benchmark's
             parser.error(f"--leaderboard-from {str(args.leaderboard_from)!r}: {exc}")
-    if LEADERBOARD in blocks and (finished is None or "measured" in benchmark.tracks(finished[1])):
-        try:  # a run with the measured track (a fresh one has it) fills its block too
-            pages.locate(MEASURED)
-        except ValueError as exc:
-            parser.error(f"--readme {str(args.readme)!r}: {exc}")
+    for track, block in (("measured", MEASURED), ("carbon", CARBON)):
+        if LEADERBOARD in blocks and (finished is None or track in benchmark.tracks(finished[1])):
+            try:  # a run with the track (a fresh one has both) fills its block too
+                pages.locate(block)
+            except ValueError as exc:
+                parser.error(f"--readme {str(args.readme)!r}: {exc}")
     progress = not args.no_progress
-    named = (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES, MEASURED)
+    named = (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES, MEASURED, CARBON)
     for env_id in (b for b in blocks if b not in named):
         print(f"evaluating {env_id} ...", file=sys.stderr)
         pages.splice(env_id, table_for(env_id, args.episodes, args.seed, progress))
@@ -295,6 +304,18 @@ def _splice_leaderboard(
         ]))  # fmt: skip
         chains = {task: summary["tasks"][task] for task in measured}
         benchmark.chain_figure(chains, args.readme.parent / CHAIN_FIGURE)
+    carbon = tracks.get("carbon", [])
+    if carbon:
+        scored = benchmark.scored(frame[frame["task"].isin(carbon)])
+        on_cost = leaderboard.board(
+            scored.assign(tta_h=scored["cost_kg"]),
+            benchmark.YARDSTICK,
+            benchmark.CARBON_TOP,
+            measure=leaderboard.CARBON,
+        )
+        pages.splice(CARBON, board_scores(on_cost, {task: facts[task] for task in carbon}))
+        here = {task: summary["tasks"][task] for task in carbon}
+        benchmark.tradeoff_of(frame, here, carbon, args.readme.parent / TRADEOFF_FIGURE)
 
 
 if __name__ == "__main__":

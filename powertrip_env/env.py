@@ -84,6 +84,10 @@ class PowerTripEnv(EngineViews, gym.Env):
     exactly `1 − TTA / H_ref`, so maximising return minimises TTA.
     `reward_mode="gain_rate"`: the literal per-round efficiency `Δa / (a* − a0) · H_ref / T_r`.
     It rewards many short rounds rather than a short TTA and is kept for comparison.
+    `reward_mode="carbon"` (the carbon tasks' default, `powertrip_env.rewards.CarbonCost`):
+    `r = −carbon_kg / C_ref`, and `−1` more in the round that ends the episode without reaching
+    the target (the deadline is the time budget); `C_ref` is `[episode] carbon_ref_kg`. Its two
+    terms are in `info` as `reward_carbon` and `reward_deadline` (docs/carbon.md).
     A `powertrip_env.rewards.RewardFn` instance sets a reward of one's own (a function of the
     round's result, for the whole batch).
 
@@ -156,8 +160,8 @@ class PowerTripEnv(EngineViews, gym.Env):
     |---------------|---------------|-----------------|--------------------------------------------|
     | `scenario`    | str, path     | `"default"`     | a named scenario or a user's TOML file;    |
     |               | or dict       |                 | or a portable scenario (by value)          |
-    | `reward_mode` | str or        | `"excess_gain"` | `"excess_gain"`, `"gain_rate"` or a        |
-    |               | RewardFn      |                 | `powertrip_env.rewards.RewardFn`           |
+    | `reward_mode` | str or        | `"excess_gain"` | `"excess_gain"`, `"gain_rate"`, `"carbon"` |
+    |               | RewardFn      |                 | or a `powertrip_env.rewards.RewardFn`      |
     | `obs_mode`    | str           | `"flat"`        | `"flat"` (Box) or `"dict"` (sites, global) |
     | `action_mode` | str           | `"multibinary"` | `"multibinary"` or `"multidiscrete"`       |
     | `split`       | str           | `"train"`       | days episodes start in: train, test, all   |
@@ -191,6 +195,10 @@ class PowerTripEnv(EngineViews, gym.Env):
 
     ## Version History
 
+    * v0 (`PowerTrip-Carbon-v0`, `PowerTrip-Carbon-Measured-v0`), 0.6: the carbon track. Reach
+      the target before a deadline with the least grid carbon (`reward_mode="carbon"`); info
+      reports `round_carbon_kg` and `carbon_kg` on every ID (0 without a carbon file). The
+      other IDs' results are unchanged.
     * v0 (`PowerTrip-Measured-v0`, `PowerTrip-Wide-Measured-v0`), 0.4: the measured track. Each
       episode draws how far its sites and job depart from the stated values (`[unknowns]`);
       info reports each site's telemetry (`delta_progress`, `measured_*_s`) on every ID, and
