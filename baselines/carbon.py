@@ -13,12 +13,9 @@ Middleware '21; Hanafy et al., CarbonScaler, 2024):
 * ``DeadlineHorizon``: the horizon rule made deadline-aware: the horizon rule's pool of sets and
   the greedy's prefixes, each played for ``horizon`` rounds on the forecast issued now
   (``predict_plan``: joins charged over the rounds a set is kept, the grid's intensity and PV
-  guessed as the same hour yesterday), and, with ``wait_rounds`` > 0, the same sets after
-  that many idle rounds; the one with the least projected carbon among those projected to finish
-  in time, kept unless another is ``margin`` cleaner. It does not wait by default: on
-  PowerTrip-Carbon-v0's train days waiting an hour cost more carbon than it saved (the zones'
-  spread is eight-fold, their daily swing at most two-fold, and a wait costs the joins after it;
-  docs/carbon.md).
+  guessed as the same hour yesterday), and the same sets after waiting ``wait_rounds`` idle
+  rounds; the one with the least projected carbon among those projected to finish in time, kept
+  unless another is ``margin`` cleaner.
 * ``FedZeroExcess``: FedZero (Wiesner et al., e-Energy '24) on excess renewables: only the sites
   whose on-site PV covers at least half of what they would draw train; with none, it waits while
   the deadline allows; when they cannot finish in time, sites are added in the greedy's order.
@@ -58,34 +55,6 @@ def time_left_s(now: DecisionView, reserve: float) -> float:
     return (now.time_budget_s - now.elapsed_s) * (1.0 - reserve)
 
 
-def curve_integral(now: DecisionView, p_from: Any, p_to: Any, batch: Any) -> np.ndarray:
-    """``∫ (1 + B_noise(P) / B) dP`` from ``p_from`` to ``p_to`` on the scenario's stated curve
-    (``B_noise(P) = B0 · (1 + P / P_B)^γ``; docs/model.md, "Learning progress"), for global
-    batches ``batch``: a round of batch B at progress P makes ``K / (1 + B_noise(P) / B)``, so
-    this integral over K is the rounds between the two. It is why a pace measured now is
-    optimistic: the noise scale grows as training goes on, and each round teaches less."""
-    w = now.scenario.workload
-    g1 = w.noise_gamma + 1.0
-    rise = (1.0 + p_to / w.noise_p_b) ** g1 - (1.0 + p_from / w.noise_p_b) ** g1
-    grow = w.noise_p_b / g1 * rise
-    with np.errstate(divide="ignore"):
-        return np.asarray((p_to - p_from) + w.noise_b0 * grow / np.asarray(batch, np.float64))
-
-
-def time_to_target_s(now: DecisionView, masks: np.ndarray, pred: Any) -> np.ndarray:
-    """(K,) the time each set of ``masks`` (K, N) would take to the target, kept: its predicted
-    steady-state round (``pred``, ``predict_round(masks, steady_state=True)``) repeated, each
-    round teaching less as the stated curve says (``curve_integral``, scaled to the progress
-    the round is predicted to make now, which carries whatever the what-if assumes)."""
-    w = now.scenario.workload
-    batch = masks.sum(axis=1) * float(w.site_batch)
-    p_now, need = now.surrogate_progress, now.progress_needed
-    scale = 1.0 / (1.0 + w.noise_b0 * (1.0 + p_now / w.noise_p_b) ** w.noise_gamma / batch)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rounds = curve_integral(now, p_now, need, batch) * scale / pred.delta_progress
-        return np.where(pred.delta_progress > 0, rounds * pred.round_time_s, np.inf)
-
-
 def _check_carbon(env: Any, name: str) -> None:
     if not env.decision_view().carbon_known:
         raise ValueError(
@@ -120,11 +89,11 @@ class CarbonGreedy(Policy):
 
     def choose(self, now: DecisionView, masks: np.ndarray) -> int:
         """Index of the prefix to play among ``masks`` (K, N)."""
-        pred = self.env.predict_round(masks, steady_state=True)
-        pace = pred.efficiency  # progress / s now
+        pace = self.env.predict_round(masks, steady_state=True).efficiency  # progress / s
         grams_s = masks @ (np.maximum(now.power_w - now.pv_w, 0.0) * now.grid_g_per_kwh)
-        finish = time_to_target_s(now, masks, pred)
+        remaining = now.progress_needed - now.surrogate_progress
         with np.errstate(divide="ignore", invalid="ignore"):
+            finish = np.where(pace > 0, remaining / pace, np.inf)
             per_progress = np.where(pace > 0, grams_s / pace, np.inf)
         on_time = finish <= time_left_s(now, self.reserve)
         if on_time.any():
@@ -144,7 +113,7 @@ class DeadlineHorizon(Policy):
         self,
         horizon: int = 12,
         margin: float = 0.05,
-        wait_rounds: int = 0,
+        wait_rounds: int = 12,
         reserve: float = TUNED_RESERVE,
         carbon_forecast: str = "yesterday",
     ) -> None:
@@ -198,18 +167,12 @@ class DeadlineHorizon(Policy):
         out = self.env.predict_plan(plans, carbon_forecast=self.carbon_forecast)
         elapsed = out.state.time_s - now.clock_s
         grams = out.state.carbon_g - now.carbon_kg * 1000.0
-        p_end = out.state.progress
-        batch = plans[:, -1].sum(axis=1) * float(now.scenario.workload.site_batch)
-        idle_s = now.scenario.episode.idle_s or now.interval_s
-        training_s = elapsed - idle_s * (~plans.any(axis=2)).sum(axis=1)
+        gained = out.state.progress - now.surrogate_progress
+        remaining = out.progress_needed - now.surrogate_progress
         with np.errstate(divide="ignore", invalid="ignore"):
-            # what is left, at the pace of the plan's training rounds, slowed as the curve says
-            ahead = curve_integral(now, p_end, out.progress_needed, batch) / curve_integral(
-                now, now.surrogate_progress, p_end, batch
-            )
-            trained = p_end > now.surrogate_progress
-            grams = np.where(trained, grams * (1.0 + ahead), np.inf)
-            finish = np.where(trained, elapsed + training_s * ahead, np.inf)
+            scale = np.where(gained > 0, remaining / gained, np.inf)
+            grams = np.where(gained > 0, grams * scale, np.inf)
+            finish = np.where(gained > 0, elapsed * scale, np.inf)
         return np.where(out.success, out.state.carbon_g - now.carbon_kg * 1000.0, grams), np.where(
             out.success, out.state.time_s - now.clock_s, finish
         )
@@ -243,7 +206,10 @@ class FedZeroExcess(Policy):
         score = -grid_g_per_sample(now) + np.where(excess, 1e9, 0.0)
         order = rank_available(score, now.available)[:n_avail]
         masks = prefix_masks(order)[:n_avail]
-        finish = time_to_target_s(now, masks, self.env.predict_round(masks, steady_state=True))
+        pace = self.env.predict_round(masks, steady_state=True).efficiency
+        remaining = now.progress_needed - now.surrogate_progress
+        with np.errstate(divide="ignore", invalid="ignore"):
+            finish = np.where(pace > 0, remaining / pace, np.inf)
         left = time_left_s(now, self.reserve)
         k = int(excess.sum())
         fastest = float(finish.min())

@@ -2,8 +2,8 @@
 
 On the carbon tasks (``PowerTrip-Carbon-v0``, ``PowerTrip-Carbon-Measured-v0``) a policy's cost
 is the episode's grid carbon, plus ``carbon_ref_kg`` if it misses the deadline (the time budget
-from the episode's start; ``references.carbon_cost_kg``). ``carbon_bound_kg`` is a lower bound
-on that cost from the env's current state, the carbon counterpart of
+from the episode's start; ``carbon_references.carbon_cost_kg``). ``carbon_bound_kg`` is a lower
+bound on that cost from the env's current state, the carbon counterpart of
 ``lower_bound.lower_bound_h``: the benchmark brackets every policy's carbon cost between it and
 the clairvoyant ``CarbonOptimiser``. Clairvoyant: it reads the true trace, the episode's jitter
 and, on the measured track, the episode's drawn unknowns (folded into ``future.params``)
@@ -34,21 +34,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from powertrip_env.dynamics import episode_unknowns
-from powertrip_env.dynamics.layout import (
-    C_B0,
-    C_ETA,
-    C_GAMMA,
-    C_LOCAL_STEPS,
-    C_PB,
-    G_PER_J,
-    POWERED,
-    PV_W,
-    RATE,
-    U_NOISE,
-    U_PACE,
-)
 
 CARBON_BOUND = "CarbonBound"
 """The label of the bound's rows in ``carbon_bound_rows``, in the benchmark's frame as in the
@@ -92,8 +77,8 @@ def batch_units_needed(future: Any) -> float:
     A round starting at progress P with global batch B and coverage ``cover`` ≤ 1 teaches
     ``ΔP = L·η·cover / (1 + B_n(P)/B)`` (``dynamics.learning._delta_progress``; L local steps,
     η with the episode's pace, ``B_n(P) = B0·(1 + P/P_B)^γ`` with its noise factor; on the
-    measured track these are folded into ``future.params`` and the state's factors are 1, but
-    they are read from the state all the same). Solved for the batch,
+    measured track these are folded into ``future.params``, whose state's factors are 1).
+    Solved for the batch,
     ``B = ΔP·(B + B_n(P))/(L·η·cover) ≥ ΔP·(b_min + B_n(P))/(L·η)``: a round that teaches
     anything has at least one completing site, so ``B ≥ b_min``, the smallest site batch.
 
@@ -106,16 +91,13 @@ def batch_units_needed(future: Any) -> float:
     monotone integrand whichever way it runs), so it stays a lower bound.
     """
     p, state = future.params, future.state
-    c = p.consts
-    u = episode_unknowns(state)[0]
-    pace, noise = float(u[U_PACE]), float(u[U_NOISE])
     p_now, need = float(state.progress[0]), float(future.progress_needed)
     if not need > p_now:
         return 0.0
-    per_round = c[C_LOCAL_STEPS] * c[C_ETA] * pace  # ΔP as B → ∞ at full coverage
+    per_round = p.local_steps * p.eta_local  # ΔP as B → ∞ at full coverage
 
     def noise_scale(progress: np.ndarray | float) -> Any:
-        return (c[C_B0] * noise) * (1.0 + np.asarray(progress) / c[C_PB]) ** c[C_GAMMA]
+        return p.noise_b0 * (1.0 + np.asarray(progress) / p.noise_p_b) ** p.noise_gamma
 
     b_all = float(np.sum(p.site_batch))
     dp_max = per_round / (1.0 + float(noise_scale(p_now)) / b_all)
@@ -159,10 +141,9 @@ def cells(future: Any) -> tuple[np.ndarray, np.ndarray]:
     span = np.arange(first, last + 1)
     length = np.full(span.shape, iv)
     length[-1] = max(iv, deadline - last * iv)  # past the calendar: the last row goes on
-    table = p.table[span]  # (R, fields, N)
-    samples = table[:, RATE] * length[:, None]
-    grid_w = np.maximum(table[:, POWERED] * p.gpu_wall_w - table[:, PV_W], 0.0)
-    grams = grid_w * table[:, G_PER_J] * length[:, None]
+    samples = p.rate[span] * length[:, None]
+    grid_w = np.maximum(p.powered[span] * p.gpu_wall_w - p.pv_w[span], 0.0)
+    grams = grid_w * p.g_per_j[span] * length[:, None]
     units = samples * (p.site_batch / (p.quota * compute_jitter_min(future)))
     return units, grams
 

@@ -9,9 +9,8 @@ Each reference is named for what it knows, and none is a deployable policy:
   MyopicOptimal and the best fixed set, so it is never slower than any of them.
 * ``lower_bound_h`` (``powertrip_env.baselines.lower_bound``) is no policy at all: a relaxation
   of the time to accuracy that no policy can beat, whatever it knows.
-* On the carbon tasks the objective is the carbon cost (``carbon_cost_kg``: grid carbon, and
-  the price of a missed deadline): ``BestFixedCarbon`` and ``CarbonOptimiser`` are the same
-  searches scored on it, and ``carbon_bound_kg`` (``baselines/carbon_bound.py``) its bound.
+* On the carbon tasks the objective is the carbon cost: ``baselines/carbon_references.py``
+  holds the same searches scored on it, and ``baselines/carbon_bound.py`` its bound.
 
 The gap between ``BestFixedSet`` and ``BeamPlanner`` is a scenario's *sequential headroom*: how
 much a policy can gain by changing sets during an episode rather than choosing one set well.
@@ -26,7 +25,7 @@ jitter, so an episode's references cost a few hundred batched rounds, and throug
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,24 +68,9 @@ class PolicyRun:
     carbon_kg: float = float("nan")  # the episode's grid carbon (NaN: not played to the end)
 
 
-def carbon_cost_kg(params: Any, carbon_g: np.ndarray, success: np.ndarray) -> np.ndarray:
-    """The carbon objective of episodes that ended (``rewards.CarbonCost``'s return times
-    ``−carbon_ref_kg``): their grid carbon in kg, plus ``carbon_ref_kg`` for each that missed the
-    deadline."""
-    return np.asarray(carbon_g) / 1000.0 + params.carbon_ref_kg * ~np.asarray(success, dtype=bool)
-
-
 def _time_cost(params: Any, out: Any) -> np.ndarray:
     """The time objective of plans played to the end: TTA (h), inf for a plan that fails."""
     return np.where(out.success, out.tta_h, np.inf)
-
-
-def _carbon_cost(params: Any, out: Any) -> np.ndarray:
-    """The carbon objective of plans played to the end (``carbon_cost_kg``)."""
-    return carbon_cost_kg(params, out.state.carbon_g, out.success)
-
-
-OBJECTIVES = {"time": _time_cost, "carbon": _carbon_cost}
 
 
 def play_on_copy(env: Any, policy: Policy) -> PolicyRun:
@@ -133,23 +117,6 @@ def best_fixed_set(env: Any) -> PolicyRun:
     rounds = max(int(rounds) - env.decision_view().rounds, 1)
     plan = np.repeat(mask[None, :], rounds, axis=0)
     return PolicyRun("BestFixedSet", plan, float(tta), bool(success))
-
-
-def best_fixed_carbon(env: Any) -> PolicyRun:
-    """The fixed set with the least carbon cost (``carbon_cost_kg``) from the env's current
-    state, as a plan: ``best_fixed_set`` scored on the carbon objective (ties: fewer sites, then
-    the lower candidate index). Every site set for N ≤ 16, else the rankings' prefixes."""
-    future = env.clairvoyant()
-    masks = fixed_set_candidates(env)
-    out = future.simulate(masks)
-    cost = carbon_cost_kg(future.params, out.state.carbon_g, out.success)
-    best = int(np.lexsort((np.arange(masks.shape[0]), masks.sum(axis=1), cost))[0])
-    rounds = max(int(out.state.rounds[best]) - env.decision_view().rounds, 1)
-    plan = np.repeat(masks[best][None, :], rounds, axis=0)
-    return PolicyRun(
-        "BestFixedCarbon", plan, float(out.tta_h[best]), bool(out.success[best]),
-        float(out.state.carbon_g[best]) / 1000.0,
-    )  # fmt: skip
 
 
 def _climb_fixed_set(
@@ -220,18 +187,6 @@ class BestFixedSet(Policy):
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
         return self.mask.copy()
-
-
-class BestFixedCarbon(BestFixedSet):
-    """CLAIRVOYANT YARDSTICK: ``BestFixedSet`` on the carbon objective: the one set whose
-    episode, in hindsight, has the least grid carbon, a missed deadline priced in
-    (``best_fixed_carbon``). The carbon tasks' headroom is its cost over ``CarbonOptimiser``'s."""
-
-    name = "BestFixedCarbon"
-
-    @staticmethod
-    def best(env: Any) -> PolicyRun:
-        return best_fixed_carbon(env)
 
 
 # --------------------------------------------------------------------------- beam search
@@ -442,62 +397,19 @@ class Optimiser(BeamPlanner):
         return plan, tta
 
 
-class CarbonOptimiser(BeamPlanner):
-    """CLAIRVOYANT YARDSTICK: the plan with the least carbon cost found (grid carbon, a missed
-    deadline priced at ``carbon_ref_kg``: ``carbon_cost_kg``), the carbon tasks' optimiser.
-
-    It starts from the complete episodes ``BeamPlanner`` starts from (PowerTrip, MyopicOptimal
-    and every deployable baseline it is given, the carbon rules among them, each played on a
-    copy of the episode) and from the best fixed sets for time and for carbon, takes the
-    cheapest, then improves it with ``Optimiser``'s moves scored on the carbon cost
-    (``improve_plan(objective="carbon")``) while one strictly lowers it. Every plan it keeps is
-    replayed exactly by the env, so its cost is feasible and at most every starting policy's in
-    the same episode: ``reference_never_beaten`` holds by construction. There is no beam: the
-    beam scores children by the time they take, not by what they emit. ``planned_tta_h`` holds
-    the plan's cost (kg), ``starts`` every start's.
-    """
-
-    name = "CarbonOptimiser"
-
-    def __init__(self, *args: Any, iterations: int = 60, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if iterations < 0:
-            raise ValueError(f"CarbonOptimiser: iterations={iterations} must be >= 0")
-        self.iterations = iterations
-        self.improved_kg = 0.0
-
-    def search(self) -> tuple[list[np.ndarray], float]:
-        future = self.env.clairvoyant()
-        self._first_round = int(future.state.rounds[0])
-        runs = [*self.starting_plans(), best_fixed_carbon(self.env)]
-        costs = [_plan_cost(future, run) for run in runs]
-        self.starts = {run.name: cost for run, cost in zip(runs, costs, strict=True)}
-        first = int(np.argmin(costs))  # ties: the earlier in the list
-        plan, cost, self.source = runs[first].masks, costs[first], runs[first].name
-        best, better = improve_plan(self.env, plan, cost, self.iterations, objective="carbon")
-        if better < cost:
-            plan, self.source = best, "local search"
-        self.improved_kg = cost - min(better, cost)
-        return list(plan), min(better, cost)
-
-
-def _plan_cost(future: Any, run: PolicyRun) -> float:
-    """A complete plan's carbon cost: from the episode it came from, else replayed."""
-    if np.isfinite(run.carbon_kg):
-        return float(carbon_cost_kg(future.params, run.carbon_kg * 1000.0, run.success))
-    out = future.simulate(run.masks[None])
-    return float(_carbon_cost(future.params, out)[0])
-
-
 def improve_plan(
-    env: Any, plan: np.ndarray, tta_h: float, iterations: int = 40, objective: str = "time"
+    env: Any,
+    plan: np.ndarray,
+    tta_h: float,
+    iterations: int = 40,
+    cost: Callable[[Any, Any], np.ndarray] = _time_cost,
 ) -> tuple[np.ndarray, float]:
     """CLAIRVOYANT: ``plan`` (R, N), whose TTA from the env's current state is ``tta_h``,
     improved by the moves of ``Optimiser`` while one is strictly faster; (plan, its TTA).
 
-    With ``objective="carbon"``, ``tta_h`` is the plan's carbon cost (``carbon_cost_kg``) and
-    the moves are kept while one strictly lowers it: (plan, its cost)."""
-    cost = OBJECTIVES[objective]
+    ``cost(params, trajectory)`` scores the moves played to the end, lower better (default: the
+    TTA, inf on failure); with another, ``tta_h`` is the plan's value of it
+    (``carbon_references.CarbonOptimiser`` passes the carbon cost)."""
     future = env.clairvoyant()
     rounds_left = future.params.max_rounds - int(future.state.rounds[0])
     for _ in range(iterations):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from powertrip_env.baselines.adaptive import TUNED_OPTIMISM, Adaptive, Informed
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy
 from powertrip_env.baselines.carbon import CarbonGreedy, DeadlineHorizon, FedZeroExcess
+from powertrip_env.baselines.carbon_references import BestFixedCarbon, CarbonOptimiser
 from powertrip_env.baselines.lookahead import TUNED, ForecastMPC, HorizonRule
 from powertrip_env.baselines.policies import (
     AllSites,
@@ -35,13 +36,7 @@ from powertrip_env.baselines.policies import (
     RandomK,
     TopPower,
 )
-from powertrip_env.baselines.references import (
-    BeamPlanner,
-    BestFixedCarbon,
-    BestFixedSet,
-    CarbonOptimiser,
-    Optimiser,
-)
+from powertrip_env.baselines.references import BeamPlanner, BestFixedSet, Optimiser
 
 
 def _myopic(n_sites: int, seed: int) -> Policy:

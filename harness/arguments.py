@@ -45,8 +45,8 @@ from gymnasium.envs.registration import parse_env_id, registry
 
 import powertrip_env
 from powertrip_env.atomic import OutputDirError, check_output_dir
-from powertrip_env.env import is_entry_point
 from powertrip_env.errors import EvaluationError, ScenarioError, TraceError
+from powertrip_env.registrations import is_entry_point
 from powertrip_env.scenario import scenario_names
 
 REGISTERED = "registered"

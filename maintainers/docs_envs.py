@@ -27,7 +27,7 @@ import powertrip_env
 from maintainers import doc_blocks
 from powertrip_env.dynamics import features
 from powertrip_env.env import PowerTripEnv
-from powertrip_env.harness.reports import leaderboard
+from powertrip_env.harness.reports import measures
 from powertrip_env.scenario import Scenario, load_scenario
 from powertrip_env.scenario.sampling import SiteSampler
 from powertrip_env.scenario.types import LearnerConfig
@@ -304,8 +304,8 @@ def board_section(env_id: str, board: str) -> list[str]:
         (i for i in range(start, len(paragraphs)) if paragraphs[i].startswith("**")),
         len(paragraphs),
     )
-    own = [p for p in paragraphs[start:stop] if not p.startswith(leaderboard.TASK_NOTES_START)]
-    starts = (leaderboard.CAPTION_START, leaderboard.TASK_NOTES_START)
+    own = [p for p in paragraphs[start:stop] if not p.startswith(measures.TASK_NOTES_START)]
+    starts = (measures.CAPTION_START, measures.TASK_NOTES_START)
     notes = [p for p in paragraphs if p.startswith(starts)]
     return "\n\n".join([*own, *notes]).splitlines()
 

@@ -45,7 +45,13 @@ from powertrip_env.harness.arguments import (
 )
 from powertrip_env.harness.calibration import fidelity, sensitivity
 from powertrip_env.harness.evaluation.evaluate import evaluate
-from powertrip_env.harness.reports import benchmark, headroom, leaderboard
+from powertrip_env.harness.reports import (
+    benchmark,
+    carbon_track,
+    headroom,
+    leaderboard,
+    measures,
+)
 
 HEADROOM = "headroom"  # the block of the headroom table
 LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite (docs/benchmark.md)
@@ -108,11 +114,11 @@ def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]]) -> 
               for r in board.table.itertuples(index=False)}  # fmt: skip
     rows = [(policy, leaderboard.aggregate_cells(row)) for policy, row in board.ranked()]
     rows += [(policy, ["–", "–", "–"]) for policy in board.left_out]
-    timed = board.measure == leaderboard.TIME
+    timed = board.measure == measures.TIME
     lines = [
-        *(benchmark.bracket_lines(facts) if timed else benchmark.carbon_lines(facts)[:-1]),
+        *(benchmark.bracket_lines(facts) if timed else carbon_track.carbon_lines(facts)[:-1]),
         "",
-        leaderboard.caption(board.zero, board.top, board.measure),
+        measures.caption(board.zero, board.top, board.measure),
         "",
         f"**{leaderboard.aggregate_heading(len(tasks))}, and each task's score**",
         "",
@@ -310,12 +316,12 @@ def _splice_leaderboard(
         on_cost = leaderboard.board(
             scored.assign(tta_h=scored["cost_kg"]),
             benchmark.YARDSTICK,
-            benchmark.CARBON_TOP,
-            measure=leaderboard.CARBON,
+            carbon_track.CARBON_TOP,
+            measure=measures.CARBON,
         )
         pages.splice(CARBON, board_scores(on_cost, {task: facts[task] for task in carbon}))
         here = {task: summary["tasks"][task] for task in carbon}
-        benchmark.tradeoff_of(frame, here, carbon, args.readme.parent / TRADEOFF_FIGURE)
+        carbon_track.tradeoff_of(frame, here, carbon, args.readme.parent / TRADEOFF_FIGURE)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -19,9 +17,9 @@ from powertrip_env.dynamics.features import document_env
 from powertrip_env.engine import Engine, EngineState, EngineViews
 from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.options import configure, learner_arguments
+from powertrip_env.registrations import document_power_data
 from powertrip_env.rewards import RewardFn
-from powertrip_env.scenario import Scenario, scenario_names
-from powertrip_env.scenario.provenance import power_data_sentence
+from powertrip_env.scenario import Scenario
 from powertrip_env.scenario.sampling import SiteSampler, as_sampler
 from powertrip_env.view import DecisionView
 
@@ -53,7 +51,7 @@ class PowerTripEnv(EngineViews, gym.Env):
     when the model reaches its target accuracy; the goal is the shortest time-to-accuracy
     (TTA). Every equation and parameter is in docs/model.md.
 
-    <power data of the registered IDs: powertrip_env.env.document_power_data()>
+    <power data of the registered IDs: powertrip_env.registrations.document_power_data()>
 
     ## Action Space
 
@@ -186,7 +184,7 @@ class PowerTripEnv(EngineViews, gym.Env):
     (`powertrip_env.scenario.sampling.SiteSampler`) on the scenario's job and power data;
     `env.unwrapped.scenario` is the episode's.
 
-    <registered IDs: powertrip_env.env.document_power_data()>
+    <registered IDs: powertrip_env.registrations.document_power_data()>
 
     ## Vectorized environment
 
@@ -444,64 +442,6 @@ class PowerTripEnv(EngineViews, gym.Env):
 
 _FIRST = np.zeros(1, dtype=np.intp)  # the single env's one row
 _TERMINATED, _TRUNCATED = dynamics.R_TERMINATED, dynamics.R_TRUNCATED  # its record's columns
-
-
-POWER_DATA_PLACEHOLDER = (
-    "<power data of the registered IDs: powertrip_env.env.document_power_data()>"
-)
-IDS_PLACEHOLDER = "<registered IDs: powertrip_env.env.document_power_data()>"
-
-
-def is_entry_point(entry_point: Any) -> bool:
-    """Whether a registration's entry point is ``PowerTripEnv``: its ``module:name``, as the
-    package registers it, or the class itself, as a user may."""
-    if callable(entry_point):
-        entry_point = f"{entry_point.__module__}:{entry_point.__qualname__}"
-    return entry_point == f"{__name__}:{PowerTripEnv.__qualname__}"
-
-
-def registered_scenarios() -> list[tuple[str, str, dict[str, Any]]]:
-    """(ID, shipped scenario, other arguments) of every Gymnasium registration of this class
-    on a shipped scenario, in the order they were registered: ``import powertrip_env``
-    registers its IDs before this module can be imported."""
-    from gymnasium.envs.registration import registry
-
-    shipped = scenario_names()
-    found = []
-    for env_id, spec in registry.items():
-        kwargs = dict(spec.kwargs)
-        name = kwargs.pop("scenario", None)
-        if is_entry_point(spec.entry_point) and isinstance(name, str) and name in shipped:
-            found.append((env_id, name, kwargs))
-    return found
-
-
-def document_power_data(doc: str | None) -> str | None:
-    """``doc`` with the registered IDs and which of them run on real power data filled in,
-    from the registry and the data folder's record (``powertrip_env.scenario.provenance``), so
-    that neither list is kept by hand (``None`` stays ``None``: ``python -OO``)."""
-    if doc is None:
-        return None
-    registered = registered_scenarios()
-    ids = (
-        "Registered IDs, each with its scenario: "
-        + ", ".join(
-            f"`{env_id}` (`{name}`" + "".join(f", `{k}={v!r}`" for k, v in kwargs.items()) + ")"
-            for env_id, name, kwargs in registered
-        )
-        + "."
-    )
-    filled = {
-        POWER_DATA_PLACEHOLDER: power_data_sentence([(e, name) for e, name, _ in registered]),
-        IDS_PLACEHOLDER: textwrap.fill(ids, 92, break_on_hyphens=False),
-    }
-    for placeholder, text in filled.items():
-        match = re.search(r"^([ \t]*)" + re.escape(placeholder) + r"$", doc, re.MULTILINE)
-        if match is None:
-            raise ValueError(f"the docstring has no placeholder {placeholder!r}")
-        indented = "\n".join(match.group(1) + line for line in text.splitlines())
-        doc = doc[: match.start()] + indented + doc[match.end() :]
-    return doc
 
 
 # The observation table is declared once, in powertrip_env.dynamics.features; the registered IDs

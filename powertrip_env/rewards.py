@@ -34,7 +34,9 @@ class RewardFn:
             raise NotImplementedError
         return result.record[:, self.column].copy()
 
-    def terms(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> dict[str, np.ndarray]:
+    def terms(
+        self, params: dynamics.SimParams, result: dynamics.RoundResult
+    ) -> dict[str, np.ndarray]:
         """The reward's terms, by name, each (B,): they sum to the reward. The envs report each
         in ``info`` as ``reward_<name>``, so a user can weigh them anew; a reward of one term
         reports none."""
@@ -87,7 +89,9 @@ class CarbonCost(RewardFn):
         parts = self.terms(params, result)
         return parts["carbon"] + parts["deadline"]
 
-    def terms(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> dict[str, np.ndarray]:
+    def terms(
+        self, params: dynamics.SimParams, result: dynamics.RoundResult
+    ) -> dict[str, np.ndarray]:
         record = result.record
         missed = (record[:, dynamics.R_TRUNCATED] > 0.0) & (record[:, dynamics.R_TERMINATED] <= 0.0)
         return {

@@ -18,11 +18,11 @@ import pandas as pd
 import pytest
 
 import powertrip_env
-from powertrip_env.baselines.references import BestFixedCarbon, carbon_cost_kg
+from powertrip_env.baselines.carbon_references import BestFixedCarbon, carbon_cost_kg
 from powertrip_env.baselines.registry import CARBON, make_policy
 from powertrip_env.dynamics.params import CARBON_FORECASTS, carbon_rows
 from powertrip_env.harness.evaluation.evaluate import run_episode
-from powertrip_env.harness.reports import leaderboard
+from powertrip_env.harness.reports import leaderboard, measures
 from powertrip_env.scenario.carbon_data import load_carbon
 from powertrip_env.vector_env import PowerTripVectorEnv
 
@@ -330,11 +330,11 @@ def benchmark_facts(**changes: object) -> dict[str, object]:
 def test_the_carbon_board_labels_and_keys_its_measure() -> None:
     # catches: a carbon board laid out as a time one (mean TTA h, "tta_h" in the JSON), or the
     # measure dropped between board() and the renderings
-    b = leaderboard.board(carbon_frame(), ZERO, TOP, resamples=200, measure=leaderboard.CARBON)
+    b = leaderboard.board(carbon_frame(), ZERO, TOP, resamples=200, measure=measures.CARBON)
     text = leaderboard.to_markdown(b)
     assert "mean carbon cost kg" in text and "mean TTA h" not in text
     assert "worse on carbon cost" in text
-    required = dict.fromkeys(leaderboard.CARBON.facts, 1.0) | {"reference_never_beaten": True}
+    required = dict.fromkeys(measures.CARBON.facts, 1.0) | {"reference_never_beaten": True}
     out = leaderboard.to_json(b, task_facts={ID: required})
     policies = out["tasks"][ID]["policies"]
     assert set(policies) == set(COSTS)
@@ -358,12 +358,12 @@ def test_the_carbon_board_takes_the_facts_the_benchmark_writes() -> None:
     # catches: Measure.facts renaming a fact that has no unit (str.replace("_h", ...) also
     # turns "optimiser_headroom" into "optimiser_kgeadroom"), so that the benchmark's carbon
     # track, whose facts say "optimiser_headroom", could not be written as JSON
-    assert leaderboard.CARBON.facts == (
+    assert measures.CARBON.facts == (
         "optimiser_headroom", "optimum_upper_kg", "optimum_lower_kg", "gap",
         "reference_never_beaten",
     )  # fmt: skip
-    assert leaderboard.TIME.facts == leaderboard.TASK_FACTS
-    b = leaderboard.board(carbon_frame(), ZERO, TOP, resamples=200, measure=leaderboard.CARBON)
+    assert measures.TIME.facts == measures.TASK_FACTS
+    b = leaderboard.board(carbon_frame(), ZERO, TOP, resamples=200, measure=measures.CARBON)
     out = leaderboard.to_json(b, task_facts={ID: benchmark_facts()})
     entry = out["tasks"][ID]
     assert entry["optimum_upper_kg"] == 105.0 and entry["optimiser_headroom"] == 1.2

@@ -15,14 +15,14 @@ import pandas as pd
 import pytest
 
 from powertrip_env.harness.evaluation.statistics import day_bootstrap_ci95, start_days
-from powertrip_env.harness.reports import leaderboard
+from powertrip_env.harness.reports import leaderboard, measures
 from powertrip_env.harness.reports.leaderboard import (
-    TASK_FACTS,
     performance_profile,
     profile_fractions,
     to_json,
     to_markdown,
 )
+from powertrip_env.harness.reports.measures import TASK_FACTS
 from powertrip_env.harness.reports.scores import (
     SCORE_COLUMNS,
     aggregate,
@@ -411,7 +411,7 @@ def test_readme_scores_put_each_task_score_beside_the_aggregate(toy: pd.DataFram
     scores = board_scores(board, facts)
     assert scores.startswith("| task | sites | optimiser headroom |")
     assert "| A-v0 | 4 | 1.250 | 7.50 | 8.00 | 0.062 | True |" in scores
-    assert leaderboard.caption(ZERO, TOP) in scores and leaderboard.caption(ZERO, TOP) in text
+    assert measures.caption(ZERO, TOP) in scores and measures.caption(ZERO, TOP) in text
     rows = _readme_rows(scores)
     assert rows["policy"] == ["mean score [95% CI]", "IQM [95% CI]", "success", "A-v0", "B-v0"]
     assert rows["Greedy"][0].startswith("0.186 [0.014, 0.333]")
@@ -421,7 +421,7 @@ def test_readme_scores_put_each_task_score_beside_the_aggregate(toy: pd.DataFram
     names = list(rows)
     assert names[names.index("policy") + 1 :] == [TOP, "Greedy", ZERO]  # the aggregate's order
     assert "22.250" not in scores and "- mean score:" in scores and "- success:" in scores
-    assert leaderboard.NEVER_FINISHED not in scores + text  # every policy finished
+    assert measures.NEVER_FINISHED not in scores + text  # every policy finished
 
 
 # Two policies that reach the target in no episode: both count at the budget everywhere, so
@@ -448,7 +448,7 @@ def test_the_board_shows_success_and_marks_a_policy_that_never_finished(with_fai
     """A policy with success 0 in every episode is marked beside its score, in the aggregate
     and in each task, and the mark is defined under the tables; one that always finishes shows
     100% (1.0 in the JSON); one that fails on a task only is marked on that task only."""
-    mark = leaderboard.NEVER_FINISHED
+    mark = measures.NEVER_FINISHED
     board = leaderboard.board(with_failures, ZERO, TOP)
     text = to_markdown(board, title="Board")
     agg = {line.split("|")[1].strip(): line for line in text.split("## A-v0")[0].splitlines()
@@ -464,8 +464,8 @@ def test_the_board_shows_success_and_marks_a_policy_that_never_finished(with_fai
     assert f"| Stuck | 40.000 [40.000, 40.000] | {stuck_b:.3f} {mark} | 0% |" in b_table
     assert f"| HalfWay | 40.000 [40.000, 40.000] | -2.000 {mark} | 0% |" in b_table
     assert "| HalfWay | 9.000 [9.000, 9.000] | 0.800 | 100% |" in text.split("## B-v0")[0]
-    assert f"- {leaderboard.NEVER_FINISHED_NOTE}" in text  # under the aggregate
-    assert text.rstrip("\n").endswith(leaderboard.NEVER_FINISHED_NOTE)  # under the tasks
+    assert f"- {measures.NEVER_FINISHED_NOTE}" in text  # under the aggregate
+    assert text.rstrip("\n").endswith(measures.NEVER_FINISHED_NOTE)  # under the tasks
 
     out = to_json(board, task_facts={task: _facts() for task in TOY})
     assert out["aggregate"]["Stuck"]["success"] == 0.0
@@ -485,7 +485,7 @@ def test_the_board_shows_success_and_marks_a_policy_that_never_finished(with_fai
 def test_readme_scores_mark_a_policy_that_never_finished(with_failures) -> None:
     from maintainers.readme_tables import board_scores
 
-    mark = leaderboard.NEVER_FINISHED
+    mark = measures.NEVER_FINISHED
     board = leaderboard.board(with_failures, ZERO, TOP)
     scores = board_scores(board, {task: _facts(n_sites=4) for task in TOY})
     rows = _readme_rows(scores)
@@ -494,7 +494,7 @@ def test_readme_scores_mark_a_policy_that_never_finished(with_failures) -> None:
     assert rows["HalfWay"][2] == "50%" and mark not in "".join(rows["HalfWay"][:4])
     assert rows["HalfWay"][4] == f"-2.000 {mark}"  # B-v0, where it never finished
     assert rows["Greedy"][2] == "100%" and mark not in "".join(rows["Greedy"])
-    assert f"- {leaderboard.NEVER_FINISHED_NOTE}" in scores
+    assert f"- {measures.NEVER_FINISHED_NOTE}" in scores
 
 
 def test_the_board_needs_each_episode_s_success(toy: pd.DataFrame) -> None:
@@ -613,7 +613,7 @@ def test_readme_tables_lays_out_a_finished_run_from_its_data(with_failures, tmp_
     text = readme.read_text(encoding="utf-8")
     scores = readme_tables.board_scores(leaderboard.board(benchmark.scored(frame)), facts)
     assert readme_tables.board_block(markdown) in text and scores in text
-    assert f"| Stuck | 30.000 [30.000, 30.000] | -3.400 {leaderboard.NEVER_FINISHED} | 0% |" in text
+    assert f"| Stuck | 30.000 [30.000, 30.000] | -3.400 {measures.NEVER_FINISHED} | 0% |" in text
     profile = tmp_path / "docs" / "leaderboard-profile.png"
     assert profile.read_bytes() == (run / benchmark.PROFILE).read_bytes()
 
@@ -638,8 +638,8 @@ def test_an_id_page_quotes_its_task_with_the_notes_that_read_it(with_failures) -
         section = "\n".join(board_section(task, block))
         assert "| policy | mean TTA h [95% CI] | score | success |" in section
         assert section.count("| Stuck |") == 1 and "## " not in section
-        assert leaderboard.caption(ZERO, TOP) in section
-        assert section.rstrip().endswith(leaderboard.NEVER_FINISHED_NOTE)
+        assert measures.caption(ZERO, TOP) in section
+        assert section.rstrip().endswith(measures.NEVER_FINISHED_NOTE)
     assert "| HalfWay | 9.000" not in "\n".join(board_section("B-v0", block))  # A's row
 
 
@@ -661,7 +661,7 @@ def test_evaluate_s_summary_marks_a_policy_that_never_finished_as_the_board_does
     order = ["PowerTrip", "Stuck", "Sometimes"]
     text = Evaluation("Toy-v0", "test", episodes, summary_table(episodes, order)).to_markdown()
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line[:2] == "| "}
-    mark = leaderboard.NEVER_FINISHED
+    mark = measures.NEVER_FINISHED
     assert f"| 48.000 {mark} |" in lines["Stuck"] and "| 0% |" in lines["Stuck"]
     assert mark not in lines["Sometimes"] and "| 50% |" in lines["Sometimes"]
     assert mark not in lines["PowerTrip"] and "| 100% |" in lines["PowerTrip"]

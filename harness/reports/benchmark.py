@@ -76,14 +76,11 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines.carbon_bound import CARBON_BOUND, carbon_bound_rows
-from powertrip_env.baselines.references import carbon_cost_kg
 from powertrip_env.baselines.registry import (
     ADAPTIVE,
-    CARBON,
     INFORMED,
     LOOKAHEAD,
     default_policy_names,
-    policy_names,
 )
 from powertrip_env.errors import EvaluationError
 from powertrip_env.harness.arguments import (
@@ -99,11 +96,11 @@ from powertrip_env.harness.arguments import (
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.evaluation.results import YARDSTICK
 from powertrip_env.harness.models.loading import ALGOS, load_model
-from powertrip_env.harness.reports import leaderboard, tradeoff
+from powertrip_env.harness.reports import carbon_track, leaderboard, measures
+from powertrip_env.harness.reports.carbon_track import CARBON_FIXED, CARBON_TOP
 from powertrip_env.harness.reports.headroom import BOUND, bound_holds, bound_rows
 
 TOP = "Optimiser"  # the reference: score 1
-CARBON_TOP, CARBON_FIXED = "CarbonOptimiser", "BestFixedCarbon"  # the carbon track's
 QUICK_EPISODES = 2
 EPISODES, BOARD_MD, BOARD_JSON, PROFILE = (
     "episodes.csv",
@@ -153,7 +150,9 @@ def run_task(
     finally:
         probe.close()
     if carbon:
-        return _carbon_task(env_id, result.episodes, bounds, params, deployable, informed)
+        return carbon_track.carbon_task(
+            env_id, result.episodes, bounds, params, [*deployable, *informed]
+        )
     frame = result.episodes[["policy", "episode", "start_time", "tta_h", "success"]].copy()
     starts = frame.loc[frame["policy"] == YARDSTICK, ["episode", "start_time"]]
     bounds = bounds[["policy", "episode", "tta_h", "success"]].merge(starts, on="episode")
@@ -176,43 +175,6 @@ def run_task(
     }
     if measured:
         facts.update(room_chain(mean))
-    return frame, facts
-
-
-def _carbon_task(
-    env_id: str,
-    played: pd.DataFrame,
-    bounds: pd.DataFrame,
-    params: Any,
-    deployable: Sequence[str],
-    informed: Sequence[str],
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A carbon task's frame and facts: ``run_task``'s, scored on the carbon cost
-    (``cost_kg``: grid carbon, and the price of a missed deadline), bracketed by
-    ``CarbonOptimiser`` and ``carbon_bound_kg``."""
-    frame = played[["policy", "episode", "start_time", "tta_h", "success", "carbon_kg"]].copy()
-    frame["cost_kg"] = carbon_cost_kg(params, frame["carbon_kg"] * 1000.0, frame["success"])
-    starts = frame.loc[frame["policy"] == YARDSTICK, ["episode", "start_time"]]
-    bounds = bounds[["policy", "episode", "cost_kg"]].merge(starts, on="episode")
-    bounds["success"] = True  # as the time bound's rows: it plays no round
-    frame = pd.concat([frame, bounds], ignore_index=True)
-    frame.insert(0, "task", env_id)
-    cost = frame.pivot(index="episode", columns="policy", values="cost_kg")
-    mean = cost.mean()
-    rules = [*deployable, *informed]
-    facts = {
-        "track": "carbon",
-        "optimiser_headroom": float(mean[CARBON_FIXED] / mean[CARBON_TOP]),
-        "optimum_upper_kg": float(mean[CARBON_TOP]),
-        "optimum_lower_kg": float(mean[CARBON_BOUND]),
-        "gap": float(mean[CARBON_TOP] / mean[CARBON_BOUND]),
-        "reference_never_beaten": bool((cost[CARBON_TOP] <= cost[rules].min(axis=1) + 1e-9).all()),
-        "bound_holds": bound_holds(cost, CARBON_BOUND),
-        "episodes": int(cost.shape[0]),
-        "n_sites": int(params.n_sites),
-        "deadline_h": float(params.time_budget_s / 3600.0),
-        "carbon_ref_kg": float(params.carbon_ref_kg),
-    }
     return frame, facts
 
 
@@ -311,34 +273,6 @@ def bracket_lines(facts: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
-def carbon_lines(facts: dict[str, dict[str, Any]]) -> list[str]:
-    """The carbon tasks' facts (deadline, headroom on the carbon cost, the bracket), one row
-    each; none when no carbon task ran."""
-    rows = [(task, f) for task, f in facts.items() if f.get("track") == "carbon"]
-    if not rows:
-        return []
-    lines = [
-        "| task | sites | deadline (h) | optimiser headroom | optimum ≥ (kg) | optimum ≤ (kg) "
-        "| gap | never beaten |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for task, f in rows:
-        lines.append(
-            f"| {task} | {f['n_sites']} | {f['deadline_h']:.1f} | {f['optimiser_headroom']:.3f} "
-            f"| {f['optimum_lower_kg']:.1f} | {f['optimum_upper_kg']:.1f} | {f['gap']:.3f} | "
-            f"{f['reference_never_beaten']} |"
-        )
-    return [
-        *lines,
-        "",
-        f"The carbon track is scored on the carbon cost: grid carbon (kg CO2eq), plus "
-        f"carbon_ref_kg for an episode that misses the deadline. optimiser headroom = "
-        f"{CARBON_FIXED} / {CARBON_TOP}; optimum ≤ is {CARBON_TOP}'s feasible plan, optimum ≥ "
-        "the carbon lower bound (carbon_bound_kg).",
-        "",
-    ]
-
-
 def chain_lines(facts: dict[str, dict[str, Any]]) -> list[str]:
     """The measured tasks' room chains (``room_chain``), one row each; none on the known track."""
     rows = [(task, f) for task, f in facts.items() if f.get("track") == "measured"]
@@ -373,13 +307,13 @@ def report(
     """The Markdown leaderboard (bracket table first) and the JSON object, both laid out from
     one ``leaderboard.Board`` of the scored episodes (``board``, or one made here), so its
     bootstraps run once."""
-    lines = [*bracket_lines(facts), "", *chain_lines(facts), *carbon_lines(facts)]
+    lines = [*bracket_lines(facts), "", *chain_lines(facts), *carbon_track.carbon_lines(facts)]
     summary: dict[str, Any] = {}
     for track, tasks in tracks(facts).items():
         part = scored(episodes[episodes["task"].isin(tasks)])
         if track == "carbon":  # scored on the carbon cost, which the board reads as its measure
             part = part.assign(tta_h=part["cost_kg"])
-            here = leaderboard.board(part, YARDSTICK, CARBON_TOP, measure=leaderboard.CARBON)
+            here = leaderboard.board(part, YARDSTICK, CARBON_TOP, measure=measures.CARBON)
         elif board is None or track != "known":
             here = leaderboard.board(part, YARDSTICK, TOP)
         else:
@@ -429,23 +363,7 @@ def write_run(folder: Path, episodes: pd.DataFrame, markdown: str, summary: dict
         chain_figure(chains, folder / CHAIN)
     carbon = tracks(summary["tasks"]).get("carbon")
     if carbon:
-        tradeoff_of(episodes, summary["tasks"], carbon, folder / TRADEOFF)
-
-
-def tradeoff_of(
-    episodes: pd.DataFrame, facts: dict[str, dict[str, Any]], tasks: Sequence[str], path: Path
-) -> None:
-    """The carbon tasks' trade-off (``tradeoff.tradeoff_figure``): every policy's mean TTA
-    against its mean grid carbon, the references' Pareto front marked (the time optimiser at
-    one end, the carbon optimiser at the other), the deadline drawn."""
-    part = scored(episodes[episodes["task"].isin(tasks)])
-    means = tradeoff.means_of(part[["task", "policy", "episode", "tta_h", "carbon_kg", "success"]])
-    means["deadline_h"] = means["task"].map({task: facts[task]["deadline_h"] for task in tasks})
-    named = {YARDSTICK, *LOOKAHEAD, *CARBON, "AllSites", "FedZeroLike"}
-    rules = {name for task in tasks for name in policy_names(facts[task]["n_sites"])}
-    # the rules worth a name, and every agent (a --model: no rule's name)
-    label = [name for name in pd.unique(means["policy"]) if name in named or name not in rules]
-    tradeoff.tradeoff_figure(means, path, [TOP, CARBON_FIXED, CARBON_TOP], label=label)
+        carbon_track.tradeoff_of(episodes, summary["tasks"], carbon, folder / TRADEOFF)
 
 
 def profiled(episodes: pd.DataFrame, facts: dict[str, dict[str, Any]]) -> pd.DataFrame:

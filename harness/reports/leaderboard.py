@@ -21,12 +21,18 @@ import numpy as np
 import pandas as pd
 
 from powertrip_env.harness.evaluation.results import (
-    NEVER_FINISHED,
     YARDSTICK,
     never_finished,
     never_finished_mark,
 )
 from powertrip_env.harness.evaluation.statistics import BOOTSTRAP_RESAMPLES
+from powertrip_env.harness.reports.measures import (
+    TASK_NOTES_START,
+    TIME,
+    Measure,
+    caption,
+    never_note,
+)
 from powertrip_env.harness.reports.scores import (
     TOP,
     aggregate,
@@ -34,38 +40,6 @@ from powertrip_env.harness.reports.scores import (
     per_task_table,
 )
 from powertrip_env.render import agg_figure, save_png
-
-TASK_FACTS = ("optimiser_headroom", "optimum_upper_h", "optimum_lower_h", "gap",
-              "reference_never_beaten")  # fmt: skip
-"""The per-task facts ``to_json`` requires from its caller, the last a bool, the others floats
-(on a board of another measure, the bracket's keys end in its unit: ``Measure.facts``)."""
-
-
-@dataclass(frozen=True)
-class Measure:
-    """What a board's tasks are scored on: lower is better, and a score is a share of the gap
-    between the zero's mean and the top's. Its ``name`` and ``unit`` label the tables, ``key``
-    names each policy's mean in the JSON, and ``failed`` says what a failed episode counts."""
-
-    name: str
-    unit: str
-    key: str
-    failed: str
-
-    @property
-    def facts(self) -> tuple[str, ...]:
-        return tuple(f"{k[:-2]}_{self.unit}" if k.endswith("_h") else k for k in TASK_FACTS)
-
-
-TIME = Measure("TTA", "h", "tta_h", "a failed episode counts at the time budget")
-CARBON = Measure(
-    "carbon cost",
-    "kg",
-    "cost_kg",
-    "a failed episode counts its grid carbon plus the price of the missed deadline "
-    "([episode] carbon_ref_kg)",
-)
-"""The carbon tasks' measure (``rewards.CarbonCost``'s return times −carbon_ref_kg)."""
 
 # Thresholds τ of the performance profile: from "much slower than PowerTrip" (−1: as far below
 # PowerTrip as the plan is above it) to "half the headroom again beyond the plan" (1.5).
@@ -145,23 +119,6 @@ def performance_profile(
 
 
 # --------------------------------------------------------------------------- the board
-
-
-NEVER_FINISHED_NOTE = (
-    f"{NEVER_FINISHED} never finished: no episode reached the target accuracy (in the aggregate: "
-    "on any task; in a task's table or column: on that task), so every one counted at the time "
-    "budget; the score is an upper bound on the policy's, and policies marked so tie at the "
-    "budget, not on merit."
-)
-"""What the mark means, under every table that may carry it: a failed episode counts at the
-time budget, so policies that never finish get the same score, which is not a tie."""
-
-CAPTION_START = "Normalised score per task"
-"""How the board's caption begins (what 0 and 1 are), which pages that quote a task's table
-pick up with it (``maintainers.docs_envs``)."""
-
-TASK_NOTES_START = "Mean TTA intervals"
-"""How the notes under the tasks' tables begin, picked up the same way."""
 
 
 @dataclass(frozen=True)
@@ -297,29 +254,6 @@ def aggregate_cells(row: Mapping[str, Any]) -> list[str]:
         f"{_cell(row['iqm'])} {_interval(*row['iqm_ci95'])}",
         f"{row['success']:.0%}",
     ]
-
-
-def never_note(measure: Measure) -> str:
-    """What the never-finished mark means on a board of ``measure``: on time, such policies tie
-    at the budget; on another measure a miss is priced, so their scores still rank them."""
-    if measure == TIME:
-        return NEVER_FINISHED_NOTE
-    return (
-        f"{NEVER_FINISHED} never finished: no episode reached the target accuracy in time; "
-        f"{measure.failed}."
-    )
-
-
-def caption(zero: str, top: str, measure: Measure = TIME) -> str:
-    """What a normalised score is: a score means nothing without its ends."""
-    m = measure.name
-    worse = "slower" if measure == TIME else f"worse on {m}"
-    return (
-        f"{CAPTION_START}: 0 = {zero}, 1 = {top} (the optimiser's feasible plan); higher is "
-        f"better, above 1 beats the plan, below 0 is {worse} than {zero}. Score = (mean {m} of "
-        f"{zero} − mean {m} of the policy) / (mean {m} of {zero} − mean {m} of {top}) over the "
-        "task's paired episodes."
-    )
 
 
 def aggregate_heading(n_tasks: int) -> str:

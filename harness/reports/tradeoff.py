@@ -293,10 +293,8 @@ def tradeoff_figure(
     ``references`` or ``label`` that no task has (a misspelt reference would draw no front).
     """
     _check_means(means, references, label)
-    from matplotlib.lines import Line2D
-
     refs = {str(name) for name in references}
-    extra = set() if label is None else {str(name) for name in label}
+    extra = None if label is None else {str(name) for name in label}
     frame = means.assign(policy=means["policy"].astype(str))
     tasks = list(dict.fromkeys(frame["task"]))
     ncols = min(len(tasks), 2)
@@ -305,47 +303,66 @@ def tradeoff_figure(
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[len(tasks) :]:
         ax.set_axis_off()
-    to_name: list[tuple[Any, pd.DataFrame, pd.DataFrame]] = []
-    for ax, task in zip(axes, tasks, strict=False):
-        sub = frame[frame["task"] == task]
-        deadline = float(sub["deadline_h"].iloc[0])
-        is_ref = sub["policy"].isin(refs).to_numpy()
-        finished = sub["success"].to_numpy(dtype=np.float64) >= 1.0
-        for ref, marker, colour, size in ((False, "o", POLICY_COLOUR, 22),
-                                          (True, "D", REFERENCE_COLOUR, 26)):  # fmt: skip
-            for done in (True, False):
-                rows = sub[(is_ref == ref) & (finished == done)]
-                ax.scatter(
-                    rows["tta_h"], rows["carbon_kg"], s=size, marker=marker, linewidths=1.0,
-                    facecolors=colour if done else "none", edgecolors=colour, zorder=3,
-                )  # fmt: skip
-        front = pareto_front(sub[is_ref]) if is_ref.any() else sub.iloc[:0]
-        if len(front):
-            ax.step(front["tta_h"], front["carbon_kg"], where="post", color=REFERENCE_COLOUR,
-                    lw=1.2, alpha=0.8, zorder=2)  # fmt: skip
-            ax.scatter(front["tta_h"], front["carbon_kg"], s=90, marker="o", facecolors="none",
-                       edgecolors=REFERENCE_COLOUR, linewidths=1.0, zorder=2)  # fmt: skip
-        ax.axvline(deadline, color=DEADLINE_COLOUR, ls="--", lw=1.0, zorder=1)
-        ax.text(deadline, 0.99, " deadline", transform=ax.get_xaxis_transform(), ha="left",
-                va="top", fontsize=7, color=DEADLINE_COLOUR)  # fmt: skip
-        ax.set_xlim(*_limits(np.append(sub["tta_h"].to_numpy(dtype=np.float64), deadline),
-                             (0.08, 0.2)))  # fmt: skip
-        ax.set_ylim(*_limits(sub["carbon_kg"].to_numpy(dtype=np.float64), (0.1, 0.12)))
-        ax.set_title(str(task), fontsize=9)
-        ax.set_xlabel("mean time to accuracy (h)", fontsize=8)
-        ax.set_ylabel("mean grid carbon (kg CO₂e)", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-        # the most telling names first, so they get the free places: references, then the
-        # panel's front, then the asked-for ones
-        named = list(sub.loc[is_ref, "policy"]) + list(front["policy"])
-        named += list(pareto_front(sub)["policy"])
-        if label is None and len(sub) <= LABEL_ALL_UP_TO:
-            named += list(sub["policy"])
-        named += [p for p in sub["policy"] if p in extra]
-        order = list(dict.fromkeys(named))
-        to_name.append((ax, sub.set_index("policy").loc[order].reset_index(), sub))
-    handles = [
+    to_name = [
+        _panel(ax, str(task), frame[frame["task"] == task], refs, extra)
+        for ax, task in zip(axes, tasks, strict=False)
+    ]
+    fig.legend(handles=_legend(), loc="outside lower center", ncols=3, fontsize=7, frameon=False)
+    fig.canvas.draw()  # the layout, final before the names are placed in pixels
+    for ax, named, sub in to_name:
+        _place_labels(fig, ax, named, sub)
+    save_png(fig, path)
+
+
+def _panel(
+    ax: Any, task: str, sub: pd.DataFrame, refs: set[str], extra: set[str] | None
+) -> tuple[Any, pd.DataFrame, pd.DataFrame]:
+    """One task's panel (``tradeoff_figure``): its points, the references' front and the
+    deadline; returns what ``_place_labels`` names in it, the most telling first."""
+    deadline = float(sub["deadline_h"].iloc[0])
+    is_ref = sub["policy"].isin(refs).to_numpy()
+    finished = sub["success"].to_numpy(dtype=np.float64) >= 1.0
+    for ref, marker, colour, size in ((False, "o", POLICY_COLOUR, 22),
+                                      (True, "D", REFERENCE_COLOUR, 26)):  # fmt: skip
+        for done in (True, False):
+            rows = sub[(is_ref == ref) & (finished == done)]
+            ax.scatter(
+                rows["tta_h"], rows["carbon_kg"], s=size, marker=marker, linewidths=1.0,
+                facecolors=colour if done else "none", edgecolors=colour, zorder=3,
+            )  # fmt: skip
+    front = pareto_front(sub[is_ref]) if is_ref.any() else sub.iloc[:0]
+    if len(front):
+        ax.step(front["tta_h"], front["carbon_kg"], where="post", color=REFERENCE_COLOUR,
+                lw=1.2, alpha=0.8, zorder=2)  # fmt: skip
+        ax.scatter(front["tta_h"], front["carbon_kg"], s=90, marker="o", facecolors="none",
+                   edgecolors=REFERENCE_COLOUR, linewidths=1.0, zorder=2)  # fmt: skip
+    ax.axvline(deadline, color=DEADLINE_COLOUR, ls="--", lw=1.0, zorder=1)
+    ax.text(deadline, 0.99, " deadline", transform=ax.get_xaxis_transform(), ha="left",
+            va="top", fontsize=7, color=DEADLINE_COLOUR)  # fmt: skip
+    ax.set_xlim(*_limits(np.append(sub["tta_h"].to_numpy(dtype=np.float64), deadline),
+                         (0.08, 0.2)))  # fmt: skip
+    ax.set_ylim(*_limits(sub["carbon_kg"].to_numpy(dtype=np.float64), (0.1, 0.12)))
+    ax.set_title(task, fontsize=9)
+    ax.set_xlabel("mean time to accuracy (h)", fontsize=8)
+    ax.set_ylabel("mean grid carbon (kg CO₂e)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    # the most telling names first, so they get the free places: references, then the
+    # panel's front, then the asked-for ones
+    named = list(sub.loc[is_ref, "policy"]) + list(front["policy"])
+    named += list(pareto_front(sub)["policy"])
+    if extra is None and len(sub) <= LABEL_ALL_UP_TO:
+        named += list(sub["policy"])
+    named += [p for p in sub["policy"] if extra and p in extra]
+    order = list(dict.fromkeys(named))
+    return ax, sub.set_index("policy").loc[order].reset_index(), sub
+
+
+def _legend() -> list[Any]:
+    """The figure's legend: what each kind of mark and line means."""
+    from matplotlib.lines import Line2D
+
+    return [
         Line2D([], [], ls="", marker="o", color=POLICY_COLOUR, markersize=5,
                label="policy: in time in every episode"),
         Line2D([], [], ls="", marker="o", markerfacecolor="none", color=POLICY_COLOUR,
@@ -356,8 +373,3 @@ def tradeoff_figure(
                markersize=8, label="references' Pareto front"),
         Line2D([], [], color=DEADLINE_COLOUR, ls="--", lw=1.0, label="deadline"),
     ]  # fmt: skip
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=7, frameon=False)
-    fig.canvas.draw()  # the layout, final before the names are placed in pixels
-    for ax, named, sub in to_name:
-        _place_labels(fig, ax, named, sub)
-    save_png(fig, path)

@@ -68,6 +68,8 @@ class SimParams:
     # (rows, N) GPUs each site can power, and their samples/s: views of ``table``
     powered: np.ndarray = field(init=False, repr=False)
     rate: np.ndarray = field(init=False, repr=False)
+    pv_w: np.ndarray = field(init=False, repr=False)  # (rows, N) on-site PV output (W)
+    g_per_j: np.ndarray = field(init=False, repr=False)  # (rows, N) grid carbon (g/J; 0: none)
     # per site, (N,): the rows of ``site`` (layout.SITE_FIELDS has their meaning), as views
     gpu_count: np.ndarray = field(init=False, repr=False)
     gpu_wall_w: np.ndarray = field(init=False, repr=False)
@@ -121,6 +123,8 @@ class SimParams:
         rows = self.table.shape[0] - 1
         put(self, "powered", self.table[:rows, POWERED])
         put(self, "rate", self.table[:rows, RATE])
+        put(self, "pv_w", self.table[:rows, PV_W])
+        put(self, "g_per_j", self.table[:rows, G_PER_J])
         for slot, name in enumerate(SITE_FIELDS):
             put(self, name, self.site[slot])
         for slot, name in enumerate(CONSTS):
@@ -399,7 +403,7 @@ def carbon_rows(params: SimParams, row: int, rows: int, carbon_forecast: str) ->
         )
     ahead = np.arange(rows)
     source = np.full(rows, row, dtype=np.intp)
-    day = int(round(24.0 * S_PER_H / params.interval_s))
+    day = round(24.0 * S_PER_H / params.interval_s)
     if carbon_forecast == "yesterday" and row >= day:
         # row + h's same hour on the latest day already past: h - day * ceil(h / day) <= 0
         source[1:] = row + ahead[1:] - day * -(-ahead[1:] // day)
