@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
+from powertrip_env import registrations
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.scenario import Scenario, load_scenario, scenario_names
 from powertrip_env.scenario.types import DEFAULT_MAX_ROUNDS
@@ -71,7 +72,7 @@ SAMPLED_ENV_IDS: dict[str, tuple[str, int]] = {"PowerTrip-Random-v0": ("default"
 MAX_EPISODE_STEPS = DEFAULT_MAX_ROUNDS  # as the simulation's own limit
 # Where Gymnasium finds the environments; tools compare registry entries against these to tell
 # PowerTrip IDs (including a user's own registrations) from other environments.
-ENTRY_POINT = "powertrip_env.env:PowerTripEnv"
+ENTRY_POINT = registrations.ENTRY_POINT
 VECTOR_ENTRY_POINT = "powertrip_env.vector_env:PowerTripVectorEnv"
 
 for _env_id, _scenario in ENV_IDS.items():

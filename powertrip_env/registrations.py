@@ -9,9 +9,11 @@ import re
 import textwrap
 from typing import Any
 
-import powertrip_env
 from powertrip_env.scenario import scenario_names
 from powertrip_env.scenario.provenance import power_data_sentence
+
+ENTRY_POINT = "powertrip_env.env:PowerTripEnv"
+"""Where Gymnasium finds the environment (``powertrip_env.ENTRY_POINT``)."""
 
 POWER_DATA_PLACEHOLDER = (
     "<power data of the registered IDs: powertrip_env.registrations.document_power_data()>"
@@ -24,7 +26,7 @@ def is_entry_point(entry_point: Any) -> bool:
     package registers it, or the class itself, as a user may."""
     if callable(entry_point):
         entry_point = f"{entry_point.__module__}:{entry_point.__qualname__}"
-    return entry_point == powertrip_env.ENTRY_POINT
+    return entry_point == ENTRY_POINT
 
 
 def registered_scenarios() -> list[tuple[str, str, dict[str, Any]]]:

@@ -234,3 +234,42 @@ def test_readme_tables_fills_the_measured_block_from_a_run_of_both_tracks(tmp_pa
     scores = text.split("<!-- results:leaderboard-scores -->")[1].split("<!-- /results")[0]
     assert "AdaptiveMPC" not in scores and "M-v0" not in scores
     assert (tmp_path / readme_tables.CHAIN_FIGURE).is_file()
+
+
+# The carbon track, as users run it: two episodes of each policy and the three references on the
+# carbon flagship (about 40 s of CPU): CI's slow stage.
+@pytest.mark.slow
+def test_the_carbon_track_is_scored_on_its_own_objective(tmp_path, capsys) -> None:
+    from maintainers import readme_tables
+
+    out = tmp_path / "bench"
+    argv = ["--env", "PowerTrip-Carbon-v0", "--quick", "--out", str(out), "--no-progress"]
+    assert benchmark.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    task = summary["tasks"]["PowerTrip-Carbon-v0"]
+    assert task["track"] == "carbon" and summary["normaliser"]["top"] == "CarbonOptimiser"
+    assert task["reference_never_beaten"] is True and task["bound_holds"] is True
+    assert task["optimum_lower_kg"] <= task["optimum_upper_kg"]
+    assert task["deadline_h"] == 36.7 and task["carbon_ref_kg"] == 1000.0
+    policies = task["policies"]
+    assert {"CarbonGreedy", "DeadlineHorizon", "FedZeroExcess", "Optimiser"} <= set(policies)
+    assert all("cost_kg" in row and "tta_h" not in row for row in policies.values())
+    assert policies["CarbonOptimiser"]["cost_kg"] == pytest.approx(task["optimum_upper_kg"])
+    # the cost is the episodes' grid carbon, a miss priced at carbon_ref_kg
+    episodes, facts, saved = benchmark.read_run(out)
+    rows = episodes[episodes["policy"] == "AllSites"]
+    cost = rows["carbon_kg"] + 1000.0 * ~rows["success"].astype(bool)
+    assert policies["AllSites"]["cost_kg"] == pytest.approx(cost.mean())
+    assert benchmark.report(episodes, facts)[1] == saved
+    assert (out / "tradeoff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # readme-tables lays the carbon board out from the finished run, and draws its figure
+    readme = tmp_path / "README.md"
+    blocks = ("leaderboard", "leaderboard-scores", "leaderboard-carbon")
+    text = "".join(f"<!-- results:{b} -->\nold\n<!-- /results:{b} -->\n" for b in blocks)
+    readme.write_text(text)
+    argv = ["--readme", str(readme), "--tables", "leaderboard", "--leaderboard-from", str(out)]
+    assert readme_tables.main(argv) == 0
+    text = readme.read_text()
+    assert "| PowerTrip-Carbon-v0 | 6 | 36.7 |" in text and "mean carbon cost" in text
+    assert text.count("old") == 2  # the known track's blocks: it did not run
+    assert (tmp_path / "docs" / "carbon-tradeoff.png").is_file()

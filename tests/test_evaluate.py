@@ -511,7 +511,7 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
 
     monkeypatch.chdir(tmp_path)
     names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard",
-             "leaderboard-scores", "leaderboard-measured")  # fmt: skip
+             "leaderboard-scores", "leaderboard-measured", "leaderboard-carbon")  # fmt: skip
     blocks = {name: f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n"
               for name in names}  # fmt: skip
     starts = ["2022-06-28T03:00:00Z", "2022-06-29T03:00:00Z"]

@@ -25,6 +25,11 @@ the trace, so a clairvoyant plan replays exactly):
   ``learnable_room``, best adaptive / informed;
 * each ``--model`` (a saved agent, as ``powertrip_env.harness.evaluation.evaluate`` loads it).
 
+The carbon track's tasks (``powertrip_env.CARBON_SUITE_IDS``, run last) are scored on the carbon
+cost instead of the TTA (``harness/reports/carbon_track.py``): their deployable baselines gain the
+carbon rules, their references are ``BestFixedCarbon``, ``CarbonOptimiser`` (score 1) and the
+time ``Optimiser``, their bound ``carbon_bound_kg``, and the run draws ``tradeoff.png``.
+
 Scores are normalised per task, 0 = PowerTrip and 1 = the optimiser's feasible plan
 (``powertrip_env.harness.reports.leaderboard``), and aggregated over each track's tasks as a mean
 and an interquartile mean with bootstrap intervals that resample start days within each task;
@@ -32,9 +37,10 @@ beside each score is the share of episodes that reached the target, since a poli
 does counts at the time budget everywhere and shares its score with every other such policy.
 Each track has its own board: the adaptive baselines run only on the measured one. It writes
 ``episodes.csv`` (the bound's rows included), ``leaderboard.md``, ``leaderboard.json``,
-``profile.png`` (a performance profile) and, when measured tasks ran, ``chain.png`` (their room
-chains) to ``--out`` as one set, prints the Markdown, and prints as its last line the JSON object
-of ``leaderboard.json``::
+``profile.png`` (a performance profile), when measured tasks ran ``chain.png`` (their room
+chains) and when carbon tasks ran ``tradeoff.png`` to ``--out`` as one set, prints the
+Markdown, and prints as its last line the JSON object of ``leaderboard.json`` (a carbon task's
+bracket keys end in ``_kg``, its policies carry ``cost_kg``)::
 
     {"tasks": {"<ID>": {"track", "optimiser_headroom", "optimum_upper_h", "optimum_lower_h",
                         "gap", "reference_never_beaten", "bound_holds", "episodes", "n_sites",
