@@ -34,6 +34,8 @@ from powertrip_env.baselines.base import Policy, _mask, prefix_masks, rank_avail
 from powertrip_env.baselines.candidates import pool_of
 from powertrip_env.view import DecisionView
 
+_J_PER_KWH = 3.6e6  # the view gives intensities per kWh, power in watts
+
 # The share of the time left that a rule keeps in reserve against its predicted pace being
 # optimistic (the progress per round falls as training goes on, and forecasts err). Tuned on
 # PowerTrip-Carbon-v0's 20 first train episodes (docs/carbon.md has the sweep over 0, 0.05, 0.1
@@ -41,13 +43,17 @@ from powertrip_env.view import DecisionView
 TUNED_RESERVE = 0.0
 
 
+def grid_g_per_s(now: DecisionView) -> np.ndarray:
+    """(N,) grams of grid carbon per second at each site now, busy: its powered GPUs' draw above
+    its PV output (which is used first), at its zone's intensity (docs/model.md, "Carbon")."""
+    return np.maximum(now.power_w - now.pv_w, 0.0) * now.grid_g_per_kwh / _J_PER_KWH
+
+
 def grid_g_per_sample(now: DecisionView) -> np.ndarray:
-    """(N,) grams of grid carbon per sample at each site now: its powered GPUs' draw above its
-    PV, at its zone's intensity, over the samples per second they compute (inf where nothing is
-    powered)."""
-    grid_w = np.maximum(now.power_w - now.pv_w, 0.0)
+    """(N,) grams of grid carbon per sample at each site now: ``grid_g_per_s`` over the samples
+    per second its powered GPUs compute (inf where nothing is powered)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(now.rate > 0, grid_w * now.grid_g_per_kwh / 3.6e6 / now.rate, np.inf)
+        return np.where(now.rate > 0, grid_g_per_s(now) / now.rate, np.inf)
 
 
 def time_left_s(now: DecisionView, reserve: float) -> float:
@@ -90,7 +96,7 @@ class CarbonGreedy(Policy):
     def choose(self, now: DecisionView, masks: np.ndarray) -> int:
         """Index of the prefix to play among ``masks`` (K, N)."""
         pace = self.env.predict_round(masks, steady_state=True).efficiency  # progress / s
-        grams_s = masks @ (np.maximum(now.power_w - now.pv_w, 0.0) * now.grid_g_per_kwh)
+        grams_s = masks @ grid_g_per_s(now)
         remaining = now.progress_needed - now.surrogate_progress
         with np.errstate(divide="ignore", invalid="ignore"):
             finish = np.where(pace > 0, remaining / pace, np.inf)
@@ -199,9 +205,7 @@ class FedZeroExcess(Policy):
         n_avail = int(now.available.sum())
         if n_avail == 0:
             return np.zeros(now.n_sites, dtype=np.int8)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            covered = now.pv_w >= self.pv_share * now.power_w
-        excess = covered & now.available
+        excess = (now.pv_w >= self.pv_share * now.power_w) & now.available
         # the excess sites first, then the others by the grid carbon of a sample
         score = -grid_g_per_sample(now) + np.where(excess, 1e9, 0.0)
         order = rank_available(score, now.available)[:n_avail]

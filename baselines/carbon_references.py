@@ -4,9 +4,9 @@ for a missed deadline, ``rewards.CarbonCost``'s return in kilograms).
 
 * ``BestFixedCarbon`` knows the whole episode in hindsight and plays the one site set of least
   carbon cost.
-* ``CarbonOptimiser`` starts from the complete episodes of the deployable baselines and the best
-  fixed sets, and improves the cheapest with the ``Optimiser``'s moves: the carbon tasks'
-  normaliser, never beaten by a shipped policy.
+* ``CarbonOptimiser`` starts from the complete episodes of the deployable baselines, the best
+  fixed sets and idling to the deadline, and improves the cheapest with the ``Optimiser``'s
+  moves: the carbon tasks' normaliser, never beaten by a shipped policy.
 
 ``baselines/carbon_bound.py`` bounds them from below. Neither is a deployable policy.
 """
@@ -34,8 +34,23 @@ def carbon_cost_kg(params: Any, carbon_g: np.ndarray, success: np.ndarray) -> np
 
 
 def _carbon_cost(params: Any, out: Any) -> np.ndarray:
-    """The carbon objective of plans played to the end (``carbon_cost_kg``)."""
-    return carbon_cost_kg(params, out.state.carbon_g, out.success)
+    """The carbon objective of plans played to the end (``carbon_cost_kg``); inf for a plan whose
+    episode had not ended when its rounds ran out, whose cost the env would not reproduce (it
+    goes on playing the last set)."""
+    return np.where(out.ended, carbon_cost_kg(params, out.state.carbon_g, out.success), np.inf)
+
+
+def idle_plan(env: Any) -> PolicyRun:
+    """No site in any round from the env's current state to the deadline, as a plan: it emits
+    what the sites already joined draw while they wait, if anything, and misses. It is the cheapest
+    plan where the deadline is out of reach, so the carbon references start from it too."""
+    future = env.clairvoyant()
+    out = future.simulate(np.zeros((1, env.n_sites), dtype=bool))
+    rounds = max(int(out.state.rounds[0]) - env.decision_view().rounds, 1)
+    return PolicyRun(
+        "Idle", np.zeros((rounds, env.n_sites), dtype=bool), float(out.tta_h[0]),
+        bool(out.success[0]), float(out.state.carbon_g[0]) / 1000.0,
+    )  # fmt: skip
 
 
 def best_fixed_carbon(env: Any) -> PolicyRun:
@@ -73,7 +88,8 @@ class CarbonOptimiser(BeamPlanner):
 
     It starts from the complete episodes ``BeamPlanner`` starts from (PowerTrip, MyopicOptimal
     and every deployable baseline it is given, the carbon rules among them, each played on a
-    copy of the episode) and from the best fixed sets for time and for carbon, takes the
+    copy of the episode), from the best fixed sets for time and for carbon and from idling to
+    the deadline (``idle_plan``: the cheapest plan where the deadline is out of reach), takes the
     cheapest, then improves it with ``Optimiser``'s moves scored on the carbon cost
     (``improve_plan(objective="carbon")``) while one strictly lowers it. Every plan it keeps is
     replayed exactly by the env, so its cost is feasible and at most every starting policy's in
@@ -94,7 +110,7 @@ class CarbonOptimiser(BeamPlanner):
     def search(self) -> tuple[list[np.ndarray], float]:
         future = self.env.clairvoyant()
         self._first_round = int(future.state.rounds[0])
-        runs = [*self.starting_plans(), best_fixed_carbon(self.env)]
+        runs = [*self.starting_plans(), best_fixed_carbon(self.env), idle_plan(self.env)]
         costs = [_plan_cost(future, run) for run in runs]
         self.starts = {run.name: cost for run, cost in zip(runs, costs, strict=True)}
         first = int(np.argmin(costs))  # ties: the earlier in the list

@@ -94,9 +94,6 @@ _SIZED_NAME = re.compile(r"^(?P<family>[A-Za-z]+)-(?P<k>\d+)$")
 REFERENCES = ("BestFixedSet", "BeamPlanner", "Optimiser")
 """The clairvoyant references (``baselines/references.py``): ``--policies references``."""
 
-CARBON_REFERENCES = ("BestFixedCarbon", "CarbonOptimiser")
-"""The clairvoyant references of the carbon objective (``baselines/references.py``)."""
-
 CARBON = ("CarbonGreedy", "DeadlineHorizon", "FedZeroExcess")
 """The carbon tasks' deployable baselines (``baselines/carbon.py``): they spend the deadline's
 slack on cleaner sites and hours. They run only where the scenario has carbon intensity."""

@@ -313,12 +313,7 @@ def _splice_leaderboard(
     carbon = tracks.get("carbon", [])
     if carbon:
         scored = benchmark.scored(frame[frame["task"].isin(carbon)])
-        on_cost = leaderboard.board(
-            scored.assign(tta_h=scored["cost_kg"]),
-            benchmark.YARDSTICK,
-            carbon_track.CARBON_TOP,
-            measure=measures.CARBON,
-        )
+        on_cost = carbon_track.board(scored)
         pages.splice(CARBON, board_scores(on_cost, {task: facts[task] for task in carbon}))
         here = {task: summary["tasks"][task] for task in carbon}
         carbon_track.tradeoff_of(frame, here, carbon, args.readme.parent / TRADEOFF_FIGURE)

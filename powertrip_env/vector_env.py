@@ -164,7 +164,7 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
             truncated[restart] = False
             for key, value in interface.batch_info(engine.report(fresh)).items():
                 info[key][index] = value
-            for name in self.reward_fn.terms(engine.params, result):
+            for name in self.reward_fn.term_names:
                 info[f"reward_{name}"][index] = 0.0  # a restarting row's reward is 0
         self._autoreset = terminated | truncated
         return obs, rewards, terminated, truncated, self._masked(info, np.ones(self.num_envs, bool))

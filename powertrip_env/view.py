@@ -16,7 +16,6 @@ import numpy as np
 
 from powertrip_env import dynamics
 from powertrip_env.dynamics.features import F_POWER
-from powertrip_env.dynamics.layout import G_PER_J, PV_W
 from powertrip_env.dynamics.unknowns import Unknowns
 
 __all__ = ["DecisionView", "Unknowns", "decision_view"]  # Unknowns: what a policy may believe
@@ -118,8 +117,8 @@ def decision_view(
         measured_round=seen[3].astype(np.int64),
         measured_track=bool(params.measured),
         carbon_known=bool(params.carbon),
-        grid_g_per_kwh=params.table[row, G_PER_J] * dynamics.J_PER_KWH,
-        pv_w=params.table[row, PV_W].copy(),
+        grid_g_per_kwh=params.g_per_j[row] * dynamics.J_PER_KWH,
+        pv_w=params.pv_w[row].copy(),
         carbon_kg=float(state.carbon_g[i]) / 1000.0,
         time_budget_s=params.time_budget_s,
     )

@@ -367,3 +367,38 @@ def test_the_carbon_board_takes_the_facts_the_benchmark_writes() -> None:
     out = leaderboard.to_json(b, task_facts={ID: benchmark_facts()})
     entry = out["tasks"][ID]
     assert entry["optimum_upper_kg"] == 105.0 and entry["optimiser_headroom"] == 1.2
+
+
+def test_where_the_deadline_is_out_of_reach_the_carbon_optimiser_idles(tmp_path: Path) -> None:
+    """With a deadline no plan can keep, idling emits nothing and costs exactly carbon_ref_kg,
+    the cheapest cost there is: the optimiser starts from it, and its plan replays exactly. A
+    move whose simulation had not ended when its rounds ran out is never taken for cheaper
+    (its cost is inf), so a plan cannot undercut what the env then plays."""
+    from powertrip_env.baselines.carbon_references import _carbon_cost, idle_plan
+    from powertrip_env.baselines.references import improve_plan
+
+    path = tmp_path / "hopeless.toml"
+    path.write_text(
+        'extends = "carbon"\nname = "carbon-hopeless"\ndescription = "a 4 h deadline"\n'
+        "[episode]\ntime_budget_h = 4.0\n"
+    )
+    env = gym.make("PowerTrip-Carbon-v0", scenario=str(path), split="train", jitter=False)
+    env.reset(seed=0)
+    idle = idle_plan(env.unwrapped)
+    assert not idle.success and idle.carbon_kg == 0.0 and not idle.masks.any()
+    optimiser = make_policy("CarbonOptimiser", 6)
+    row, _ = run_episode(env, optimiser, 0)
+    cost = row["carbon_kg"] + 1000.0 * (not row["success"])
+    assert cost == pytest.approx(optimiser.planned_tta_h, abs=1e-9) == 1000.0
+    assert min(optimiser.starts.values()) == 1000.0 == optimiser.starts["Idle"]
+    # all sites for 38 rounds of the real task: not ended when the rounds run out, so no cost
+    env = gym.make("PowerTrip-Carbon-v0", split="train", jitter=False)
+    env.reset(seed=0)
+    plan = np.ones((38, 6), dtype=bool)
+    out = env.unwrapped.clairvoyant().simulate(plan[None])
+    assert not out.ended[0] and _carbon_cost(env.unwrapped.params, out)[0] == np.inf
+    improved, value = improve_plan(env.unwrapped, plan, np.inf, 3, _carbon_cost)
+    if np.isfinite(value):  # whatever it keeps, the env replays at that cost
+        replay = env.unwrapped.clairvoyant().simulate(improved[None])
+        assert replay.ended[0]
+        assert _carbon_cost(env.unwrapped.params, replay)[0] == pytest.approx(value)

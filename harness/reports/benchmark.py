@@ -48,10 +48,12 @@ bracket keys end in ``_kg``, its policies carry ``cost_kg``)::
                         "policies": {"<name>": {"tta_h", "score", "success",
                                                 "never_finished"}}}},
      "aggregate": {"<name>": {"mean", "iqm", "ci95", "iqm_ci95", "success", "never_finished"}},
-     "aggregate_by_track": {"known" | "measured": {"<name>": {...}}},
-     "normaliser": {"zero", "top"}, "resamples"}
+     "aggregate_by_track": {"known" | "measured" | "carbon": {"<name>": {...}}},
+     "normaliser": {"zero", "top"}, "normaliser_by_track": {"<track>": {"zero", "top"}},
+     "resamples"}
 
-``aggregate`` is the first track's that ran (the known track's, when it ran).
+``aggregate`` and ``normaliser`` are the first track's that ran (the known track's, when it
+ran); the carbon track's top is ``CarbonOptimiser``.
 ``read_run`` reads such a folder back (``powertrip readme-tables --leaderboard-from``).
 
 Command line::
@@ -102,7 +104,7 @@ from powertrip_env.harness.arguments import (
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.evaluation.results import YARDSTICK
 from powertrip_env.harness.models.loading import ALGOS, load_model
-from powertrip_env.harness.reports import carbon_track, leaderboard, measures
+from powertrip_env.harness.reports import carbon_track, leaderboard
 from powertrip_env.harness.reports.carbon_track import CARBON_FIXED, CARBON_TOP
 from powertrip_env.harness.reports.headroom import BOUND, bound_holds, bound_rows
 
@@ -317,9 +319,8 @@ def report(
     summary: dict[str, Any] = {}
     for track, tasks in tracks(facts).items():
         part = scored(episodes[episodes["task"].isin(tasks)])
-        if track == "carbon":  # scored on the carbon cost, which the board reads as its measure
-            part = part.assign(tta_h=part["cost_kg"])
-            here = leaderboard.board(part, YARDSTICK, CARBON_TOP, measure=measures.CARBON)
+        if track == "carbon":  # scored on the carbon cost
+            here = carbon_track.board(part)
         elif board is None or track != "known":
             here = leaderboard.board(part, YARDSTICK, TOP)
         else:
@@ -331,11 +332,12 @@ def report(
         }[track]
         lines += [leaderboard.to_markdown(here, title=title), ""]
         out = leaderboard.to_json(here, task_facts=facts)
-        if not summary:  # the first track's aggregate stays "aggregate"
-            summary = {**out, "aggregate_by_track": {}}
+        if not summary:  # the first track's aggregate and normaliser stay the top level's
+            summary = {**out, "aggregate_by_track": {}, "normaliser_by_track": {}}
         else:
             summary["tasks"].update(out["tasks"])
         summary["aggregate_by_track"][track] = out["aggregate"]
+        summary["normaliser_by_track"][track] = out["normaliser"]
     return "\n".join(lines).rstrip("\n"), summary
 
 
@@ -360,7 +362,7 @@ def write_run(folder: Path, episodes: pd.DataFrame, markdown: str, summary: dict
     write_text(folder / BOARD_JSON, json.dumps(summary) + "\n")
     profile = profiled(episodes, summary["tasks"])
     if next(iter(tracks(summary["tasks"])), "known") == "carbon":  # only carbon tasks ran
-        profile = profile.assign(tta_h=profile["cost_kg"])
+        profile = carbon_track.on_cost(profile)
         leaderboard.performance_profile(profile, YARDSTICK, CARBON_TOP, folder / PROFILE)
     else:
         leaderboard.performance_profile(profile, YARDSTICK, TOP, folder / PROFILE)

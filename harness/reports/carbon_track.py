@@ -16,7 +16,7 @@ from powertrip_env.baselines.carbon_bound import CARBON_BOUND
 from powertrip_env.baselines.carbon_references import carbon_cost_kg
 from powertrip_env.baselines.registry import CARBON, LOOKAHEAD, policy_names
 from powertrip_env.harness.evaluation.results import YARDSTICK
-from powertrip_env.harness.reports import tradeoff
+from powertrip_env.harness.reports import leaderboard, measures, tradeoff
 from powertrip_env.harness.reports.headroom import bound_holds
 
 CARBON_TOP, CARBON_FIXED = "CarbonOptimiser", "BestFixedCarbon"  # the track's references
@@ -101,3 +101,15 @@ def tradeoff_of(
     # the rules worth a name, and every agent (a --model: no rule's name)
     label = [name for name in pd.unique(means["policy"]) if name in named or name not in rules]
     tradeoff.tradeoff_figure(means, path, [TIME_TOP, CARBON_FIXED, CARBON_TOP], label=label)
+
+
+def on_cost(episodes: pd.DataFrame) -> pd.DataFrame:
+    """``episodes`` with their carbon cost where the boards read a policy's measure (``tta_h``):
+    the statistics are the same for any lower-is-better measure."""
+    return episodes.assign(tta_h=episodes["cost_kg"])
+
+
+def board(episodes: pd.DataFrame) -> leaderboard.Board:
+    """The carbon track's board of its scored episodes: the carbon cost, 0 = PowerTrip and 1 =
+    ``CarbonOptimiser``."""
+    return leaderboard.board(on_cost(episodes), YARDSTICK, CARBON_TOP, measure=measures.CARBON)
