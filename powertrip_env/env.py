@@ -281,8 +281,9 @@ class PowerTripEnv(EngineViews, gym.Env):
         record = result.record[0].tolist()  # one read of the row into Python floats, exact
         column = self.reward_fn.column  # a built-in reward is the kernel's record column
         if column is None:
-            reward = float(self.reward_fn(engine.params, result)[0])  # as the vector env's
-            for name, term in self.reward_fn.terms(engine.params, result).items():
+            rewards, terms = self.reward_fn.evaluate(engine.params, result)  # as the vector env's
+            reward = float(rewards[0])
+            for name, term in terms.items():
                 info[f"reward_{name}"] = float(term[0])
         else:
             reward = record[column]

@@ -42,6 +42,13 @@ class RewardFn:
         reports none."""
         return {}
 
+    def evaluate(
+        self, params: dynamics.SimParams, result: dynamics.RoundResult
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The reward and its terms in one call, as the envs ask for them each step; a reward
+        of several terms overrides it to compute them once."""
+        return self(params, result), self.terms(params, result)
+
     def check(self, params: dynamics.SimParams, where: str) -> None:
         """Refuse a scenario this reward cannot be computed on (``where`` names it)."""
 
@@ -86,8 +93,13 @@ class CarbonCost(RewardFn):
     term_names = ("carbon", "deadline")
 
     def __call__(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> np.ndarray:
+        return self.evaluate(params, result)[0]
+
+    def evaluate(
+        self, params: dynamics.SimParams, result: dynamics.RoundResult
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         parts = self.terms(params, result)
-        return parts["carbon"] + parts["deadline"]
+        return parts["carbon"] + parts["deadline"], parts
 
     def terms(
         self, params: dynamics.SimParams, result: dynamics.RoundResult

@@ -144,14 +144,14 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
         # Every row steps (one kernel call is cheapest whole); rows that restart are then
         # replaced by their reset, and their action is ignored.
         result, obs, report = engine.step(masks)
-        rewards = self.reward_fn(engine.params, result)  # as the single env's reward
+        rewards, terms = self.reward_fn.evaluate(engine.params, result)  # as the single env's
         terminated, truncated = result.terminated, result.truncated
         limit = self._step_limit()
         if limit is not None:
             truncated = truncated | (result.state.rounds >= limit)  # as TimeLimit does
         # every key for every row: after the round, or (rows that restart) their reset info
         info = interface.batch_info(report)
-        for name, term in self.reward_fn.terms(engine.params, result).items():
+        for name, term in terms.items():
             info[f"reward_{name}"] = term  # the reward's terms, as the single env reports them
         engine.state = result.state
         if restart.any():
