@@ -341,3 +341,19 @@ def test_converter_refuses_a_missing_zone_folder(
     assert _convert(src, tmp_path / "out.csv", "DE-LU", "HK") == 2
     assert "HK/2022/HK_2022_hourly.csv: no such file" in capsys.readouterr().err
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_a_converter_that_cannot_write_names_the_file_and_exits_2(tmp_path: Path, capsys) -> None:
+    """The converters share their command line's end (traces/tools/common.finish): an output the
+    OS refuses is named with its reason, no traceback, exit status 2, and nothing is written."""
+    src = tmp_path / "carbon_intensity"
+    _source(src, "DE-LU", _source_rows("DE"))
+    out = tmp_path / "taken"
+    out.mkdir()  # a folder where the file should go
+    assert _convert(src, out, "DE-LU") == 2
+    err = capsys.readouterr().err
+    assert str(out) in err and err.startswith("error: ") and "Traceback" not in err
+    assert out.is_dir() and not any(out.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["carbon_intensity", "taken"]
+    assert _convert(src, tmp_path / "out.csv", "DE-LU") == 0
+    assert capsys.readouterr().err.startswith(f"wrote {tmp_path / 'out.csv'} (4 rows")

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from powertrip_env.atomic import write_text
+from traces.tools.common import ConvertError, finish
 
 # green-dcc's folders for the flagship's cities, in the order of traces/sites_solar.csv: Berlin,
 # Cape Town, Mumbai, San Francisco, Sydney, São Paulo.
@@ -54,10 +55,6 @@ TIME = "Datetime (UTC)"
 ZONE = "Zone Id"
 DIRECT = "Carbon Intensity gCO₂eq/kWh (direct)"
 LCA = "Carbon Intensity gCO₂eq/kWh (LCA)"
-
-
-class ConvertError(Exception):
-    """Bad input; the message is shown to the user as is (no traceback)."""
 
 
 @dataclass(frozen=True)
@@ -278,22 +275,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--start", default=START, help=f"first hour kept (default {START})")
     parser.add_argument("--end", default=END, help=f"end of the last hour kept (default {END})")
     args = parser.parse_args(argv)
-    try:
+
+    def work() -> str:
         frame = convert(args.src, args.zones, args.year, args.start, args.end)
         write_text(args.out, frame.to_csv(index=False, lineterminator="\n"))
-    except ConvertError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot write: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    print(
-        f"wrote {args.out} ({len(frame)} rows, {frame['timestamp'].iloc[0]} to "
-        f"{frame['timestamp'].iloc[-1]}) for zones "
-        f"{', '.join(c[: -len('_direct')] for c in frame.columns if c.endswith('_direct'))}",
-        file=sys.stderr,
-    )
-    return 0
+        zones = [c[: -len("_direct")] for c in frame.columns if c.endswith("_direct")]
+        return (
+            f"wrote {args.out} ({len(frame)} rows, {frame['timestamp'].iloc[0]} to "
+            f"{frame['timestamp'].iloc[-1]}) for zones {', '.join(zones)}"
+        )
+
+    return finish(work, args.out)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from powertrip_env.atomic import write_text
+from traces.tools.common import ConvertError, finish
 
 # Trace start 2019-05-01 00:00 PDT = 07:00 UTC; `time` counts from 600 s before it.
 TRACE_START_S = 1_556_694_000
@@ -52,10 +53,6 @@ FIELDS = {
 }
 _TRUE = {"true", "t", "1", "yes", "y"}
 _FALSE = {"false", "f", "0", "no", "n", ""}
-
-
-class ConvertError(Exception):
-    """Bad input; the message is shown to the user as is (no traceback)."""
 
 
 @dataclass
@@ -355,18 +352,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.max_gap < 0:
         print("error: --max-gap must be >= 0", file=sys.stderr)
         return 2
-    try:
+
+    def work() -> str:
         files = find_inputs(args.inputs)
         stamps, frame = convert(files, args.max_gap, args.field)
         write_atomic(args.out, stamps, frame)
-    except ConvertError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+        return f"wrote {args.out}"
+
+    return finish(work, args.out)
 
 
 if __name__ == "__main__":

@@ -45,12 +45,9 @@ import numpy as np
 import pandas as pd
 
 from powertrip_env.atomic import write_bytes
+from traces.tools.common import ConvertError, finish
 
 STEP_S = 300
-
-
-class ConvertError(Exception):
-    """Bad input; the message is shown to the user as is (no traceback)."""
 
 
 def column_name(city: str) -> str:
@@ -228,7 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--forecast-out", type=Path, default=here / "solcast_pv_forecast_2022.csv.gz"
     )
     args = parser.parse_args(argv)
-    try:
+
+    def work() -> str:
         actual = convert_actual(args.actual)
         forecast = convert_forecast(args.forecast)
         if list(actual.columns[1:]) != list(forecast.columns[2:]):
@@ -238,18 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         write(args.out, actual)
         write(args.forecast_out, forecast)
-    except ConvertError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot write: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    print(
-        f"wrote {args.out} ({len(actual)} rows) and {args.forecast_out} ({len(forecast)} rows, "
-        f"{forecast['issued'].nunique()} issue times) for {len(actual.columns) - 1} sites",
-        file=sys.stderr,
-    )
-    return 0
+        return (
+            f"wrote {args.out} ({len(actual)} rows) and {args.forecast_out} ({len(forecast)} "
+            f"rows, {forecast['issued'].nunique()} issue times) for {len(actual.columns) - 1} sites"
+        )
+
+    return finish(work, args.out, args.forecast_out)
 
 
 if __name__ == "__main__":
