@@ -61,59 +61,69 @@ def time_left_s(now: DecisionView, reserve: float) -> float:
     return (now.time_budget_s - now.elapsed_s) * (1.0 - reserve)
 
 
-def _check_carbon(env: Any, name: str) -> None:
-    if not env.decision_view().carbon_known:
-        raise ValueError(
-            f"{name} needs a scenario with a carbon intensity file ([trace] carbon_file), "
-            "such as the carbon tasks (PowerTrip-Carbon-v0)"
-        )
+def finish_s(now: DecisionView, pace: np.ndarray) -> np.ndarray:
+    """(K,) seconds each set would take to the target at its predicted ``pace`` (progress per
+    second now; inf where it makes none)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(pace > 0, (now.progress_needed - now.surrogate_progress) / pace, np.inf)
 
 
-class CarbonGreedy(Policy):
+class _CarbonRule(Policy):
+    """What the carbon rules share: they need carbon intensity, and rank the available sites."""
+
+    carbon_only = True  # the planners' starts play them only where carbon is known
+
+    def reset(self, env: Any) -> None:
+        super().reset(env)
+        if not self.env.decision_view().carbon_known:
+            raise ValueError(
+                f"{self.name} needs a scenario with a carbon intensity file ([trace] "
+                "carbon_file), such as the carbon tasks (PowerTrip-Carbon-v0)"
+            )
+
+    @staticmethod
+    def prefixes(now: DecisionView, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The available sites by ``score``, best first, and that ranking's prefixes (K, N)."""
+        n_avail = int(now.available.sum())
+        order = rank_available(score, now.available)[:n_avail]
+        return order, prefix_masks(order)[:n_avail]
+
+
+class CarbonGreedy(_CarbonRule):
     """The least carbon per progress among the prefixes of the cleanest-sample ranking that keep
     the deadline at their predicted steady-state pace; the fastest prefix if none does."""
 
     name = "CarbonGreedy"
-    carbon_only = True  # the planners' starts play it only where carbon is known
 
     def __init__(self, reserve: float = TUNED_RESERVE) -> None:
         super().__init__()
         self.reserve = float(reserve)
 
-    def reset(self, env: Any) -> None:
-        super().reset(env)
-        _check_carbon(self.env, self.name)
-
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
         now = self.env.decision_view()
-        n_avail = int(now.available.sum())
-        if n_avail == 0:
+        if not now.available.any():
             return np.zeros(now.n_sites, dtype=np.int8)
-        order = rank_available(-grid_g_per_sample(now), now.available)[:n_avail]
-        masks = prefix_masks(order)[:n_avail]
+        order, masks = self.prefixes(now, -grid_g_per_sample(now))
         return _mask(now.n_sites, order[: self.choose(now, masks) + 1])
 
     def choose(self, now: DecisionView, masks: np.ndarray) -> int:
         """Index of the prefix to play among ``masks`` (K, N)."""
         pace = self.env.predict_round(masks, steady_state=True).efficiency  # progress / s
-        grams_s = masks @ grid_g_per_s(now)
-        remaining = now.progress_needed - now.surrogate_progress
+        finish = finish_s(now, pace)
         with np.errstate(divide="ignore", invalid="ignore"):
-            finish = np.where(pace > 0, remaining / pace, np.inf)
-            per_progress = np.where(pace > 0, grams_s / pace, np.inf)
+            per_progress = np.where(pace > 0, (masks @ grid_g_per_s(now)) / pace, np.inf)
         on_time = finish <= time_left_s(now, self.reserve)
         if on_time.any():
             return int(np.argmin(np.where(on_time, per_progress, np.inf)))
         return int(np.argmin(finish))
 
 
-class DeadlineHorizon(Policy):
+class DeadlineHorizon(_CarbonRule):
     """The horizon rule's sets (and the greedy's prefixes), each kept for ``horizon`` rounds on
     the forecast, now or after ``wait_rounds`` idle rounds: the least projected carbon among
     those projected on time (the fastest if none is), kept unless ``margin`` cleaner."""
 
     name = "DeadlineHorizon"
-    carbon_only = True
 
     def __init__(
         self,
@@ -132,17 +142,12 @@ class DeadlineHorizon(Policy):
         self.horizon, self.margin, self.wait_rounds = int(horizon), float(margin), int(wait_rounds)
         self.reserve, self.carbon_forecast = float(reserve), carbon_forecast
 
-    def reset(self, env: Any) -> None:
-        super().reset(env)
-        _check_carbon(self.env, self.name)
-
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
         now = self.env.decision_view()
-        n_avail = int(now.available.sum())
-        if n_avail == 0:
+        if not now.available.any():
             return np.zeros(now.n_sites, dtype=np.int8)
-        order = rank_available(-grid_g_per_sample(now), now.available)[:n_avail]
-        sets = np.unique(np.concatenate([pool_of(self.env), prefix_masks(order)[:n_avail]]), axis=0)
+        _, prefixes = self.prefixes(now, -grid_g_per_sample(now))
+        sets = np.unique(np.concatenate([pool_of(self.env), prefixes]), axis=0)
         sets = sets[sets.any(axis=1)]
         # each set from now, and (when waiting is allowed) after the idle rounds, for as many
         # rounds in all, so the two are projected alike
@@ -184,36 +189,26 @@ class DeadlineHorizon(Policy):
         )
 
 
-class FedZeroExcess(Policy):
+class FedZeroExcess(_CarbonRule):
     """Train on excess renewables only: the sites whose PV covers at least ``pv_share`` of their
     draw; with none, wait while the deadline allows; when they cannot finish in time, add sites
     in ``CarbonGreedy``'s order until they can (all of them, if nothing can)."""
 
     name = "FedZeroExcess"
-    carbon_only = True
 
     def __init__(self, pv_share: float = 0.5, reserve: float = TUNED_RESERVE) -> None:
         super().__init__()
         self.pv_share, self.reserve = float(pv_share), float(reserve)
 
-    def reset(self, env: Any) -> None:
-        super().reset(env)
-        _check_carbon(self.env, self.name)
-
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
         now = self.env.decision_view()
-        n_avail = int(now.available.sum())
-        if n_avail == 0:
+        if not now.available.any():
             return np.zeros(now.n_sites, dtype=np.int8)
         excess = (now.pv_w >= self.pv_share * now.power_w) & now.available
         # the excess sites first, then the others by the grid carbon of a sample
-        score = -grid_g_per_sample(now) + np.where(excess, 1e9, 0.0)
-        order = rank_available(score, now.available)[:n_avail]
-        masks = prefix_masks(order)[:n_avail]
-        pace = self.env.predict_round(masks, steady_state=True).efficiency
-        remaining = now.progress_needed - now.surrogate_progress
-        with np.errstate(divide="ignore", invalid="ignore"):
-            finish = np.where(pace > 0, remaining / pace, np.inf)
+        order, masks = self.prefixes(now, -grid_g_per_sample(now) + np.where(excess, 1e9, 0.0))
+        n_avail = order.size
+        finish = finish_s(now, self.env.predict_round(masks, steady_state=True).efficiency)
         left = time_left_s(now, self.reserve)
         k = int(excess.sum())
         fastest = float(finish.min())
