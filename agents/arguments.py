@@ -21,6 +21,7 @@ from powertrip_env.harness.arguments import (
     add_out,
     add_seed,
 )
+from powertrip_env.harness.tracks import CARBON, KNOWN, MEASURED
 
 # The candidate-set agent on PowerTrip-v0, whose last slot is the tuned horizon rule: over a
 # 300k-step run its best model on the periodic test-split evaluation came at the first one, 50k
@@ -31,17 +32,15 @@ DEFAULT_TIMESTEPS = 100_000
 # (one batched forward for all) beat worker processes: 60k PPO steps took 17 s with 16 envs
 # in-process, 29 s with 4, 44 s with 2 or 4 forkserver workers.
 DEFAULT_N_ENVS = 16
-# The final table: the paper's heuristic, the best one-round rule, the strongest deployable
+# The final table by default: the final environment's track's (``Track.final_policies``). On
+# the known track the paper's heuristic, the best one-round rule, the strongest deployable
 # baselines (the lookahead rules), and the two clairvoyant references that say how much of the
 # sequential headroom the agent took: the best fixed set and the optimiser (the benchmark's 1).
-DEFAULT_FINAL_POLICIES = "PowerTrip,MyopicOptimal,HorizonRule,ForecastMPC,BestFixedSet,Optimiser"
+DEFAULT_FINAL_POLICIES = KNOWN.final_policies
 # On the measured track: the paper's heuristic, the strongest rule on the stated values, the
 # adaptive rules (the strongest deployable baselines there), Informed (told the draw: the
 # learnable room's end) and the optimiser.
-DEFAULT_MEASURED_FINAL_POLICIES = (
-    "PowerTrip,ForecastMPC,AdaptiveHorizon,ExploringHorizon,AdaptiveMPC,Informed,InformedMPC,"
-    "Optimiser"
-)
+DEFAULT_MEASURED_FINAL_POLICIES = MEASURED.final_policies
 # What the main job trains on: the flagship's measured task, where a policy must measure its
 # sites and job; the known-track flagship is ``--env PowerTrip-v0``.
 DEFAULT_ENV = "PowerTrip-Measured-v0"
@@ -197,10 +196,12 @@ def _add_evaluation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--final-policies",
         default=None,
-        help="baselines in the final table: a comma-separated list of names, 'all' (every "
-        "deployable baseline) and 'references' (BestFixedSet, BeamPlanner, Optimiser) "
-        f"(default: {DEFAULT_FINAL_POLICIES} on the known track, "
-        f"{DEFAULT_MEASURED_FINAL_POLICIES} on the measured track)%(default).0s",
+        help="baselines in the final table: a comma-separated list of names, 'all' (the "
+        "deployable baselines of the final environment's track) and 'references' (its "
+        "clairvoyant references) (default: the track's own: "
+        f"{DEFAULT_FINAL_POLICIES} on the known track, "
+        f"{DEFAULT_MEASURED_FINAL_POLICIES} on the measured track, "
+        f"{CARBON.final_policies} on the carbon track)%(default).0s",
     )
     p.add_argument(
         "--eval-seed",

@@ -28,6 +28,7 @@ from powertrip_env.harness.arguments import env_id_problem
 # The argparse types of counts, shared by every tool's options (re-exported for the parsers here).
 from powertrip_env.harness.arguments import non_negative_int as non_negative_int
 from powertrip_env.harness.arguments import positive_int as positive_int
+from powertrip_env.harness.tracks import KNOWN, Track, track_for
 
 
 class UsageError(Exception):
@@ -48,12 +49,17 @@ def check_env(env_id: str, env_kwargs: Mapping[str, Any]) -> int:
     return n_sites
 
 
-def measured_track(env_id: str, env_kwargs: Mapping[str, Any]) -> bool:
-    """Whether the environment (checked by ``check_env``) draws unknowns: the measured track."""
+def final_track(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[Track, bool]:
+    """The track of the environment (checked by ``check_env``) the final table runs on (the one
+    its ID joined, or for a scenario given in its place, measured or known by whether it draws
+    unknowns: ``powertrip_env.harness.tracks.track_for``), and whether its scenario draws
+    unknowns."""
     env = gym.make(env_id, **env_kwargs)
-    drawn = bool(env.unwrapped.scenario.unknowns.drawn)
-    env.close()
-    return drawn
+    try:
+        track = track_for(env_id, env, scenario_given="scenario" in env_kwargs)
+        return track, bool(env.unwrapped.params.measured)
+    finally:
+        env.close()
 
 
 def final_env_for(env_id: str) -> str:
@@ -75,17 +81,21 @@ def _argument_for(message: str, env_kwargs: Mapping[str, Any]) -> str:
     return "argument --env: "
 
 
-def check_final_policies(spec: str, n_sites: int) -> list[str]:
+def check_final_policies(
+    spec: str, n_sites: int, tracks: Sequence[Track] = (), measured: bool = False
+) -> list[str]:
     """Baseline names for the final table, each checked: a comma-separated list in which
-    ``all`` stands for every deployable baseline and ``references`` for the clairvoyant ones."""
-    from powertrip_env.baselines.registry import REFERENCES, default_policy_names, make_policy
+    ``all`` stands for the deployable baselines of the final environment's ``tracks`` (on a
+    scenario that draws unknowns when ``measured``) and ``references`` for their clairvoyant
+    ones."""
+    from powertrip_env.baselines.registry import make_policy
 
     names: list[str] = []
     for name in (part.strip() for part in spec.split(",")):
         if name.lower() == "all":
-            names += default_policy_names(n_sites)
+            names += [n for track in tracks or [KNOWN] for n in track.rules(n_sites, measured)]
         elif name.lower() == "references":
-            names += REFERENCES
+            names += [n for track in tracks or [KNOWN] for n in track.references]
         elif name:
             names.append(name)
     names = list(dict.fromkeys(names))  # each once, in the order given

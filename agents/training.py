@@ -41,7 +41,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 import powertrip_env  # registers the environment IDs
-from powertrip_env.agents import arguments, callbacks, checks, hyperparams
+from powertrip_env.agents import callbacks, checks, hyperparams
 from powertrip_env.agents.arguments import build_parser, given_options, parse_args
 from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 from powertrip_env.agents.candidates import CandidatePolicy, CandidateSets
@@ -159,15 +159,14 @@ def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dic
         config = hyperparams.apply_overrides(config, args.hp, args.algo)
     else:
         config = saved.hyperparameters
-    if args.final_policies is None:  # the final environment's track decides the comparison
-        measured = any(checks.measured_track(final_env, {**final_kwargs, **sc}) for sc in each)
-        args.final_policies = (
-            arguments.DEFAULT_MEASURED_FINAL_POLICIES
-            if measured
-            else arguments.DEFAULT_FINAL_POLICIES
-        )
+    # the final environment's track decides the comparison (each distinct one's, in order)
+    found = [checks.final_track(final_env, {**final_kwargs, **sc}) for sc in each]
+    tracks = list(dict.fromkeys(track for track, _ in found))
+    measured = any(drawn for _, drawn in found)
+    if args.final_policies is None:
+        args.final_policies = ",".join(track.final_policies for track in tracks)
     final_policies = (
-        checks.check_final_policies(args.final_policies, max(final_counts))
+        checks.check_final_policies(args.final_policies, max(final_counts), tracks, measured)
         if args.final_episodes
         else []
     )

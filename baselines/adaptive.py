@@ -74,16 +74,10 @@ class BeliefEnv:
 class _Believing(Policy):
     """A rule (``inner``) whose what-ifs assume this policy's belief."""
 
-    # The planners' starts (``references.BeamPlanner``) play these only on the measured track:
-    # on the known track they repeat their inner rule (Informed) or chase the jitter (Adaptive).
-    measured_only = True
-
     def __init__(self, inner: Policy, name: str) -> None:
         super().__init__()
         self.inner = inner
         self.name = name
-        # a carbon rule believing stays a carbon rule: played only where carbon is known
-        self.carbon_only = bool(getattr(inner, "carbon_only", False))
 
     def reset(self, env: Any) -> None:
         super().reset(env)

@@ -71,8 +71,6 @@ def finish_s(now: DecisionView, pace: np.ndarray) -> np.ndarray:
 class _CarbonRule(Policy):
     """What the carbon rules share: they need carbon intensity, and rank the available sites."""
 
-    carbon_only = True  # the planners' starts play them only where carbon is known
-
     def reset(self, env: Any) -> None:
         super().reset(env)
         if not self.env.decision_view().carbon_known:

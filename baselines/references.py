@@ -36,6 +36,7 @@ from powertrip_env.baselines.policies import (
     MyopicOptimal,
     PowerTrip,
 )  # the plans BeamPlanner starts from
+from powertrip_env.view import DecisionView
 
 
 @dataclass
@@ -231,7 +232,11 @@ class BeamPlanner(Policy):
     name = "BeamPlanner"
 
     def __init__(
-        self, width: int = 8, lookahead: int = 8, top_k: int = 16, starts: Sequence[Policy] = ()
+        self,
+        width: int = 8,
+        lookahead: int = 8,
+        top_k: int = 16,
+        starts: Sequence[Policy] | Callable[[DecisionView], Sequence[Policy]] = (),
     ) -> None:
         super().__init__()
         if min(width, lookahead, top_k) < 1:
@@ -240,10 +245,11 @@ class BeamPlanner(Policy):
                 "be >= 1"
             )
         self.width, self.lookahead, self.top_k = width, lookahead, top_k
-        # more deployable policies whose episodes the search starts from; the same instances
-        # every episode, so a policy with its own generator (RandomK) plays here exactly the
-        # episode it plays when evaluated in the same order
-        self.extra_starts = list(starts)
+        # more deployable policies whose episodes the search starts from (or what picks them
+        # from the episode's view at reset); the same instances every episode, so a policy with
+        # its own generator (RandomK) plays here exactly the episode it plays when evaluated in
+        # the same order
+        self.extra_starts = starts if callable(starts) else list(starts)
         self.plan: list[np.ndarray] = []
         self.planned_tta_h = float("nan")
         self.starts: dict[str, float] = {}  # TTA (h) of each starting plan
@@ -263,20 +269,16 @@ class BeamPlanner(Policy):
         """The complete plans the search must beat, from the env's current state.
 
         PowerTrip's and (N ≤ 16) MyopicOptimal's episodes, each played by a fresh policy on a
-        copy of the episode, those of the ``starts`` given (the registry's ``BeamPlanner``
-        starts from every shipped deployable baseline), and the best fixed set's.
+        copy of the episode, those of the ``starts`` given (a track names them: the registry's
+        ``make_policy(..., starts=...)``), and the best fixed set's.
         """
         starts: list[Policy] = [PowerTrip()]
         if self.env.n_sites <= MAX_EXHAUSTIVE_SITES:
             starts.append(MyopicOptimal())
-        now = self.env.decision_view()
-        measured, carbon = now.measured_track, now.carbon_known
-        starts += [
-            p for p in self.extra_starts
-            if p.name not in {"PowerTrip", "MyopicOptimal"}
-            and (measured or not getattr(p, "measured_only", False))
-            and (carbon or not getattr(p, "carbon_only", False))
-        ]  # fmt: skip
+        extra = self.extra_starts
+        if callable(extra):
+            extra = extra(self.env.decision_view())
+        starts += [p for p in extra if p.name not in {"PowerTrip", "MyopicOptimal"}]
         return [*(play_on_copy(self.env, policy) for policy in starts), best_fixed_set(self.env)]
 
     def search(self) -> tuple[list[np.ndarray], float]:

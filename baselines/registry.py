@@ -17,7 +17,7 @@ nothing of it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from powertrip_env.baselines.adaptive import TUNED_OPTIMISM, Adaptive, Informed
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy
@@ -37,6 +37,7 @@ from powertrip_env.baselines.policies import (
     TopPower,
 )
 from powertrip_env.baselines.references import BeamPlanner, BestFixedSet, Optimiser
+from powertrip_env.view import DecisionView
 
 
 def _myopic(n_sites: int, seed: int) -> Policy:
@@ -81,6 +82,16 @@ POLICIES: dict[str, Callable[..., Policy]] = {
 }
 """Fixed-name policies: ``factory(n_sites, seed) -> Policy``. ``RandomK`` takes N // 2 sites."""
 
+PLANNERS: dict[str, Callable[[int, int, Sequence[str]], Policy]] = {
+    "BeamPlanner": lambda n_sites, seed, starts: _reference(BeamPlanner, n_sites, seed, starts),
+    "Optimiser": lambda n_sites, seed, starts: _reference(Optimiser, n_sites, seed, starts),
+    "CarbonOptimiser": lambda n_sites, seed, starts: _reference(
+        CarbonOptimiser, n_sites, seed, starts
+    ),
+}
+"""The references that plan from other policies' episodes: ``factory(n_sites, seed, starts)``,
+``starts`` naming those policies (``make_policy``'s)."""
+
 SIZED: dict[str, Callable[[int, int], Policy]] = {
     "TopPower": lambda k, seed: TopPower(k),
     "Nearest": lambda k, seed: Nearest(k),
@@ -117,12 +128,32 @@ def _tuned(name: str) -> Policy:
     return POLICIES[name](n_sites=0, seed=0)
 
 
-def _reference(kind: type[BeamPlanner], n_sites: int, seed: int) -> BeamPlanner:
-    """A planner started from the episode of every shipped deployable baseline
-    (``default_policy_names``, built with the same seed as when they are evaluated), so that
-    none of them beats it in any episode; ``Optimiser`` is what the benchmark scores against."""
+def _reference(
+    kind: type[BeamPlanner], n_sites: int, seed: int, starts: Sequence[str] | None = None
+) -> BeamPlanner:
+    """A planner started from the episodes of ``starts`` (a track's deployable baselines and
+    the rules it tells the draw, built with the same seed as when they are evaluated), so that
+    none of them beats it in any episode; ``Optimiser`` is what the benchmark scores against.
+
+    Without ``starts`` (a scenario no track scores), it starts from every shipped rule the
+    episode's scenario can run (``runnable_starts``)."""
+    if starts is not None:
+        return kind(starts=[make_policy(name, n_sites, seed) for name in starts])
     names = [*default_policy_names(n_sites, measured=True, carbon=True), *INFORMED]
-    return kind(starts=[make_policy(name, n_sites, seed) for name in names])
+    built = [(name, make_policy(name, n_sites, seed)) for name in names]
+    return kind(starts=lambda view: runnable_starts(built, view))
+
+
+def runnable_starts(built: Sequence[tuple[str, Policy]], view: DecisionView) -> list[Policy]:
+    """Of ``built`` (name, policy) pairs, the policies the episode's scenario can run, in
+    order: those that need telemetry only where unknowns are drawn, those that read carbon only
+    where it is known."""
+    return [
+        policy
+        for name, policy in built
+        if (view.measured_track or name not in NEEDS_TELEMETRY)
+        and (view.carbon_known or name not in NEEDS_CARBON)
+    ]
 
 
 def _named(policy: Policy, name: str) -> Policy:
@@ -150,12 +181,18 @@ def _describe_valid(n_sites: int) -> str:
     return f"{', '.join(fixed)}, and {', '.join(sized)} with 1 <= k <= {n_sites}"
 
 
-def make_policy(name: str, n_sites: int, seed: int = 0) -> Policy:
+def make_policy(
+    name: str, n_sites: int, seed: int = 0, *, starts: Sequence[str] | None = None
+) -> Policy:
     """Build the policy called ``name`` for a scenario with ``n_sites`` sites.
 
+    ``starts`` names the policies whose episodes a planning reference (``PLANNERS``) must not
+    lose to: a track declares them (``powertrip_env.harness.tracks``); other policies ignore it.
     Raises ``ValueError`` naming every valid choice when ``name`` is unknown or its k is out of
     range.
     """
+    if name in PLANNERS and starts is not None:
+        return PLANNERS[name](n_sites, seed, starts)
     if name in POLICIES:
         return POLICIES[name](n_sites=n_sites, seed=seed)
     match = _SIZED_NAME.match(name)
@@ -170,14 +207,9 @@ def make_policy(name: str, n_sites: int, seed: int = 0) -> Policy:
     raise ValueError(f"unknown policy {name!r}; valid names: {_describe_valid(n_sites)}")
 
 
-def default_policy_names(n_sites: int, measured: bool = False, carbon: bool = False) -> list[str]:
-    """What ``--policies all`` runs: PowerTrip and every deployable baseline; on the measured
-    track (``measured``) the adaptive ones too (``ADAPTIVE``), and on a scenario with carbon
-    intensity (``carbon``) the carbon rules (``CARBON``).
-
-    The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
-    for ``references`` (``powertrip_env.harness.reports.headroom`` runs them with the bound).
-    """
+def common_rules(n_sites: int) -> list[str]:
+    """The deployable baselines every scenario runs: PowerTrip, the simple rules, MyopicOptimal
+    where it runs (N <= 16) and the lookahead rules. Every track's rules start with them."""
     names = ["PowerTrip", "AllSites", "RandomK"]
     names += [f"TopPower-{k}" for k in (1, 2, 4) if k <= n_sites]
     names += [f"Nearest-{k}" for k in (2, 4) if k <= n_sites]
@@ -185,9 +217,20 @@ def default_policy_names(n_sites: int, measured: bool = False, carbon: bool = Fa
     names += ["OortLike", "FedZeroLike"]
     if n_sites <= MAX_EXHAUSTIVE_SITES:
         names.append("MyopicOptimal")
+    return [*names, *LOOKAHEAD]
+
+
+def default_policy_names(n_sites: int, measured: bool = False, carbon: bool = False) -> list[str]:
+    """Every deployable baseline a scenario can run: the common rules; where it draws unknowns
+    (``measured``) the adaptive ones too (``ADAPTIVE``), and where it has carbon intensity
+    (``carbon``) the carbon rules (``CARBON``). A track declares its own list
+    (``powertrip_env.harness.tracks``); this is what a planner without one starts from.
+
+    The clairvoyant references are not in it (they cost seconds per episode); name them, or ask
+    for ``references`` (``powertrip_env.harness.reports.headroom`` runs them with the bound).
+    """
     return [
-        *names,
-        *LOOKAHEAD,
+        *common_rules(n_sites),
         *(ADAPTIVE if measured else ()),
         *(CARBON if carbon else ()),
         *(ADAPTIVE_CARBON if measured and carbon else ()),
@@ -197,3 +240,10 @@ def default_policy_names(n_sites: int, measured: bool = False, carbon: bool = Fa
 LOOKAHEAD = ("HorizonRule", "ForecastMPC")
 """The strongest deployable baselines (``baselines/lookahead.py``): rules that charge a join
 over the rounds a set is kept, tuned on train days."""
+
+NEEDS_TELEMETRY = frozenset({*ADAPTIVE, *ADAPTIVE_CARBON, *INFORMED})
+"""Rules that estimate or are told the drawn unknowns: the planners start from them only where
+the scenario draws unknowns (``DecisionView.measured_track``); elsewhere they repeat their inner
+rule or chase the jitter."""
+NEEDS_CARBON = frozenset({*CARBON, *ADAPTIVE_CARBON})
+"""Rules that read grid carbon: they run only where the scenario has carbon intensity."""

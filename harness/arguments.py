@@ -19,7 +19,7 @@ Gymnasium registration whose entry point is ``PowerTripEnv``: the shipped ``ENV_
 A tool narrows that set only for a reason of one of two kinds, which its ``--help`` states:
 
 * its output is defined on a fixed list of IDs: ``benchmark`` scores the suite's tasks
-  (``SUITE``, ``powertrip_env.SUITE_IDS``); ``datasets`` names each Minari dataset by its ID,
+  (``SUITE``, ``powertrip_env.suite_ids()``); ``datasets`` names each Minari dataset by its ID,
   which a reader's ``recover_environment`` remakes, so it takes only IDs every install
   registers (``SHIPPED``), and ``readme-tables`` fills the docs' blocks, which exist for the
   shipped IDs (``SHIPPED``);
@@ -46,23 +46,22 @@ from gymnasium.envs.registration import parse_env_id, registry
 import powertrip_env
 from powertrip_env.atomic import OutputDirError, check_output_dir
 from powertrip_env.errors import EvaluationError, ScenarioError, TraceError
-from powertrip_env.registrations import is_entry_point
 from powertrip_env.scenario import scenario_names
+from powertrip_env.tasks import is_entry_point
 
 REGISTERED = "registered"
 """Every registered PowerTrip ID: the rule."""
 SHIPPED = "shipped"
 """The IDs ``import powertrip_env`` registers, for an output others must remake by its ID."""
 SUITE = "suite"
-"""The benchmark's tasks, ``powertrip_env.SUITE_IDS``, the measured track's
-``MEASURED_SUITE_IDS`` and the carbon track's ``CARBON_SUITE_IDS``."""
+"""The benchmark's tasks of every track, as registered (``powertrip_env.suite_ids()``)."""
 
 _KINDS = {
     REGISTERED: ("PowerTrip environment", "registered PowerTrip IDs"),
     SHIPPED: ("shipped PowerTrip ID", "the IDs powertrip_env registers"),
     SUITE: (
         "suite task",
-        "the suite's tasks, powertrip_env.SUITE_IDS, MEASURED_SUITE_IDS and CARBON_SUITE_IDS",
+        "the benchmark's tasks, powertrip_env.suite_ids()",
     ),
 }
 """Per set of IDs: what one of them is called, and the list of them."""
@@ -98,15 +97,7 @@ def allowed_env_ids(ids: str = REGISTERED, *, fixed_sites: bool = False) -> list
     chosen = {
         REGISTERED: registered,
         SHIPPED: [eid for eid in registered if eid in shipped],
-        SUITE: [
-            eid
-            for eid in (
-                *powertrip_env.SUITE_IDS,
-                *powertrip_env.MEASURED_SUITE_IDS,
-                *powertrip_env.CARBON_SUITE_IDS,
-            )
-            if eid in registered
-        ],
+        SUITE: [eid for eid in powertrip_env.suite_ids() if eid in registered],
     }[ids]
     return [eid for eid in chosen if not (fixed_sites and draws_sites(eid))]
 
@@ -252,7 +243,7 @@ def add_env(
     noun = {
         REGISTERED: "a registered PowerTrip ID",
         SHIPPED: "a shipped PowerTrip ID",
-        SUITE: "a task of powertrip_env.SUITE_IDS, MEASURED_SUITE_IDS or CARBON_SUITE_IDS",
+        SUITE: "a task of the benchmark, powertrip_env.suite_ids()",
     }[ids]
     if fixed_sites is not None:
         noun += f" with one site catalogue ({fixed_sites})"

@@ -28,6 +28,7 @@ from maintainers import doc_blocks
 from powertrip_env.dynamics import features
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.harness.reports import measures
+from powertrip_env.harness.tracks import track_named
 from powertrip_env.scenario import Scenario, load_scenario
 from powertrip_env.scenario.sampling import SiteSampler
 from powertrip_env.scenario.types import LearnerConfig
@@ -105,18 +106,9 @@ def _space(space: gym.Space[Any]) -> str:
 
 
 def _kind(env_id: str) -> str:
-    if env_id in powertrip_env.SUITE_IDS:
-        return "task: one of the benchmark's sequential problems (`powertrip_env.SUITE_IDS`)"
-    if env_id in powertrip_env.MEASURED_SUITE_IDS:
-        return (
-            "task of the measured track: the world departs from what the scenario states "
-            "(`powertrip_env.MEASURED_SUITE_IDS`, [the measured track](../measured.md))"
-        )
-    if env_id in powertrip_env.CARBON_SUITE_IDS:
-        return (
-            "task of the carbon track: reach the target before the deadline with the least "
-            "grid carbon (`powertrip_env.CARBON_SUITE_IDS`, [the carbon track](../carbon.md))"
-        )
+    task = powertrip_env.task_of(env_id)
+    if task is not None and task.suite:
+        return track_named(task.track).about
     if env_id in powertrip_env.SAMPLED_ENV_IDS:
         return "a new site catalogue every episode (`powertrip_env.SAMPLED_ENV_IDS`)"
     return (

@@ -39,13 +39,14 @@ import pandas as pd
 import yaml
 
 from maintainers.doc_blocks import BlockFiles
-from powertrip_env import MEASURED_SUITE_IDS, SUITE_IDS
+from powertrip_env import SUITE_IDS
 from powertrip_env.agents import imitation
 from powertrip_env.atomic import atomic_path, write_text
 from powertrip_env.baselines.registry import default_policy_names
 from powertrip_env.harness.arguments import add_episodes, add_force, add_no_progress, add_seed
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.models.loading import PRETRAINED
+from powertrip_env.harness.tracks import track_of
 from powertrip_env.scenario.sampling import SiteSampler
 
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "agents" / "pretrained"
@@ -88,6 +89,8 @@ TARGETS = [
 BASELINES = ["PowerTrip", "MyopicOptimal", "HorizonRule", "ForecastMPC", "BestFixedSet"]
 MEASURED_BASELINES = ["PowerTrip", "MyopicOptimal", "ForecastMPC", "AdaptiveHorizon", "AdaptiveMPC"]
 COLUMNS = list(dict.fromkeys([*BASELINES, *MEASURED_BASELINES]))
+RULES_BY_TRACK = {"known": BASELINES, "measured": MEASURED_BASELINES}
+"""The rules of a target, by the track its ID joined (``powertrip_env.register_task``)."""
 ZERO_SHOT_BLOCK = "zero-shot"
 
 # Beyond MyopicOptimal's 16 sites: (label, env ID, gym.make arguments). Every deployable
@@ -134,7 +137,8 @@ def zero_shot_table(episodes: int, seed: int, progress: bool) -> str:
     rows = []
     for label, env_id, scenario in TARGETS:
         print(f"zero-shot: {label} ...", file=sys.stderr)
-        rules = MEASURED_BASELINES if env_id in MEASURED_SUITE_IDS else BASELINES
+        track = track_of(env_id)
+        rules = RULES_BY_TRACK[track.name if track is not None else "known"]
         result = evaluate(
             env_id,
             [

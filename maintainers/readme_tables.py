@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,13 +46,10 @@ from powertrip_env.harness.arguments import (
 )
 from powertrip_env.harness.calibration import fidelity, sensitivity
 from powertrip_env.harness.evaluation.evaluate import evaluate
-from powertrip_env.harness.reports import (
-    benchmark,
-    carbon_track,
-    headroom,
-    leaderboard,
-    measures,
-)
+from powertrip_env.harness.reports import benchmark, headroom, leaderboard, measures
+from powertrip_env.harness.tracks import TRACKS, Track
+from powertrip_env.harness.tracks.carbon import TRADEOFF
+from powertrip_env.harness.tracks.time import CHAIN
 
 HEADROOM = "headroom"  # the block of the headroom table
 LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite (docs/benchmark.md)
@@ -61,6 +59,10 @@ MEASURED = "leaderboard-measured"  # README's board of the measured track, with 
 CHAIN_FIGURE = Path("docs") / "measured-chain.png"  # the measured tasks' room chains
 CARBON = "leaderboard-carbon"  # README's board of the carbon track, scored on the carbon cost
 TRADEOFF_FIGURE = Path("docs") / "carbon-tradeoff.png"  # the carbon tasks' TTA against carbon
+TRACK_BLOCKS = {"known": SCORES, "measured": MEASURED, "carbon": CARBON}
+"""Each shipped track's board in the docs, by its name (a track of a user's has none)."""
+FIGURES = {CHAIN: CHAIN_FIGURE, TRADEOFF: TRADEOFF_FIGURE}
+"""Where the docs keep each track figure a benchmark run draws, by the run's file name."""
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
 
@@ -69,13 +71,7 @@ SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost mi
 RESULT_IDS = [
     env_id
     for env_id in powertrip_env.ENV_IDS
-    if env_id == "PowerTrip-v0"
-    or env_id
-    not in (
-        *powertrip_env.SUITE_IDS,
-        *powertrip_env.MEASURED_SUITE_IDS,
-        *powertrip_env.CARBON_SUITE_IDS,
-    )
+    if env_id == "PowerTrip-v0" or env_id not in powertrip_env.suite_ids()
 ]
 
 DEFAULT_README = Path("README.md")  # relative: the README of the checkout you run it in
@@ -98,7 +94,7 @@ def board_block(board: str) -> str:
     return "\n".join(lines).strip("\n") + "\n"
 
 
-def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]]) -> str:
+def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]], track: Track) -> str:
     """README's leaderboard, laid out from the benchmark's own board and task facts (not read
     back from its Markdown): the bracket table, the caption, and one table of the aggregate
     (mean score and IQM with their intervals, and success) with each task's score beside it,
@@ -114,10 +110,8 @@ def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]]) -> 
               for r in board.table.itertuples(index=False)}  # fmt: skip
     rows = [(policy, leaderboard.aggregate_cells(row)) for policy, row in board.ranked()]
     rows += [(policy, ["–", "–", "–"]) for policy in board.left_out]
-    timed = board.measure == measures.TIME
     lines = [
-        *(benchmark.bracket_lines(facts) if timed else carbon_track.carbon_lines(facts)[:-1]),
-        "",
+        *track.sections()[0](facts),  # the track's first table of facts: its bracket
         measures.caption(board.zero, board.top, board.measure),
         "",
         f"**{leaderboard.aggregate_heading(len(tasks))}, and each task's score**",
@@ -206,7 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             finished = benchmark.read_run(args.leaderboard_from)
         except ValueError as exc:  # a folder that is not a finished benchmark's
             parser.error(f"--leaderboard-from {str(args.leaderboard_from)!r}: {exc}")
-    for track, block in (("measured", MEASURED), ("carbon", CARBON)):
+    for track, block in TRACK_BLOCKS.items():
+        if track == "known":
+            continue  # its blocks are among those checked above
         if LEADERBOARD in blocks and (finished is None or track in benchmark.tracks(finished[1])):
             try:  # a run with the track (a fresh one has both) fills its block too
                 pages.locate(block)
@@ -272,21 +268,18 @@ def _splice_leaderboard(
     else:
         print("the benchmark over the suite ...", file=sys.stderr)
         frame, facts = benchmark.benchmark(episodes=args.episodes, seed=args.seed)
+        first, on_first = benchmark.profiled(frame, facts)
         png_path = leaderboard.performance_profile(
-            benchmark.profiled(frame, facts),
-            benchmark.YARDSTICK,
-            benchmark.TOP,
-            profile.with_suffix(".tmp.png"),
+            on_first, first.zero, first.top, profile.with_suffix(".tmp.png")
         )
         png = png_path.read_bytes()
         png_path.unlink()
-    tracks = benchmark.tracks(facts)
-    known = tracks.get("known", [])
-    board = None
-    if known:
-        scored = benchmark.scored(frame[frame["task"].isin(known)])
-        board = leaderboard.board(scored, benchmark.YARDSTICK, benchmark.TOP)
-    markdown, summary = benchmark.report(frame, facts, board=board)
+    ran = benchmark.tracks(facts)
+    boards = {
+        name: TRACKS[name].board(benchmark.scored(frame[frame["task"].isin(tasks)]))
+        for name, tasks in ran.items()
+    }
+    markdown, summary = benchmark.report(frame, facts, boards=boards)
     if saved is not None and summary != saved:
         differ = [key for key in (*summary, *saved) if summary.get(key) != saved.get(key)]
         print(
@@ -296,27 +289,33 @@ def _splice_leaderboard(
             file=sys.stderr,
         )
         raise SystemExit(2)
-    if board is not None:  # a run of the measured track alone leaves the known track's blocks
+    if "known" in ran:  # a run of another track alone leaves the known track's blocks
         pages.splice(LEADERBOARD, board_block(markdown))
-        pages.splice(SCORES, board_scores(board, {task: facts[task] for task in known}))
         write_bytes(profile, png)
-    measured = tracks.get("measured", [])
-    if measured:
-        scored = benchmark.scored(frame[frame["task"].isin(measured)])
-        on_track = leaderboard.board(scored, benchmark.YARDSTICK, benchmark.TOP)
-        here = {task: facts[task] for task in measured}
-        pages.splice(MEASURED, "".join([
-            "\n".join(benchmark.chain_lines(here)), "\n", board_scores(on_track, here)
-        ]))  # fmt: skip
-        chains = {task: summary["tasks"][task] for task in measured}
-        benchmark.chain_figure(chains, args.readme.parent / CHAIN_FIGURE)
-    carbon = tracks.get("carbon", [])
-    if carbon:
-        scored = benchmark.scored(frame[frame["task"].isin(carbon)])
-        on_cost = carbon_track.board(scored)
-        pages.splice(CARBON, board_scores(on_cost, {task: facts[task] for task in carbon}))
-        here = {task: summary["tasks"][task] for task in carbon}
-        carbon_track.tradeoff_of(frame, here, carbon, args.readme.parent / TRADEOFF_FIGURE)
+    for name, tasks in ran.items():
+        if name in TRACK_BLOCKS:
+            here = {task: facts[task] for task in tasks}
+            drawn = {task: summary["tasks"][task] for task in tasks}  # the figures read the JSON
+            _splice_track(pages, TRACKS[name], boards[name], frame, here, drawn, args.readme)
+
+
+def _splice_track(
+    pages: BlockFiles,
+    track: Track,
+    board: leaderboard.Board,
+    frame: Any,
+    facts: dict[str, dict[str, Any]],
+    entries: dict[str, Any],
+    readme: Path,
+) -> None:
+    """One track's board in its block (its tables of facts beyond the bracket, then its scores)
+    and its figures (drawn from its tasks' JSON ``entries``) where the docs keep them."""
+    more = [line for section in track.sections()[1:] for line in section(facts)]
+    scores = board_scores(board, facts, track)
+    pages.splice(TRACK_BLOCKS[track.name], "\n".join(more) + "\n" + scores if more else scores)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in track.figures(frame, entries, Path(tmp)):
+            write_bytes(readme.parent / FIGURES[name], (Path(tmp) / name).read_bytes())
 
 
 if __name__ == "__main__":

@@ -7,106 +7,88 @@ plugins by itself): ``import powertrip_env`` then ``gymnasium.make("PowerTrip-v0
 
 from __future__ import annotations
 
-from gymnasium.envs.registration import register, registry
-
-from powertrip_env import registrations
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.scenario import Scenario, load_scenario, scenario_names
-from powertrip_env.scenario.types import DEFAULT_MAX_ROUNDS
+from powertrip_env.tasks import (
+    ENTRY_POINT,
+    MAX_EPISODE_STEPS,
+    TASKS,
+    VECTOR_ENTRY_POINT,
+    Task,
+    register_task,
+    suite_ids,
+    task_of,
+)
 
 __version__ = "0.5.0"
 
-# Registered ID -> the named scenario it runs (powertrip_env/scenario/shipped/<name>.toml).
-ENV_IDS: dict[str, str] = {
-    "PowerTrip-v0": "default",
-    "PowerTrip-LoRA-v0": "lora",
-    "PowerTrip-KWS-v0": "kws",
-    "PowerTrip-EMNIST-v0": "emnist",
-    "PowerTrip-LLMFull-v0": "llm-full",
-    "PowerTrip-Large-v0": "large",
-    "PowerTrip-Digits-v1": "digits",
-    "PowerTrip-NonBlocking-v0": "nonblocking",
-    "PowerTrip-Solar-v0": "solar",
-    "PowerTrip-Wide-v0": "wide",
-    "PowerTrip-Measured-v0": "measured",
-    "PowerTrip-Wide-Measured-v0": "wide-measured",
-    "PowerTrip-Carbon-v0": "carbon",
-    "PowerTrip-Carbon-Measured-v0": "carbon-measured",
-}
-# IDs whose objective is not the time to accuracy: ID -> the reward_mode they are registered with
-# (``powertrip_env.rewards``; a user may pass another).
-OBJECTIVES: dict[str, str] = {
-    "PowerTrip-Carbon-v0": "carbon",
-    "PowerTrip-Carbon-Measured-v0": "carbon",
-}
-# The benchmark's tasks (``powertrip benchmark``): the IDs that pose a sequential
-# problem on real power data (sequential headroom >= 1.05 on their test days). The other IDs are
-# settings, kept for the workloads they model (one-shot choices but Digits, docs/scenarios.md).
-# A task's version changes whenever its results change (tests/test_versions.py pins them), as
-# Gymnasium's IDs do.
-SUITE_IDS: tuple[str, ...] = (
-    "PowerTrip-v0",  # the flagship: blocking joins, 10 sites, grid + solar
-    "PowerTrip-NonBlocking-v0",  # INTELLECT-1's non-blocking joins
-    "PowerTrip-Solar-v0",  # half the grid power: solar-dominated sites
-    "PowerTrip-Wide-v0",  # 24 sites: beyond exhaustive search
-)
-# The measured track (docs/measured.md): tasks whose sites, links, joins and progress curve
-# depart per episode from what the scenario states ([unknowns]), so a policy must measure them.
-# The benchmark runs them after SUITE_IDS and reports their learnable room.
-MEASURED_SUITE_IDS: tuple[str, ...] = (
-    "PowerTrip-Measured-v0",  # the flagship, measured
-    "PowerTrip-Wide-Measured-v0",  # the 24 sites, measured
-)
-# The carbon track (docs/carbon.md): reach the target before a deadline with the least grid
-# carbon, on the six flagship sites whose grid has an hourly carbon intensity series. The
-# benchmark scores them on their own objective (kg CO2eq, a missed deadline priced in).
-CARBON_SUITE_IDS: tuple[str, ...] = (
-    "PowerTrip-Carbon-v0",  # six zoned sites, deadline 1.25x the best TTA
-    "PowerTrip-Carbon-Measured-v0",  # the same, measured
+# The shipped IDs: (ID, the named scenario it runs (powertrip_env/scenario/shipped/<name>.toml),
+# the track it joins, whether the benchmark runs it, and other arguments). The benchmark's tasks
+# (suite) pose a sequential problem on real power data (sequential headroom >= 1.05 on their
+# test days); the other IDs are settings, kept for the workloads they model (one-shot choices
+# but Digits, docs/scenarios.md). A task's version changes whenever its results change
+# (tests/test_versions.py pins them), as Gymnasium's IDs do. The tracks (docs/benchmark.md):
+# "known", the world as the scenario states it; "measured" (docs/measured.md), sites, links,
+# joins and progress curve departing per episode from what the scenario states ([unknowns]), so a
+# policy must measure them; "carbon" (docs/carbon.md), reach the target before a deadline with the
+# least grid carbon, registered with its objective (reward_mode="carbon").
+_SHIPPED: tuple[tuple[str, str, str, bool, dict[str, object]], ...] = (
+    ("PowerTrip-v0", "default", "known", True, {}),  # the flagship: blocking joins, 10 sites
+    ("PowerTrip-LoRA-v0", "lora", "known", False, {}),
+    ("PowerTrip-KWS-v0", "kws", "known", False, {}),
+    ("PowerTrip-EMNIST-v0", "emnist", "known", False, {}),
+    ("PowerTrip-LLMFull-v0", "llm-full", "known", False, {}),
+    ("PowerTrip-Large-v0", "large", "known", False, {}),
+    ("PowerTrip-Digits-v1", "digits", "known", False, {}),
+    ("PowerTrip-NonBlocking-v0", "nonblocking", "known", True, {}),  # INTELLECT-1's joins
+    ("PowerTrip-Solar-v0", "solar", "known", True, {}),  # half the grid power: solar-dominated
+    ("PowerTrip-Wide-v0", "wide", "known", True, {}),  # 24 sites: beyond exhaustive search
+    ("PowerTrip-Measured-v0", "measured", "measured", True, {}),  # the flagship, measured
+    ("PowerTrip-Wide-Measured-v0", "wide-measured", "measured", True, {}),  # 24 sites, measured
+    # six zoned sites, deadline 1.25x the best TTA; and the same, measured
+    ("PowerTrip-Carbon-v0", "carbon", "carbon", True, {"reward_mode": "carbon"}),
+    ("PowerTrip-Carbon-Measured-v0", "carbon-measured", "carbon", True, {"reward_mode": "carbon"}),
 )
 # IDs that draw a new site catalogue every episode (powertrip_env.scenario.sampling): ID -> the
 # scenario whose job and power data they use, and the padded site count of their spaces (32
 # covers every shipped scenario, PowerTrip-Large-v0 included). Their catalogue changes per
 # episode, so they have no native vector env: gym.make_vec runs them in a SyncVectorEnv.
 SAMPLED_ENV_IDS: dict[str, tuple[str, int]] = {"PowerTrip-Random-v0": ("default", 32)}
-MAX_EPISODE_STEPS = DEFAULT_MAX_ROUNDS  # as the simulation's own limit
-# Where Gymnasium finds the environments; tools compare registry entries against these to tell
-# PowerTrip IDs (including a user's own registrations) from other environments.
-ENTRY_POINT = registrations.ENTRY_POINT
-VECTOR_ENTRY_POINT = "powertrip_env.vector_env:PowerTripVectorEnv"
 
-for _env_id, _scenario in ENV_IDS.items():
-    if _env_id not in registry:
-        register(
-            id=_env_id,
-            entry_point=ENTRY_POINT,
-            vector_entry_point=VECTOR_ENTRY_POINT,
-            max_episode_steps=MAX_EPISODE_STEPS,
-            kwargs={"scenario": _scenario}
-            | ({"reward_mode": OBJECTIVES[_env_id]} if _env_id in OBJECTIVES else {}),
-        )
-
+for _env_id, _scenario, _track, _suite, _kwargs in _SHIPPED:
+    if _env_id not in TASKS:
+        register_task(_env_id, _scenario, track=_track, suite=_suite, **_kwargs)
 for _env_id, (_scenario, _max_sites) in SAMPLED_ENV_IDS.items():
-    if _env_id not in registry:
-        register(
-            id=_env_id,
-            entry_point=ENTRY_POINT,
-            max_episode_steps=MAX_EPISODE_STEPS,
-            kwargs={"scenario": _scenario, "sites": "random", "max_sites": _max_sites},
-        )
+    if _env_id not in TASKS:
+        register_task(_env_id, _scenario, vector=False, sites="random", max_sites=_max_sites)
+
+ENV_IDS: dict[str, str] = {env_id: scenario for env_id, scenario, *_ in _SHIPPED}
+"""Registered ID -> the named scenario it runs, for the shipped IDs with one site catalogue."""
+SUITE_IDS: tuple[str, ...] = suite_ids("known")
+"""The shipped tasks of the known track, as registered (``suite_ids("known")`` also lists a
+user's own)."""
+MEASURED_SUITE_IDS: tuple[str, ...] = suite_ids("measured")
+"""The shipped tasks of the measured track (docs/measured.md)."""
+CARBON_SUITE_IDS: tuple[str, ...] = suite_ids("carbon")
+"""The shipped tasks of the carbon track (docs/carbon.md)."""
 
 __all__ = [
     "CARBON_SUITE_IDS",
     "ENTRY_POINT",
     "ENV_IDS",
+    "MAX_EPISODE_STEPS",
     "MEASURED_SUITE_IDS",
-    "OBJECTIVES",
     "SAMPLED_ENV_IDS",
     "SUITE_IDS",
+    "TASKS",
     "VECTOR_ENTRY_POINT",
     "Scenario",
     "ScenarioError",
+    "Task",
     "TraceError",
     "load_scenario",
+    "register_task",
     "scenario_names",
+    "suite_ids",
+    "task_of",
 ]

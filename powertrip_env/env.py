@@ -17,10 +17,10 @@ from powertrip_env.dynamics.features import document_env
 from powertrip_env.engine import Engine, EngineState, EngineViews
 from powertrip_env.learners import Learner, is_surrogate, make_learner
 from powertrip_env.options import configure, learner_arguments
-from powertrip_env.registrations import document_power_data
 from powertrip_env.rewards import RewardFn
 from powertrip_env.scenario import Scenario
 from powertrip_env.scenario.sampling import SiteSampler, as_sampler
+from powertrip_env.tasks import document_power_data
 from powertrip_env.view import DecisionView
 
 
@@ -51,7 +51,7 @@ class PowerTripEnv(EngineViews, gym.Env):
     when the model reaches its target accuracy; the goal is the shortest time-to-accuracy
     (TTA). Every equation and parameter is in docs/model.md.
 
-    <power data of the registered IDs: powertrip_env.registrations.document_power_data()>
+    <power data of the registered IDs: powertrip_env.tasks.document_power_data()>
 
     ## Action Space
 
@@ -184,7 +184,7 @@ class PowerTripEnv(EngineViews, gym.Env):
     (`powertrip_env.scenario.sampling.SiteSampler`) on the scenario's job and power data;
     `env.unwrapped.scenario` is the episode's.
 
-    <registered IDs: powertrip_env.registrations.document_power_data()>
+    <registered IDs: powertrip_env.tasks.document_power_data()>
 
     ## Vectorized environment
 

@@ -15,6 +15,7 @@ import powertrip_env
 from powertrip_env.baselines.references import play_on_copy
 from powertrip_env.baselines.registry import default_policy_names, make_policy
 from powertrip_env.harness.reports import benchmark
+from powertrip_env.harness.tracks import time
 
 
 # About 20 s of CPU (the Optimiser and the bound on four flagship and Wide episodes): CI's slow
@@ -169,7 +170,7 @@ def _two_tracks() -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     rows = []
     facts: dict[str, dict[str, Any]] = {}
     for task, means, track in (("K-v0", _KNOWN, "known"), ("M-v0", _MEASURED, "measured")):
-        for policy, mean in {**means, benchmark.BOUND: 21.0}.items():
+        for policy, mean in {**means, time.BOUND: 21.0}.items():
             for e, start in enumerate(_STARTS):
                 rows.append({"task": task, "policy": policy, "episode": e, "start_time": start,
                              "tta_h": mean + (e - 0.5), "success": True})  # fmt: skip
@@ -177,12 +178,12 @@ def _two_tracks() -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
                        "optimum_lower_h": 21.0, "gap": 22.0 / 21.0, "reference_never_beaten": True,
                        "n_sites": 10}  # fmt: skip
         if track == "measured":
-            facts[task].update(benchmark.room_chain(pd.Series(means)))
+            facts[task].update(time.room_chain(pd.Series(means)))
     return pd.DataFrame(rows), facts
 
 
 def test_the_room_chain_splits_powertrip_to_the_optimiser() -> None:
-    chain = benchmark.room_chain(pd.Series(_MEASURED))
+    chain = time.room_chain(pd.Series(_MEASURED))
     assert [link["policy"] for link in chain["chain"]] == [
         "PowerTrip", "HorizonRule", "AdaptiveMPC", "InformedMPC", "Optimiser"
     ]  # fmt: skip
@@ -210,7 +211,7 @@ def test_each_track_has_its_own_board_and_aggregate(tmp_path) -> None:
     board = known_only[known_only.index("# Leaderboard") :]
     assert board in markdown  # the known board whole, as a run of the known task alone gives it
     benchmark.write_run(tmp_path, frame, markdown, summary)
-    assert (tmp_path / benchmark.CHAIN).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / time.CHAIN).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_readme_tables_fills_the_measured_block_from_a_run_of_both_tracks(tmp_path) -> None:

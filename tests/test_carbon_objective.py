@@ -136,7 +136,8 @@ def test_a_scenario_without_carbon_is_refused_naming_it_and_c_ref() -> None:
         gym.make("PowerTrip-v0", reward_mode="carbon")
     with pytest.raises(ValueError, match=r"(?s)'default'.*carbon_ref_kg"):
         gym.make_vec("PowerTrip-v0", num_envs=2, reward_mode="carbon")
-    assert powertrip_env.OBJECTIVES[ID] == "carbon"
+    assert gym.spec(ID).kwargs["reward_mode"] == "carbon"  # its track's objective
+    assert powertrip_env.task_of(ID).track == "carbon"
 
 
 # --------------------------------------------------------------------------- the view

@@ -105,9 +105,9 @@ def test_bad_env_exits_2_from_the_command_line(tmp_path):
 def test_the_bound_s_rows_and_check_are_the_ones_benchmark_uses() -> None:
     """One bound loop and one check serve ``powertrip headroom`` and ``powertrip benchmark``."""
     from powertrip_env.harness.arguments import make_env
-    from powertrip_env.harness.reports import benchmark
+    from powertrip_env.harness.tracks import time
 
-    assert benchmark.BOUND is headroom.BOUND and benchmark.bound_rows is headroom.bound_rows
+    assert time.BOUND is headroom.BOUND and time.bound_rows is headroom.bound_rows
     env = make_env("PowerTrip-v0", split="test", jitter=False)
     try:
         rows = headroom.bound_rows(env, 2, seed=5)
@@ -117,8 +117,8 @@ def test_the_bound_s_rows_and_check_are_the_ones_benchmark_uses() -> None:
     assert list(rows["seed"]) == [5, 6] and set(rows["policy"]) == {headroom.BOUND}
     assert (rows["tta_h"] > 0).all() and rows["success"].all()
     per_episode = pd.DataFrame({headroom.BOUND: [1.0, 2.0], "A": [1.0, 3.0], "B": [2.0, 2.0]})
-    assert headroom.bound_holds(per_episode)
-    assert not headroom.bound_holds(per_episode.assign(B=[2.0, 1.9]))
+    assert headroom.bound_holds(per_episode, headroom.BOUND)
+    assert not headroom.bound_holds(per_episode.assign(B=[2.0, 1.9]), headroom.BOUND)
 
 
 def _cells(line: str) -> list[str]:

@@ -60,7 +60,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # where episodes start
     ("powertrip_env.interface", "powertrip_env.episodes"),
     # the constructor arguments, checked into the layers below; the registered IDs' sentences
-    ("powertrip_env.options", "powertrip_env.registrations"),
+    ("powertrip_env.options", "powertrip_env.tasks"),
     ("powertrip_env.engine",),  # B episodes of one setup: the one implementation of both envs
     ("powertrip_env.env", "powertrip_env.vector_env"),  # the Gymnasium adapters
     # the registration (``__init__``) and other libraries' glue over the adapters

@@ -30,6 +30,7 @@ from powertrip_env.harness.reports.scores import (
     normalised_scores,
     per_task_table,
 )
+from powertrip_env.harness.tracks import KNOWN
 
 ZERO, TOP = "PowerTrip", "Optimiser"
 
@@ -408,7 +409,7 @@ def test_readme_scores_put_each_task_score_beside_the_aggregate(toy: pd.DataFram
     board = leaderboard.board(toy, ZERO, TOP)
     text = to_markdown(board, title="Toy board")
     facts = {task: _facts(n_sites=4) for task in TOY}
-    scores = board_scores(board, facts)
+    scores = board_scores(board, facts, KNOWN)
     assert scores.startswith("| task | sites | optimiser headroom |")
     assert "| A-v0 | 4 | 1.250 | 7.50 | 8.00 | 0.062 | True |" in scores
     assert measures.caption(ZERO, TOP) in scores and measures.caption(ZERO, TOP) in text
@@ -487,7 +488,7 @@ def test_readme_scores_mark_a_policy_that_never_finished(with_failures) -> None:
 
     mark = measures.NEVER_FINISHED
     board = leaderboard.board(with_failures, ZERO, TOP)
-    scores = board_scores(board, {task: _facts(n_sites=4) for task in TOY})
+    scores = board_scores(board, {task: _facts(n_sites=4) for task in TOY}, KNOWN)
     rows = _readme_rows(scores)
     assert rows["Stuck"][0].endswith(f"] {mark}") and rows["Stuck"][2] == "0%"
     assert all(cell.endswith(f" {mark}") for cell in rows["Stuck"][3:])  # each task's score
@@ -594,9 +595,10 @@ def test_readme_tables_lays_out_a_finished_run_from_its_data(with_failures, tmp_
     folder whose JSON its episodes do not give again."""
     import maintainers.readme_tables as readme_tables
     from powertrip_env.harness.reports import benchmark
+    from powertrip_env.harness.tracks import time
 
     bound = with_failures[with_failures["policy"] == ZERO].assign(
-        policy=benchmark.BOUND, tta_h=1.0, success=True
+        policy=time.BOUND, tta_h=1.0, success=True
     )
     frame = pd.concat([with_failures, bound], ignore_index=True)
     facts = {task: _facts(n_sites=4, bound_holds=True) for task in TOY}
@@ -611,7 +613,7 @@ def test_readme_tables_lays_out_a_finished_run_from_its_data(with_failures, tmp_
     argv = ["--readme", str(readme), "--tables", "leaderboard", "--leaderboard-from", str(run)]
     assert readme_tables.main(argv) == 0
     text = readme.read_text(encoding="utf-8")
-    scores = readme_tables.board_scores(leaderboard.board(benchmark.scored(frame)), facts)
+    scores = readme_tables.board_scores(leaderboard.board(benchmark.scored(frame)), facts, KNOWN)
     assert readme_tables.board_block(markdown) in text and scores in text
     assert f"| Stuck | 30.000 [30.000, 30.000] | -3.400 {measures.NEVER_FINISHED} | 0% |" in text
     profile = tmp_path / "docs" / "leaderboard-profile.png"

@@ -31,6 +31,7 @@ from powertrip_env.agents.arguments import (
     parse_args,
 )
 from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS
+from powertrip_env.harness.tracks import CARBON
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -236,8 +237,9 @@ def test_help_names_both_default_final_tables(capsys: pytest.CaptureFixture[str]
     assert "(default:PowerTrip-Measured-v0)" in flat  # --env
     entry = flat.split("--final-policiesFINAL_POLICIES")[-1].split("--eval-seed")[0]
     assert entry.endswith(
-        f"(default:{DEFAULT_FINAL_POLICIES}ontheknowntrack,"
-        f"{DEFAULT_MEASURED_FINAL_POLICIES}onthemeasuredtrack)"
+        f"(default:thetrack'sown:{DEFAULT_FINAL_POLICIES}ontheknowntrack,"
+        f"{DEFAULT_MEASURED_FINAL_POLICIES}onthemeasuredtrack,"
+        f"{CARBON.final_policies}onthecarbontrack)"
     )  # and not argparse's "(default: None)" after them
 
 

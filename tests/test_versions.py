@@ -318,3 +318,64 @@ def test_a_comment_or_a_name_changes_no_fingerprint(tmp_path) -> None:
     copy.parent.mkdir()
     copy.write_text(text, encoding="utf-8")
     assert fingerprint("PowerTrip-Digits-v1", copy) == FINGERPRINTS["PowerTrip-Digits-v1"]
+
+
+# ID -> the policies its track's planners start from (``Track.starts``): the Optimiser (and the
+# carbon track's CarbonOptimiser) must not lose to any of them, so it plays each one's episode
+# first. A policy added to or dropped from a track's rules changes these plans and so every
+# score on the task's board; if this fails, bump the task's version as for a change of its
+# inputs, then record the new list.
+_COMMON = [
+    "PowerTrip",
+    "AllSites",
+    "RandomK",
+    "TopPower-1",
+    "TopPower-2",
+    "TopPower-4",
+    "Nearest-2",
+    "Nearest-4",
+    "FastestK-4",
+    "OortLike",
+    "FedZeroLike",
+]
+_LOOKAHEAD = ["HorizonRule", "ForecastMPC"]
+_ADAPTIVE = ["AdaptiveHorizon", "AdaptiveMPC", "ExploringHorizon"]
+_CARBON = ["CarbonGreedy", "DeadlineHorizon", "FedZeroExcess"]
+_INFORMED = ["Informed", "InformedMPC"]
+STARTS = {
+    "PowerTrip-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD],
+    "PowerTrip-NonBlocking-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD],
+    "PowerTrip-Solar-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD],
+    "PowerTrip-Wide-v0": [*_COMMON, *_LOOKAHEAD],
+    "PowerTrip-Measured-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD, *_ADAPTIVE, *_INFORMED],
+    "PowerTrip-Wide-Measured-v0": [*_COMMON, *_LOOKAHEAD, *_ADAPTIVE, *_INFORMED],
+    "PowerTrip-Carbon-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD, *_CARBON],
+    "PowerTrip-Carbon-Measured-v0": [
+        *_COMMON,
+        "MyopicOptimal",
+        *_LOOKAHEAD,
+        *_ADAPTIVE,
+        *_CARBON,
+        "AdaptiveCarbonGreedy",
+        "AdaptiveDeadlineHorizon",
+        *_INFORMED,
+    ],
+}
+
+
+@pytest.mark.parametrize("env_id", powertrip_env.suite_ids())
+def test_the_planners_starts_change_only_with_the_version(env_id: str) -> None:
+    from powertrip_env.harness.tracks import track_for
+
+    env = gym.make(env_id)
+    try:
+        track = track_for(env_id, env)
+        starts = track.starts(env.unwrapped.n_sites, bool(env.unwrapped.params.measured))
+    finally:
+        env.close()
+    assert env_id in STARTS, f"{env_id} is a suite task: record STARTS[{env_id!r}] = {starts}"
+    assert starts == STARTS[env_id], (
+        f"{env_id}'s planners would start from {starts}, not {STARTS[env_id]}: the Optimiser's "
+        "plans and so every score on its board may move. Bump the task's version "
+        "(powertrip_env/__init__.py) and record the new list here."
+    )

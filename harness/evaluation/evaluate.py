@@ -54,7 +54,7 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines.base import Policy
-from powertrip_env.baselines.registry import REFERENCES, default_policy_names, make_policy
+from powertrip_env.baselines.registry import make_policy
 from powertrip_env.episodes import SPLITS
 from powertrip_env.errors import EvaluationError, ResultsNotWritten, is_whole
 from powertrip_env.harness.arguments import (
@@ -78,6 +78,7 @@ from powertrip_env.harness.evaluation.results import (
 from powertrip_env.harness.evaluation.statistics import day_bootstrap_ci95, start_days
 from powertrip_env.harness.evaluation.timeline import Timeline, TimelineRecorder, TimelineRecording
 from powertrip_env.harness.models.loading import ALGOS, load_agent, model_label
+from powertrip_env.harness.tracks import track_for
 from powertrip_env.render import has_matplotlib, save_png
 from powertrip_env.scenario.power_data import iso_utc
 
@@ -194,9 +195,10 @@ def evaluate(
 
     Args:
         env_id: a registered PowerTrip ID, e.g. ``"PowerTrip-v0"``.
-        policies: policy names (see ``registry.make_policy``; ``"all"`` expands to
-            ``default_policy_names``, ``"references"`` to the clairvoyant references) or
-            ``Policy`` instances.
+        policies: policy names (see ``registry.make_policy``; ``"all"`` expands to the
+            deployable baselines of the task's track, ``"references"`` to its clairvoyant
+            references: ``powertrip_env.harness.tracks``) or ``Policy`` instances. A planning
+            reference starts from the episodes of the track's rules (``Track.starts``).
         episodes: paired episodes per policy; episode e resets with ``seed + e``.
         split: ``"test"`` (held-out days, default), ``"train"`` or ``"all"``.
         seed: base seed of the episodes and of the randomised policies.
@@ -230,10 +232,14 @@ def evaluate(
     env = make_env(env_id, **base_kwargs) if probe is None else probe
     n_sites = env.unwrapped.n_sites
     scenario = Path(env.unwrapped.scenario.source).name if "scenario" in base_kwargs else ""
+    track = track_for(env_id, env, scenario_given="scenario" in base_kwargs)
+    measured = bool(env.unwrapped.params.measured)
     if env is not probe:
         env.close()
 
-    entries = _entries(policies, models, n_sites, seed, env_id, base_kwargs)
+    named = {"all": track.rules(n_sites, measured), "references": list(track.references)}
+    starts = track.starts(n_sites, measured)  # what its planners start from
+    entries = _entries(policies, models, n_sites, seed, env_id, base_kwargs, named, starts)
     if not entries:
         raise EvaluationError("nothing to evaluate: give at least one policy or model")
     out = Path(out_dir) if out_dir is not None else None
@@ -293,8 +299,12 @@ def _entries(
     seed: int,
     env_id: str,
     base_kwargs: dict[str, Any],
+    named: Mapping[str, list[str]],
+    starts: Sequence[str],
 ) -> list[_Entry]:
-    """Resolve names, instances and models to runnable entries, PowerTrip first."""
+    """Resolve names, instances and models to runnable entries, PowerTrip first: ``named``
+    gives the track's lists for ``all`` and ``references``, ``starts`` the policies its
+    planners start from."""
     entries: list[_Entry] = []
     if isinstance(policies, str):
         policies = [policies]
@@ -302,12 +312,10 @@ def _entries(
         if isinstance(item, Policy):
             entries.append(_Entry(item.name, item, base_kwargs))
             continue
-        names = {"all": default_policy_names(n_sites), "references": list(REFERENCES)}.get(
-            item, [item]
-        )
-        for name in names:
+        for name in named.get(item, [item]):
             try:
-                entries.append(_Entry(name, make_policy(name, n_sites, seed), base_kwargs))
+                policy = make_policy(name, n_sites, seed, starts=starts)
+                entries.append(_Entry(name, policy, base_kwargs))
             except ValueError as exc:
                 raise EvaluationError(str(exc)) from None
     labels = [e.label for e in entries]
@@ -407,7 +415,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--policies",
         default="all",
-        help="comma-separated policy names, or 'all' (default) for the standard set",
+        help="comma-separated policy names, 'all' (default) for the deployable baselines of the "
+        "task's track, 'references' for its clairvoyant references",
     )
     add_episodes(parser, 30, "paired episodes")
     parser.add_argument("--split", default="test", choices=SPLITS, help="trace days (test)")

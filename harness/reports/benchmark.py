@@ -66,16 +66,14 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-import powertrip_env
 from powertrip_env.atomic import (
     OutputDirError,
     check_output_dir,
@@ -83,13 +81,7 @@ from powertrip_env.atomic import (
     stop_codes,
     write_text,
 )
-from powertrip_env.baselines.carbon_bound import CARBON_BOUND, carbon_bound_rows
-from powertrip_env.baselines.registry import (
-    ADAPTIVE,
-    INFORMED,
-    LOOKAHEAD,
-    default_policy_names,
-)
+from powertrip_env.baselines.registry import make_policy
 from powertrip_env.errors import EvaluationError
 from powertrip_env.harness.arguments import (
     SUITE,
@@ -102,22 +94,18 @@ from powertrip_env.harness.arguments import (
     make_env,
 )
 from powertrip_env.harness.evaluation.evaluate import evaluate
-from powertrip_env.harness.evaluation.results import YARDSTICK
 from powertrip_env.harness.models.loading import ALGOS, load_model
-from powertrip_env.harness.reports import carbon_track, leaderboard
-from powertrip_env.harness.reports.carbon_track import CARBON_FIXED, CARBON_TOP
-from powertrip_env.harness.reports.headroom import BOUND, bound_holds, bound_rows
+from powertrip_env.harness.reports import leaderboard
+from powertrip_env.harness.tracks import TRACKS, Facts, Track, track_for, track_named
+from powertrip_env.tasks import suite_ids
 
-TOP = "Optimiser"  # the reference: score 1
 QUICK_EPISODES = 2
 EPISODES, BOARD_MD, BOARD_JSON, PROFILE = (
     "episodes.csv",
     "leaderboard.md",
     "leaderboard.json",
     "profile.png",
-)  # the files of one run, written as one set
-CHAIN = "chain.png"  # and, when measured tasks ran, their room chains
-TRADEOFF = "tradeoff.png"  # and, when carbon tasks ran, their TTA against carbon
+)  # the files of one run, written as one set; each track adds its figures (chain, tradeoff)
 
 
 def run_task(
@@ -128,84 +116,38 @@ def run_task(
     models: Sequence[tuple[str, str]] = (),
     progress: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """One task's episodes (columns ``task, policy, episode, start_time, tta_h, success``; the
-    bound's rows included) and its facts: the optimiser headroom, the bracket and whether the
-    reference held. One env serves the task: ``evaluate`` reads its sites from it and the
-    bound is computed on it."""
+    """One task's episodes (columns ``task, policy, episode, start_time``, its track's measure
+    and ``success``; the bound's rows included) and its facts, as its track scores them: its
+    rules, those it tells the draw and its references, planned from the rules' episodes
+    (``Track.starts``), on paired test episodes without jitter. One env serves the task:
+    ``evaluate`` reads its sites from it and the bound is computed on it."""
     kwargs = {"jitter": False}
     probe = make_env(env_id, split="test", **kwargs)
     try:
         n_sites = probe.unwrapped.n_sites
         params = probe.unwrapped.params
+        track = track_for(env_id, probe)
         measured = bool(params.measured)
-        carbon = probe.unwrapped.reward_mode == "carbon"
-        deployable = default_policy_names(n_sites, measured=measured, carbon=carbon)
-        informed = list(INFORMED) if measured else []
-        # the carbon track's references: the time optimiser too, the other end of the front
-        references = [TOP, CARBON_FIXED, CARBON_TOP] if carbon else ["BestFixedSet", TOP]
+        contenders = [*track.rules(n_sites, measured), *track.told(measured)]
+        starts = track.starts(n_sites, measured)
+        references = [
+            make_policy(name, n_sites, seed, starts=starts) for name in track.board_references
+        ]
         result = evaluate(
             env_id,
-            [*deployable, *informed, *references],
+            [*contenders, *references],
             episodes=episodes,
             split="test",
             seed=seed,
-            models=models,
+            models=fitting(models, env_id, measured),
             env_kwargs=kwargs,
             progress=progress,
             probe=probe,
         )
-        bounds = (carbon_bound_rows if carbon else bound_rows)(probe, episodes, seed)
+        bounds = track.bound(probe, episodes, seed)
     finally:
         probe.close()
-    if carbon:
-        return carbon_track.carbon_task(
-            env_id, result.episodes, bounds, params, [*deployable, *informed]
-        )
-    frame = result.episodes[["policy", "episode", "start_time", "tta_h", "success"]].copy()
-    starts = frame.loc[frame["policy"] == YARDSTICK, ["episode", "start_time"]]
-    bounds = bounds[["policy", "episode", "tta_h", "success"]].merge(starts, on="episode")
-    frame = pd.concat([frame, bounds], ignore_index=True)
-    frame.insert(0, "task", env_id)
-
-    tta = frame.pivot(index="episode", columns="policy", values="tta_h")
-    mean = tta.mean()
-    never_beaten = bool((tta[TOP] <= tta[[*deployable, *informed]].min(axis=1) + 1e-9).all())
-    facts = {
-        "track": "measured" if measured else "known",
-        "optimiser_headroom": float(mean["BestFixedSet"] / mean[TOP]),
-        "optimum_upper_h": float(mean[TOP]),
-        "optimum_lower_h": float(mean[BOUND]),
-        "gap": float(mean[TOP] / mean[BOUND]),
-        "reference_never_beaten": never_beaten,
-        "bound_holds": bound_holds(tta),
-        "episodes": episodes,
-        "n_sites": n_sites,
-    }
-    if measured:
-        facts.update(room_chain(mean))
-    return frame, facts
-
-
-def room_chain(mean: pd.Series) -> dict[str, Any]:
-    """A measured task's room, split (docs/measured.md): PowerTrip → the best rule on the
-    stated model → the best adaptive rule → ``Informed`` (the best rule told the draw) →
-    the Optimiser, with each step's share of PowerTrip → Optimiser. ``learnable_room`` is the
-    best adaptive rule over Informed: what measuring costs, and what an agent may take."""
-    nominal = min(LOOKAHEAD, key=lambda name: mean[name])
-    adaptive = min(ADAPTIVE, key=lambda name: mean[name])
-    informed = min(INFORMED, key=lambda name: mean[name])
-    steps = [("PowerTrip", YARDSTICK), ("nominal", nominal), ("adaptive", adaptive),
-             ("informed", informed), ("optimiser", TOP)]  # fmt: skip
-    total = float(mean[YARDSTICK] - mean[TOP])
-    chain = [{"step": step, "policy": name, "tta_h": float(mean[name])} for step, name in steps]
-    for before, after in itertools.pairwise(chain):
-        after["share"] = (before["tta_h"] - after["tta_h"]) / total if total > 0 else 0.0
-    return {
-        "informed_h": float(mean[informed]),
-        "best_adaptive": adaptive,
-        "learnable_room": float(mean[adaptive] / mean[informed]),
-        "chain": chain,
-    }
+    return track.score(env_id, result.episodes, bounds, params, contenders)
 
 
 def benchmark(
@@ -216,26 +158,25 @@ def benchmark(
     models: Sequence[tuple[str, str]] = (),
     progress: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
-    """Every task's episodes in one frame, and each task's facts."""
+    """Every task's episodes in one frame, and each task's facts; every task of the suite
+    (``powertrip_env.suite_ids()``, as registered) when ``env_ids`` is empty."""
     frames, facts = [], {}
-    default = (
-        *powertrip_env.SUITE_IDS,
-        *powertrip_env.MEASURED_SUITE_IDS,
-        *powertrip_env.CARBON_SUITE_IDS,
-    )
-    for env_id in env_ids or default:
+    for env_id in env_ids or suite_ids():
         frame, facts[env_id] = run_task(
-            env_id, episodes=episodes, seed=seed, models=fitting(models, env_id), progress=progress
+            env_id, episodes=episodes, seed=seed, models=models, progress=progress
         )
         frames.append(frame)
     return pd.concat(frames, ignore_index=True), facts
 
 
-def fitting(models: Sequence[tuple[str, str]], env_id: str) -> list[tuple[str, str]]:
-    """The ``--model``s whose spaces fit ``env_id``: an agent trained on the known track does not
-    read the measured track's telemetry columns, so it sits out those tasks, said on stderr (the
-    board lists it only where it ran) instead of stopping the run."""
-    if env_id not in powertrip_env.MEASURED_SUITE_IDS:
+def fitting(
+    models: Sequence[tuple[str, str]], env_id: str, measured: bool
+) -> list[tuple[str, str]]:
+    """The ``--model``s whose spaces fit ``env_id``: an agent trained where the world is stated
+    does not read the telemetry columns of a task whose scenario draws unknowns (``measured``),
+    so it sits out those tasks, said on stderr (the board lists it only where it ran) instead
+    of stopping the run."""
+    if not measured:
         return list(models)  # evaluate loads and checks them, as it always has
     out = []
     for path, algo in models:
@@ -249,166 +190,88 @@ def fitting(models: Sequence[tuple[str, str]], env_id: str) -> list[tuple[str, s
 
 
 def scored(episodes: pd.DataFrame) -> pd.DataFrame:
-    """The episodes the leaderboard scores: the policies', not the bounds'."""
-    return episodes[~episodes["policy"].isin([BOUND, CARBON_BOUND])]
+    """The episodes the leaderboard scores: the policies', not the bounds' (each track names
+    its bound's rows: ``Track.bound_label``)."""
+    bounds = {track.bound_label for track in TRACKS.values()} - {None}
+    return episodes[~episodes["policy"].isin(bounds)]
 
 
-def bracket_lines(facts: dict[str, dict[str, Any]]) -> list[str]:
-    """The table of each task's facts (sites, optimiser headroom, the bracket, whether the
-    reference held) and the note that reads it."""
-    lines = [
-        "| task | sites | optimiser headroom | optimum ≥ (h) | optimum ≤ (h) | gap | "
-        "never beaten |",
-        "|---|---:|---:|---:|---:|---:|---|",
-    ]
-    timed = {task: f for task, f in facts.items() if f.get("track") != "carbon"}
-    if not timed:
-        return []
-    for task, f in timed.items():
-        lines.append(
-            f"| {task} | {f['n_sites']} | {f['optimiser_headroom']:.3f} | "
-            f"{f['optimum_lower_h']:.2f} | {f['optimum_upper_h']:.2f} | {f['gap']:.3f} | "
-            f"{f['reference_never_beaten']} |"
-        )
-    return [
-        *lines,
-        "",
-        "optimiser headroom = BestFixedSet / Optimiser (the reference, which starts from every "
-        "deployable baseline's episode; `powertrip headroom`'s beam headroom divides by "
-        "BeamPlanner instead); optimum ≤ is the reference's feasible plan, optimum ≥ the lower "
-        "bound; gap = their ratio; never beaten: no deployable baseline was faster than the "
-        "reference in any episode.",
-    ]
+def tracks(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """The tasks of each track that ran, in the order of ``TRACKS`` (the known track first):
+    each has its own board, since their scores mean different things."""
+    named = {task: f.get("track", next(iter(TRACKS))) for task, f in facts.items()}
+    unknown = sorted({name for name in named.values() if name not in TRACKS})
+    if unknown:
+        track_named(unknown[0])  # names the registered tracks
+    return {
+        name: tasks
+        for name in TRACKS
+        if (tasks := [task for task, track in named.items() if track == name])
+    }
 
 
-def chain_lines(facts: dict[str, dict[str, Any]]) -> list[str]:
-    """The measured tasks' room chains (``room_chain``), one row each; none on the known track."""
-    rows = [(task, f) for task, f in facts.items() if f.get("track") == "measured"]
-    if not rows:
-        return []
-    lines = [
-        "| task | PowerTrip (h) | stated model (h) | adaptive (h) | Informed (h) | Optimiser (h) "
-        "| learnable room |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for task, f in rows:
-        cells = []
-        for link in f["chain"]:
-            share = f" ({link['share']:.0%})" if "share" in link else ""
-            cells.append(f"{link['policy']} {link['tta_h']:.2f}{share}")
-        lines.append(f"| {task} | {' | '.join(cells)} | {f['learnable_room']:.3f} |")
-    return [
-        *lines,
-        "",
-        "The measured track's room, split: each step's policy, its mean TTA and (in brackets) "
-        "its share of PowerTrip → Optimiser; learnable room = best adaptive / Informed.",
-        "",
-    ]
+def facts_lines(facts: Facts) -> list[str]:
+    """The tables of every task's facts, each shown once over the tasks of the tracks that show
+    it, in the order the tracks are declared."""
+    ran = {name: tasks for name, tasks in tracks(facts).items()}
+    shown: dict[Any, list[str]] = {}
+    for name, tasks in ran.items():
+        for section in TRACKS[name].sections():
+            shown.setdefault(section, []).extend(tasks)
+    lines: list[str] = []
+    for section, tasks in shown.items():
+        lines += section({task: facts[task] for task in facts if task in tasks})
+    return lines
 
 
 def report(
     episodes: pd.DataFrame,
-    facts: dict[str, dict[str, Any]],
+    facts: Facts,
     *,
-    board: leaderboard.Board | None = None,
+    boards: Mapping[str, leaderboard.Board] | None = None,
 ) -> tuple[str, dict]:
-    """The Markdown leaderboard (bracket table first) and the JSON object, both laid out from
-    one ``leaderboard.Board`` of the scored episodes (``board``, or one made here), so its
-    bootstraps run once."""
-    lines = [*bracket_lines(facts), "", *chain_lines(facts), *carbon_track.carbon_lines(facts)]
+    """The Markdown leaderboard (the tables of facts first, then each track's board) and the
+    JSON object, both laid out from one ``leaderboard.Board`` per track of the scored episodes
+    (``boards``' by track name, or made here), so its bootstraps run once."""
+    lines = facts_lines(facts)
     summary: dict[str, Any] = {}
-    for track, tasks in tracks(facts).items():
-        part = scored(episodes[episodes["task"].isin(tasks)])
-        if track == "carbon":  # scored on the carbon cost
-            here = carbon_track.board(part)
-        elif board is None or track != "known":
-            here = leaderboard.board(part, YARDSTICK, TOP)
-        else:
-            here = board
-        title = {
-            "known": "Leaderboard",
-            "measured": "Leaderboard: the measured track",
-            "carbon": "Leaderboard: the carbon track",
-        }[track]
-        lines += [leaderboard.to_markdown(here, title=title), ""]
+    for name, tasks in tracks(facts).items():
+        track = TRACKS[name]
+        here = (boards or {}).get(name) or track.board(
+            scored(episodes[episodes["task"].isin(tasks)])
+        )
+        lines += [leaderboard.to_markdown(here, title=track.title), ""]
         out = leaderboard.to_json(here, task_facts=facts)
         if not summary:  # the first track's aggregate and normaliser stay the top level's
             summary = {**out, "aggregate_by_track": {}, "normaliser_by_track": {}}
         else:
             summary["tasks"].update(out["tasks"])
-        summary["aggregate_by_track"][track] = out["aggregate"]
-        summary["normaliser_by_track"][track] = out["normaliser"]
+        summary["aggregate_by_track"][name] = out["aggregate"]
+        summary["normaliser_by_track"][name] = out["normaliser"]
     return "\n".join(lines).rstrip("\n"), summary
-
-
-def tracks(facts: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
-    """The tasks of each track that ran, the known track first: each has its own board, since
-    the measured track's adaptive baselines run only there and the two tracks' scores mean
-    different things."""
-    out: dict[str, list[str]] = {}
-    for track in ("known", "measured", "carbon"):
-        tasks = [task for task, f in facts.items() if f.get("track", "known") == track]
-        if tasks:
-            out[track] = tasks
-    return out
 
 
 def write_run(folder: Path, episodes: pd.DataFrame, markdown: str, summary: dict) -> None:
     """The files of one run into ``folder``: the episodes (the bound's rows included), the
-    board as Markdown and as JSON, and the performance profile of the policies that ran every
-    task."""
+    board as Markdown and as JSON, the performance profile of the first track's policies that
+    ran every one of its tasks, and each track's figures."""
     episodes.to_csv(folder / EPISODES, index=False)
     write_text(folder / BOARD_MD, markdown + "\n")
     write_text(folder / BOARD_JSON, json.dumps(summary) + "\n")
-    profile = profiled(episodes, summary["tasks"])
-    if next(iter(tracks(summary["tasks"])), "known") == "carbon":  # only carbon tasks ran
-        profile = carbon_track.on_cost(profile)
-        leaderboard.performance_profile(profile, YARDSTICK, CARBON_TOP, folder / PROFILE)
-    else:
-        leaderboard.performance_profile(profile, YARDSTICK, TOP, folder / PROFILE)
-    chains = {task: entry for task, entry in summary["tasks"].items() if "chain" in entry}
-    if chains:
-        chain_figure(chains, folder / CHAIN)
-    carbon = tracks(summary["tasks"]).get("carbon")
-    if carbon:
-        carbon_track.tradeoff_of(episodes, summary["tasks"], carbon, folder / TRADEOFF)
+    first, profile = profiled(episodes, summary["tasks"])
+    leaderboard.performance_profile(profile, first.zero, first.top, folder / PROFILE)
+    for name, tasks in tracks(summary["tasks"]).items():
+        TRACKS[name].figures(episodes, {t: summary["tasks"][t] for t in tasks}, folder)
 
 
-def profiled(episodes: pd.DataFrame, facts: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """The episodes the performance profile draws: the first track's (the known track's when it
-    ran), of the policies that ran every one of its tasks. ``facts`` maps each task to its facts
-    (the JSON's ``tasks`` will do)."""
-    first = next(iter(tracks(facts).values()), [])
-    return leaderboard.on_every_task(scored(episodes[episodes["task"].isin(first)]))
-
-
-def chain_figure(chains: dict[str, dict[str, Any]], path: Path) -> None:
-    """Each measured task's room chain as bars of mean TTA, PowerTrip at the top and the
-    Optimiser at the bottom: what trusting the stated model, measuring, being told the draw and
-    knowing the future each buy. The learnable room is the gap between the third and fourth."""
-    from powertrip_env.render import agg_figure, save_png
-
-    fig = agg_figure(7.0, 1.0 + 1.6 * len(chains), layout="constrained")
-    axes = fig.subplots(len(chains), 1, squeeze=False)[:, 0]
-    labels = {"PowerTrip": "PowerTrip", "nominal": "stated model", "adaptive": "measuring",
-              "informed": "told the draw", "optimiser": "clairvoyant"}  # fmt: skip
-    colours = ["#999999", "#4c72b0", "#55a868", "#dd8452", "#c44e52"]
-    for ax, (task, entry) in zip(axes, chains.items(), strict=True):
-        steps = entry["chain"][::-1]
-        hours = [step["tta_h"] for step in steps]
-        names = [
-            step["policy"] if step["policy"] == labels[step["step"]]
-            else f"{labels[step['step']]}: {step['policy']}"
-            for step in steps
-        ]  # fmt: skip
-        ax.barh(range(len(steps)), hours, color=colours[::-1])
-        ax.set_yticks(range(len(steps)), names, fontsize=8)
-        ax.set_xlim(min(hours) * 0.9, max(hours) * 1.02)
-        for y, h in enumerate(hours):
-            ax.text(h, y, f" {h:.2f}", va="center", fontsize=7)
-        ax.set_title(f"{task}: learnable room {entry['learnable_room']:.3f}", fontsize=9)
-        ax.set_xlabel("mean time to accuracy (h)", fontsize=8)
-    save_png(fig, path)
+def profiled(episodes: pd.DataFrame, facts: Facts) -> tuple[Track, pd.DataFrame]:
+    """The track whose episodes the performance profile draws (the first that ran: the known
+    track's when it ran) and those episodes, on its measure, of the policies that ran every one
+    of its tasks. ``facts`` maps each task to its facts (the JSON's ``tasks`` will do)."""
+    name, tasks = next(iter(tracks(facts).items()), (next(iter(TRACKS)), []))
+    track = TRACKS[name]
+    part = scored(episodes[episodes["task"].isin(tasks)])
+    return track, track.on_measure(leaderboard.on_every_task(part))
 
 
 def read_run(folder: Path) -> tuple[pd.DataFrame, dict[str, dict[str, Any]], dict[str, Any]]:

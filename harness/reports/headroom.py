@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import pandas as pd
 
 import powertrip_env
@@ -49,7 +48,6 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES
-from powertrip_env.baselines.lower_bound import lower_bound_h
 from powertrip_env.errors import EvaluationError
 from powertrip_env.harness.arguments import (
     CLAIRVOYANT,
@@ -62,6 +60,8 @@ from powertrip_env.harness.arguments import (
     make_env,
 )
 from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.tracks.time import BOUND, bound_rows
+from powertrip_env.harness.tracks.track import bound_holds
 
 ONE_SHOT_BELOW = 1.02
 """Below this beam headroom a scenario is a one-shot choice: one set chosen at the start and kept
@@ -71,31 +71,6 @@ TASK_AT_LEAST = 1.05
 days: not a second line between one-shot and sequential (that is ``ONE_SHOT_BELOW``) but the
 bar a sequential scenario clears to be ranked on, a margin above that line."""
 POLICIES = ("BeamPlanner", "BestFixedSet", "MyopicOptimal", "PowerTrip", "AllSites")
-BOUND = "LowerBound"
-"""The label of the lower bound's rows, in ``headroom``'s frame and ``powertrip benchmark``'s."""
-
-
-def bound_rows(env: gym.Env, episodes: int, seed: int) -> pd.DataFrame:
-    """The lower bound's rows of paired episodes ``0 .. episodes - 1``: for each, ``env`` reset
-    with ``seed + e`` (the start time and jitter stream every policy of the run met) and
-    ``lower_bound_h`` of it. Columns ``policy, episode, seed, tta_h, success, rounds``, like a
-    policy's episodes, so the bound sits in the same frame as the policies it bounds; it plays
-    no round and reaches the target by construction (``success`` True, ``rounds`` 0)."""
-    rows = []
-    for e in range(episodes):
-        env.reset(seed=seed + e)
-        bound = lower_bound_h(env.unwrapped)
-        rows.append({"policy": BOUND, "episode": e, "seed": seed + e, "tta_h": bound,
-                     "success": True, "rounds": 0})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def bound_holds(per_episode: pd.DataFrame, bound: str = BOUND) -> bool:
-    """Whether the column ``bound`` is at most every other column of ``per_episode`` (a pivot of
-    TTAs, or of another lower-is-better measure, one row per episode, one column per policy) in
-    every episode, within 1e-9 for rounding."""
-    others = per_episode.drop(columns=[bound]).to_numpy()
-    return bool((per_episode[bound].to_numpy()[:, None] <= others + 1e-9).all())
 
 
 def headroom(
@@ -151,7 +126,7 @@ def headroom(
             name: round(float(played.loc[played["policy"] == name, "rounds"].mean()), 1)
             for name in names
         },
-        "bound_holds": bound_holds(per_episode),
+        "bound_holds": bound_holds(per_episode, BOUND),
     }
     return summary, frame
 

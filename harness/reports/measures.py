@@ -32,15 +32,22 @@ TASK_FACTS = ("optimiser_headroom", "optimum_upper_h", "optimum_lower_h", "gap",
 class Measure:
     """What a board's tasks are scored on: lower is better, and a score is a share of the gap
     between the zero's mean and the top's. Its ``name`` and ``unit`` label the tables, ``key``
-    names each policy's mean in the JSON, and ``failed`` says what a failed episode counts."""
+    names each policy's mean in the JSON (and the column of the episodes that holds it), and
+    ``failed`` says what a failed episode counts. ``bracketed``: its tasks' facts bracket the
+    optimum (a bound below, a best fixed set for the headroom); a track without a bound
+    reports the top's mean alone."""
 
     name: str
     unit: str
     key: str
     failed: str
+    bracketed: bool = True
 
     @property
     def facts(self) -> tuple[str, ...]:
+        """The facts each task's JSON entry must carry, the bracket's keys in its unit."""
+        if not self.bracketed:
+            return (f"optimum_upper_{self.unit}", "reference_never_beaten")
         return tuple(f"{k[:-2]}_{self.unit}" if k.endswith("_h") else k for k in TASK_FACTS)
 
 

@@ -1,0 +1,165 @@
+"""The carbon track (docs/carbon.md): reach the target before a deadline with the least grid
+carbon, scored on the carbon cost (kg CO2eq, plus ``carbon_ref_kg`` for a missed deadline:
+``rewards.CarbonCost``'s return in kilograms).
+
+Its IDs are registered with ``reward_mode="carbon"``. Its deployable baselines gain the carbon
+rules (on a measured carbon task their adaptive versions too); its references are
+``BestFixedCarbon``, ``CarbonOptimiser`` (score 1) and the time ``Optimiser`` (the other end of
+the trade-off); its bound is ``carbon_bound_kg``; and a run draws ``tradeoff.png``, each
+policy's mean TTA against its mean grid carbon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from powertrip_env.baselines.carbon_bound import CARBON_BOUND, carbon_bound_rows
+from powertrip_env.baselines.carbon_references import carbon_cost_kg
+from powertrip_env.baselines.registry import (
+    ADAPTIVE,
+    ADAPTIVE_CARBON,
+    INFORMED,
+    LOOKAHEAD,
+    common_rules,
+    policy_names,
+)
+from powertrip_env.baselines.registry import (
+    CARBON as CARBON_RULES,
+)
+from powertrip_env.dynamics.params import SimParams
+from powertrip_env.harness.evaluation.results import YARDSTICK
+from powertrip_env.harness.reports import measures, tradeoff
+from powertrip_env.harness.tracks.track import Facts, Section, Track, bound_holds, never_beaten
+
+CARBON_TOP, CARBON_FIXED = "CarbonOptimiser", "BestFixedCarbon"  # the track's references
+TIME_TOP = "Optimiser"  # the time optimiser: the other end of the trade-off
+TRADEOFF = "tradeoff.png"  # its TTA against carbon, drawn with a run
+
+CARBON_FINAL_POLICIES = "PowerTrip,CarbonGreedy,DeadlineHorizon,HorizonRule,CarbonOptimiser"
+"""The agents' final table on the carbon track: the paper's heuristic, the carbon rules, the
+strongest time rule and the carbon reference."""
+
+
+class CarbonTrack(Track):
+    """The track scored on the carbon cost, bracketed by ``CarbonOptimiser`` and
+    ``carbon_bound_kg``."""
+
+    bound_label = CARBON_BOUND
+
+    def bound(self, env: Any, episodes: int, seed: int) -> pd.DataFrame:
+        return carbon_bound_rows(env, episodes, seed)
+
+    def score(
+        self,
+        env_id: str,
+        played: pd.DataFrame,
+        bounds: pd.DataFrame | None,
+        params: SimParams,
+        contenders: list[str],
+    ) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """A carbon task's frame and facts, scored on the carbon cost (``cost_kg``: grid
+        carbon, and the price of a missed deadline) and bracketed by ``CarbonOptimiser`` and
+        ``carbon_bound_kg``: ``played`` is ``evaluate``'s episodes, ``bounds`` the bound's rows
+        and ``contenders`` the policies the optimiser must not lose to."""
+        assert bounds is not None  # bound() always gives rows
+        frame = played[["policy", "episode", "start_time", "tta_h", "success", "carbon_kg"]].copy()
+        frame["cost_kg"] = carbon_cost_kg(params, frame["carbon_kg"] * 1000.0, frame["success"])
+        starts = frame.loc[frame["policy"] == self.zero, ["episode", "start_time"]]
+        bounds = bounds[["policy", "episode", "cost_kg"]].merge(starts, on="episode")
+        bounds["success"] = True  # as the time bound's rows: it plays no round
+        frame = pd.concat([frame, bounds], ignore_index=True)
+        frame.insert(0, "task", env_id)
+        cost = frame.pivot(index="episode", columns="policy", values="cost_kg")
+        mean = cost.mean()
+        facts = {
+            "track": self.name,
+            "optimiser_headroom": float(mean[CARBON_FIXED] / mean[CARBON_TOP]),
+            "optimum_upper_kg": float(mean[CARBON_TOP]),
+            "optimum_lower_kg": float(mean[CARBON_BOUND]),
+            "gap": float(mean[CARBON_TOP] / mean[CARBON_BOUND]),
+            "reference_never_beaten": never_beaten(cost, CARBON_TOP, contenders),
+            "bound_holds": bound_holds(cost, CARBON_BOUND),
+            "episodes": int(cost.shape[0]),
+            "n_sites": int(params.n_sites),
+            "deadline_h": float(params.time_budget_s / 3600.0),
+            "carbon_ref_kg": float(params.carbon_ref_kg),
+        }
+        return frame, facts
+
+    def sections(self) -> list[Section]:
+        return [carbon_lines]
+
+    def figures(self, episodes: pd.DataFrame, facts: Facts, folder: Path) -> list[str]:
+        tradeoff_of(episodes, facts, list(facts), folder / TRADEOFF)
+        return [TRADEOFF]
+
+
+def carbon_lines(facts: Facts) -> list[str]:
+    """The carbon tasks' facts (deadline, headroom on the carbon cost, the bracket), one row
+    each."""
+    if not facts:
+        return []
+    lines = [
+        "| task | sites | deadline (h) | optimiser headroom | optimum ≥ (kg) | optimum ≤ (kg) "
+        "| gap | never beaten |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for task, f in facts.items():
+        lines.append(
+            f"| {task} | {f['n_sites']} | {f['deadline_h']:.1f} | {f['optimiser_headroom']:.3f} "
+            f"| {f['optimum_lower_kg']:.1f} | {f['optimum_upper_kg']:.1f} | {f['gap']:.3f} | "
+            f"{f['reference_never_beaten']} |"
+        )
+    return [
+        *lines,
+        "",
+        f"The carbon track is scored on the carbon cost: grid carbon (kg CO2eq), plus "
+        f"carbon_ref_kg for an episode that misses the deadline. optimiser headroom = "
+        f"{CARBON_FIXED} / {CARBON_TOP}; optimum ≤ is {CARBON_TOP}'s feasible plan, optimum ≥ "
+        "the carbon lower bound (carbon_bound_kg).",
+        "",
+    ]
+
+
+def tradeoff_of(episodes: pd.DataFrame, facts: Facts, tasks: Sequence[str], path: Path) -> None:
+    """The carbon tasks' trade-off (``tradeoff.tradeoff_figure``): every policy's mean TTA
+    against its mean grid carbon, the references' Pareto front marked (the time optimiser at
+    one end, the carbon optimiser at the other), the deadline drawn."""
+    part = episodes[episodes["task"].isin(tasks) & (episodes["policy"] != CARBON_BOUND)]
+    means = tradeoff.means_of(part[["task", "policy", "episode", "tta_h", "carbon_kg", "success"]])
+    means["deadline_h"] = means["task"].map({task: facts[task]["deadline_h"] for task in tasks})
+    named = {YARDSTICK, *LOOKAHEAD, *CARBON_RULES, "AllSites", "FedZeroLike"}
+    rules = {name for task in tasks for name in policy_names(facts[task]["n_sites"])}
+    # the rules worth a name, and every agent (a --model: no rule's name)
+    label = [name for name in pd.unique(means["policy"]) if name in named or name not in rules]
+    tradeoff.tradeoff_figure(means, path, [TIME_TOP, CARBON_FIXED, CARBON_TOP], label=label)
+
+
+def _rules(n_sites: int, measured: bool) -> list[str]:
+    """The common rules, the carbon rules, and on a measured task both's adaptive versions."""
+    return [
+        *common_rules(n_sites),
+        *(ADAPTIVE if measured else ()),
+        *CARBON_RULES,
+        *(ADAPTIVE_CARBON if measured else ()),
+    ]
+
+
+CARBON = CarbonTrack(
+    "carbon",
+    title="Leaderboard: the carbon track",
+    rules=_rules,
+    told=lambda measured: list(INFORMED) if measured else [],
+    references=(TIME_TOP, CARBON_FIXED, CARBON_TOP),
+    top=CARBON_TOP,
+    objective="carbon",
+    measure=measures.CARBON,
+    final_policies=CARBON_FINAL_POLICIES,
+    about="task of the carbon track: reach the target before the deadline with the least grid "
+    "carbon (`powertrip_env.CARBON_SUITE_IDS`, [the carbon track](../carbon.md))",
+)
+"""Reach the target before the deadline with the least grid carbon."""

@@ -1,0 +1,264 @@
+"""The time tracks: reach the target accuracy soonest, scored on the time to accuracy (TTA).
+
+* ``KNOWN``: the world is what the scenario states (the flagship and its variants).
+* ``MEASURED`` (docs/measured.md): sites, links, joins and the progress curve depart per episode
+  from what the scenario states (``[unknowns]``), so a policy must measure them. Its deployable
+  baselines gain the adaptive rules, the rules told the draw (``Informed``) play beside them,
+  and each task's room is split into a chain: PowerTrip → the best rule on the stated model →
+  the best adaptive rule → the best rule told the draw → the Optimiser.
+
+Both are bracketed by the ``Optimiser``'s feasible plan (score 1) and ``lower_bound_h`` (a
+relaxation no policy beats), and share one table of those brackets.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from powertrip_env.baselines.lower_bound import lower_bound_h
+from powertrip_env.baselines.registry import (
+    ADAPTIVE,
+    INFORMED,
+    LOOKAHEAD,
+    REFERENCES,
+    common_rules,
+)
+from powertrip_env.dynamics.params import SimParams
+from powertrip_env.harness.tracks.track import Facts, Section, Track, bound_holds, never_beaten
+
+TOP = "Optimiser"  # the reference: score 1
+FIXED = "BestFixedSet"  # the best fixed set in hindsight: the optimiser headroom's numerator
+BOUND = "LowerBound"  # the label of the lower bound's rows
+CHAIN = "chain.png"  # the measured tasks' room chains, drawn with a run
+
+KNOWN_FINAL_POLICIES = "PowerTrip,MyopicOptimal,HorizonRule,ForecastMPC,BestFixedSet,Optimiser"
+"""The agents' final table on the known track: the paper's heuristic, the strongest rules and
+both references."""
+MEASURED_FINAL_POLICIES = (
+    "PowerTrip,ForecastMPC,AdaptiveHorizon,ExploringHorizon,AdaptiveMPC,Informed,InformedMPC,"
+    "Optimiser"
+)
+"""On the measured track: the paper's heuristic, the strongest rule on the stated values, the
+adaptive rules (the strongest deployable baselines there), Informed (told the draw: the
+learnable room's end) and the optimiser."""
+
+
+def bound_rows(env: Any, episodes: int, seed: int) -> pd.DataFrame:
+    """The lower bound's rows of paired episodes ``0 .. episodes - 1``: for each, ``env`` reset
+    with ``seed + e`` (the start time and jitter stream every policy of the run met) and
+    ``lower_bound_h`` of it. Columns ``policy, episode, seed, tta_h, success, rounds``, like a
+    policy's episodes, so the bound sits in the same frame as the policies it bounds; it plays
+    no round and reaches the target by construction (``success`` True, ``rounds`` 0)."""
+    rows = []
+    for e in range(episodes):
+        env.reset(seed=seed + e)
+        bound = lower_bound_h(env.unwrapped)
+        rows.append({"policy": BOUND, "episode": e, "seed": seed + e, "tta_h": bound,
+                     "success": True, "rounds": 0})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+class TimeTrack(Track):
+    """A track scored on the TTA, bracketed by the ``Optimiser`` and ``lower_bound_h``."""
+
+    bound_label = BOUND
+
+    def bound(self, env: Any, episodes: int, seed: int) -> pd.DataFrame:
+        return bound_rows(env, episodes, seed)
+
+    def score(
+        self,
+        env_id: str,
+        played: pd.DataFrame,
+        bounds: pd.DataFrame | None,
+        params: SimParams,
+        contenders: list[str],
+    ) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """The task's episodes with the bound's rows, and its facts: the optimiser headroom
+        (``BestFixedSet`` / ``Optimiser``), the bracket and whether the reference and the bound
+        held against ``contenders`` (the rules and those told the draw)."""
+        assert bounds is not None  # bound() always gives rows
+        frame = played[["policy", "episode", "start_time", "tta_h", "success"]].copy()
+        starts = frame.loc[frame["policy"] == self.zero, ["episode", "start_time"]]
+        bounds = bounds[["policy", "episode", "tta_h", "success"]].merge(starts, on="episode")
+        frame = pd.concat([frame, bounds], ignore_index=True)
+        frame.insert(0, "task", env_id)
+        tta = frame.pivot(index="episode", columns="policy", values="tta_h")
+        mean = tta.mean()
+        facts = {
+            "track": self.name,
+            "optimiser_headroom": float(mean[FIXED] / mean[TOP]),
+            "optimum_upper_h": float(mean[TOP]),
+            "optimum_lower_h": float(mean[BOUND]),
+            "gap": float(mean[TOP] / mean[BOUND]),
+            "reference_never_beaten": never_beaten(tta, TOP, contenders),
+            "bound_holds": bound_holds(tta, BOUND),
+            "episodes": int(tta.shape[0]),
+            "n_sites": int(params.n_sites),
+        }
+        return frame, facts
+
+    def sections(self) -> list[Section]:
+        return [bracket_lines]
+
+
+class MeasuredTrack(TimeTrack):
+    """The time track whose world departs from the scenario: it adds each task's room chain."""
+
+    def score(
+        self,
+        env_id: str,
+        played: pd.DataFrame,
+        bounds: pd.DataFrame | None,
+        params: SimParams,
+        contenders: list[str],
+    ) -> tuple[pd.DataFrame, dict[str, Any]]:
+        frame, facts = super().score(env_id, played, bounds, params, contenders)
+        tta = frame.pivot(index="episode", columns="policy", values="tta_h")
+        facts.update(room_chain(tta.mean()))
+        return frame, facts
+
+    def sections(self) -> list[Section]:
+        return [bracket_lines, chain_lines]
+
+    def figures(self, episodes: pd.DataFrame, facts: Facts, folder: Path) -> list[str]:
+        chains = {task: entry for task, entry in facts.items() if "chain" in entry}
+        if not chains:
+            return []
+        chain_figure(chains, folder / CHAIN)
+        return [CHAIN]
+
+
+def room_chain(mean: pd.Series) -> dict[str, Any]:
+    """A measured task's room, split (docs/measured.md): PowerTrip → the best rule on the
+    stated model → the best adaptive rule → ``Informed`` (the best rule told the draw) →
+    the Optimiser, with each step's share of PowerTrip → Optimiser. ``learnable_room`` is the
+    best adaptive rule over Informed: what measuring costs, and what an agent may take."""
+    nominal = min(LOOKAHEAD, key=lambda name: mean[name])
+    adaptive = min(ADAPTIVE, key=lambda name: mean[name])
+    informed = min(INFORMED, key=lambda name: mean[name])
+    steps = [("PowerTrip", MEASURED.zero), ("nominal", nominal), ("adaptive", adaptive),
+             ("informed", informed), ("optimiser", TOP)]  # fmt: skip
+    total = float(mean[MEASURED.zero] - mean[TOP])
+    chain = [{"step": step, "policy": name, "tta_h": float(mean[name])} for step, name in steps]
+    for before, after in itertools.pairwise(chain):
+        after["share"] = (before["tta_h"] - after["tta_h"]) / total if total > 0 else 0.0
+    return {
+        "informed_h": float(mean[informed]),
+        "best_adaptive": adaptive,
+        "learnable_room": float(mean[adaptive] / mean[informed]),
+        "chain": chain,
+    }
+
+
+def bracket_lines(facts: Facts) -> list[str]:
+    """The table of each time task's facts (sites, optimiser headroom, the bracket, whether the
+    reference held) and the note that reads it."""
+    if not facts:
+        return []
+    lines = [
+        "| task | sites | optimiser headroom | optimum ≥ (h) | optimum ≤ (h) | gap | "
+        "never beaten |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for task, f in facts.items():
+        lines.append(
+            f"| {task} | {f['n_sites']} | {f['optimiser_headroom']:.3f} | "
+            f"{f['optimum_lower_h']:.2f} | {f['optimum_upper_h']:.2f} | {f['gap']:.3f} | "
+            f"{f['reference_never_beaten']} |"
+        )
+    return [
+        *lines,
+        "",
+        "optimiser headroom = BestFixedSet / Optimiser (the reference, which starts from every "
+        "deployable baseline's episode; `powertrip headroom`'s beam headroom divides by "
+        "BeamPlanner instead); optimum ≤ is the reference's feasible plan, optimum ≥ the lower "
+        "bound; gap = their ratio; never beaten: no deployable baseline was faster than the "
+        "reference in any episode.",
+        "",
+    ]
+
+
+def chain_lines(facts: Facts) -> list[str]:
+    """The measured tasks' room chains (``room_chain``), one row each."""
+    rows = [(task, f) for task, f in facts.items() if "chain" in f]
+    if not rows:
+        return []
+    lines = [
+        "| task | PowerTrip (h) | stated model (h) | adaptive (h) | Informed (h) | Optimiser (h) "
+        "| learnable room |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for task, f in rows:
+        cells = []
+        for link in f["chain"]:
+            share = f" ({link['share']:.0%})" if "share" in link else ""
+            cells.append(f"{link['policy']} {link['tta_h']:.2f}{share}")
+        lines.append(f"| {task} | {' | '.join(cells)} | {f['learnable_room']:.3f} |")
+    return [
+        *lines,
+        "",
+        "The measured track's room, split: each step's policy, its mean TTA and (in brackets) "
+        "its share of PowerTrip → Optimiser; learnable room = best adaptive / Informed.",
+        "",
+    ]
+
+
+def chain_figure(chains: Facts, path: Path) -> None:
+    """Each measured task's room chain as bars of mean TTA, PowerTrip at the top and the
+    Optimiser at the bottom: what trusting the stated model, measuring, being told the draw and
+    knowing the future each buy. The learnable room is the gap between the third and fourth."""
+    from powertrip_env.render import agg_figure, save_png
+
+    fig = agg_figure(7.0, 1.0 + 1.6 * len(chains), layout="constrained")
+    axes = fig.subplots(len(chains), 1, squeeze=False)[:, 0]
+    labels = {"PowerTrip": "PowerTrip", "nominal": "stated model", "adaptive": "measuring",
+              "informed": "told the draw", "optimiser": "clairvoyant"}  # fmt: skip
+    colours = ["#999999", "#4c72b0", "#55a868", "#dd8452", "#c44e52"]
+    for ax, (task, entry) in zip(axes, chains.items(), strict=True):
+        steps = entry["chain"][::-1]
+        hours = [step["tta_h"] for step in steps]
+        names = [
+            step["policy"] if step["policy"] == labels[step["step"]]
+            else f"{labels[step['step']]}: {step['policy']}"
+            for step in steps
+        ]  # fmt: skip
+        ax.barh(range(len(steps)), hours, color=colours[::-1])
+        ax.set_yticks(range(len(steps)), names, fontsize=8)
+        ax.set_xlim(min(hours) * 0.9, max(hours) * 1.02)
+        for y, h in enumerate(hours):
+            ax.text(h, y, f" {h:.2f}", va="center", fontsize=7)
+        ax.set_title(f"{task}: learnable room {entry['learnable_room']:.3f}", fontsize=9)
+        ax.set_xlabel("mean time to accuracy (h)", fontsize=8)
+    save_png(fig, path)
+
+
+KNOWN = TimeTrack(
+    "known",
+    title="Leaderboard",
+    rules=lambda n_sites, measured: common_rules(n_sites),
+    references=REFERENCES,
+    board_references=(FIXED, TOP),
+    top=TOP,
+    final_policies=KNOWN_FINAL_POLICIES,
+    about="task: one of the benchmark's sequential problems (`powertrip_env.SUITE_IDS`)",
+)
+"""The world as the scenario states it: the flagship and its variants."""
+
+MEASURED = MeasuredTrack(
+    "measured",
+    title="Leaderboard: the measured track",
+    rules=lambda n_sites, measured: [*common_rules(n_sites), *ADAPTIVE],
+    told=lambda measured: list(INFORMED),
+    references=REFERENCES,
+    board_references=(FIXED, TOP),
+    top=TOP,
+    final_policies=MEASURED_FINAL_POLICIES,
+    about="task of the measured track: the world departs from what the scenario states "
+    "(`powertrip_env.MEASURED_SUITE_IDS`, [the measured track](../measured.md))",
+)
+"""What the scenario states, departed from per episode: a policy must measure it."""
