@@ -1,44 +1,37 @@
 """One leaderboard over the suite of sequential tasks: every deployable baseline, the
 references, the bracket on the optimum and any saved agent, on the same paired test episodes.
 
-For each task of ``powertrip_env.SUITE_IDS`` and the measured track's ``MEASURED_SUITE_IDS`` (or
-``--env``), on its first ``--episodes`` test episodes without time jitter (deterministic given
-the trace, so a clairvoyant plan replays exactly):
+For each task of the suite (``powertrip_env.suite_ids()``, as registered, or ``--env``), on its
+first ``--episodes`` test episodes without time jitter (deterministic given the trace, so a
+clairvoyant plan replays exactly), the task's track (``powertrip_env.harness.tracks``, named
+when the ID was registered) says what runs and how it is scored:
 
-* every deployable baseline (``powertrip_env.baselines.registry.default_policy_names``: PowerTrip,
-  the simple rules, MyopicOptimal where it runs, and the lookahead rules HorizonRule and
-  ForecastMPC; on the measured track also the adaptive rules, ``registry.ADAPTIVE``);
-* the clairvoyant references: ``BestFixedSet`` and ``Optimiser`` (``BeamPlanner``'s plan
-  improved by local search), which starts from the complete episode of every one of those
-  baselines (and on the measured track of ``Informed`` and ``InformedMPC``, which are told the
-  episode's drawn unknowns), so no shipped policy beats it in any episode (the JSON says whether
-  that held: ``reference_never_beaten``);
-* the bracket on the optimum: ``optimum_upper_h``, the optimiser's mean TTA (a feasible plan,
-  replayed in the env), and ``optimum_lower_h``, the mean of ``lower_bound_h`` (a relaxation no
-  policy beats, which charges joins where it can); ``gap`` is their ratio;
-* ``optimiser_headroom``: BestFixedSet / Optimiser (mean TTA over mean TTA), named for its
-  denominator apart from ``powertrip headroom``'s ``beam_headroom`` (BestFixedSet /
-  BeamPlanner): the optimiser improves on BeamPlanner's plan, so this is the larger of the two
-  on every published task;
-* on the measured track, the room chain (``room_chain``: PowerTrip → the best rule on the stated
-  model → the best adaptive rule → the best rule told the draw → the Optimiser) and its
-  ``learnable_room``, best adaptive / informed;
+* its deployable baselines (``Track.rules``: PowerTrip, the simple rules, MyopicOptimal where it
+  runs and the lookahead rules; the measured track adds the adaptive rules, the carbon track the
+  carbon rules) and the rules it tells the episode's draw (``Track.told``: ``Informed``);
+* its clairvoyant references (``Track.board_references``), whose planners start from the
+  complete episode of every one of those (``Track.starts``), so no shipped policy beats them in
+  any episode (the JSON says whether that held: ``reference_never_beaten``);
+* its bound and the facts it draws from the run (``Track.score``): on the time tracks the
+  bracket on the optimum, ``optimum_upper_h`` (the Optimiser's mean TTA, a feasible plan
+  replayed in the env) and ``optimum_lower_h`` (the mean of ``lower_bound_h``, a relaxation no
+  policy beats), ``gap`` their ratio and ``optimiser_headroom`` = BestFixedSet / Optimiser; on
+  the measured track each task's room chain (PowerTrip → the best rule on the stated model → the
+  best adaptive rule → the best rule told the draw → the Optimiser) and its ``learnable_room``;
+  on the carbon track the same bracket on the carbon cost (``_kg``, ``CarbonOptimiser`` at 1,
+  ``carbon_bound_kg`` below) and the deadline;
 * each ``--model`` (a saved agent, as ``powertrip_env.harness.evaluation.evaluate`` loads it).
 
-The carbon track's tasks (``powertrip_env.CARBON_SUITE_IDS``, run last) are scored on the carbon
-cost instead of the TTA (``harness/reports/carbon_track.py``): their deployable baselines gain the
-carbon rules, their references are ``BestFixedCarbon``, ``CarbonOptimiser`` (score 1) and the
-time ``Optimiser``, their bound ``carbon_bound_kg``, and the run draws ``tradeoff.png``.
-
-Scores are normalised per task, 0 = PowerTrip and 1 = the optimiser's feasible plan
-(``powertrip_env.harness.reports.leaderboard``), and aggregated over each track's tasks as a mean
+Scores are normalised per task on the track's measure, 0 = PowerTrip and 1 = its reference's
+feasible plan (``powertrip_env.harness.reports.leaderboard``), and aggregated over each track's
+tasks as a mean
 and an interquartile mean with bootstrap intervals that resample start days within each task;
 beside each score is the share of episodes that reached the target, since a policy that never
 does counts at the time budget everywhere and shares its score with every other such policy.
-Each track has its own board: the adaptive baselines run only on the measured one. It writes
-``episodes.csv`` (the bound's rows included), ``leaderboard.md``, ``leaderboard.json``,
-``profile.png`` (a performance profile), when measured tasks ran ``chain.png`` (their room
-chains) and when carbon tasks ran ``tradeoff.png`` to ``--out`` as one set, prints the
+Each track has its own board: its scores mean different things. It writes ``episodes.csv`` (the
+bound's rows included), ``leaderboard.md``, ``leaderboard.json``, ``profile.png`` (a
+performance profile of the first track that ran) and each track's figures (the measured track's
+``chain.png``, the carbon track's ``tradeoff.png``) to ``--out`` as one set, prints the
 Markdown, and prints as its last line the JSON object of ``leaderboard.json`` (a carbon task's
 bracket keys end in ``_kg``, its policies carry ``cost_kg``)::
 
@@ -48,12 +41,13 @@ bracket keys end in ``_kg``, its policies carry ``cost_kg``)::
                         "policies": {"<name>": {"tta_h", "score", "success",
                                                 "never_finished"}}}},
      "aggregate": {"<name>": {"mean", "iqm", "ci95", "iqm_ci95", "success", "never_finished"}},
-     "aggregate_by_track": {"known" | "measured" | "carbon": {"<name>": {...}}},
+     "aggregate_by_track": {"<track>": {"<name>": {...}}},
      "normaliser": {"zero", "top"}, "normaliser_by_track": {"<track>": {"zero", "top"}},
      "resamples"}
 
 ``aggregate`` and ``normaliser`` are the first track's that ran (the known track's, when it
-ran); the carbon track's top is ``CarbonOptimiser``.
+ran); the carbon track's top is ``CarbonOptimiser``. A track of a user's, registered with
+``powertrip_env.harness.tracks.register_track``, gets its own board the same way.
 ``read_run`` reads such a folder back (``powertrip readme-tables --leaderboard-from``).
 
 Command line::
