@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 import powertrip_env
 from maintainers.doc_blocks import BlockFiles
 from powertrip_env.atomic import write_bytes
@@ -303,7 +305,7 @@ def _splice_track(
     pages: BlockFiles,
     track: Track,
     board: leaderboard.Board,
-    frame: Any,
+    frame: pd.DataFrame,
     facts: dict[str, dict[str, Any]],
     entries: dict[str, Any],
     readme: Path,

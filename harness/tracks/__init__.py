@@ -22,7 +22,7 @@ draws unknowns, else as ``KNOWN`` (``track_for``).
 
 from __future__ import annotations
 
-from typing import Any
+import gymnasium as gym
 
 from powertrip_env.harness.tracks.carbon import CARBON, CarbonTrack
 from powertrip_env.harness.tracks.time import KNOWN, MEASURED, MeasuredTrack, TimeTrack
@@ -62,7 +62,7 @@ def track_of(env_id: str) -> Track | None:
     return None if task is None else track_named(task.track)
 
 
-def track_for(env_id: str, env: Any, scenario_given: bool = False) -> Track:
+def track_for(env_id: str, env: gym.Env, scenario_given: bool = False) -> Track:
     """The track that scores episodes of ``env`` (made from ``env_id``): the one its ID joined,
     unless a scenario was given in place of the ID's (``scenario_given``) or the ID joined
     none; then ``MEASURED`` when the scenario draws unknowns, else ``KNOWN``."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pandas as pd
 
 from powertrip_env.baselines.carbon_bound import CARBON_BOUND, carbon_bound_rows
@@ -50,7 +51,7 @@ class CarbonTrack(Track):
 
     bound_label = CARBON_BOUND
 
-    def bound(self, env: Any, episodes: int, seed: int) -> pd.DataFrame:
+    def bound(self, env: gym.Env, episodes: int, seed: int) -> pd.DataFrame:
         return carbon_bound_rows(env, episodes, seed)
 
     def score(

@@ -17,6 +17,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pandas as pd
 
 from powertrip_env.baselines.lower_bound import lower_bound_h
@@ -47,7 +48,7 @@ adaptive rules (the strongest deployable baselines there), Informed (told the dr
 learnable room's end) and the optimiser."""
 
 
-def bound_rows(env: Any, episodes: int, seed: int) -> pd.DataFrame:
+def bound_rows(env: gym.Env, episodes: int, seed: int) -> pd.DataFrame:
     """The lower bound's rows of paired episodes ``0 .. episodes - 1``: for each, ``env`` reset
     with ``seed + e`` (the start time and jitter stream every policy of the run met) and
     ``lower_bound_h`` of it. Columns ``policy, episode, seed, tta_h, success, rounds``, like a
@@ -67,7 +68,7 @@ class TimeTrack(Track):
 
     bound_label = BOUND
 
-    def bound(self, env: Any, episodes: int, seed: int) -> pd.DataFrame:
+    def bound(self, env: gym.Env, episodes: int, seed: int) -> pd.DataFrame:
         return bound_rows(env, episodes, seed)
 
     def score(

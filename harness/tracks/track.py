@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pandas as pd
 
 from powertrip_env.dynamics.params import SimParams
@@ -120,7 +121,7 @@ class Track:
     """The ``policy`` of its bound's rows in a run's episodes (``bound``), which no board
     scores; ``None`` without a bound."""
 
-    def bound(self, env: Any, episodes: int, seed: int) -> pd.DataFrame | None:
+    def bound(self, env: gym.Env, episodes: int, seed: int) -> pd.DataFrame | None:
         """Rows of a bound no policy beats, one per paired episode (columns ``policy, episode``
         and the measure's key), or ``None``: the plain track has none."""
         return None
