@@ -16,9 +16,9 @@ import numpy as np
 
 from powertrip_env import dynamics
 from powertrip_env.dynamics.features import F_POWER
-from powertrip_env.dynamics.unknowns import Unknowns
+from powertrip_env.dynamics.unknowns import UnknownFactors
 
-__all__ = ["DecisionView", "Unknowns", "decision_view"]  # Unknowns: what a policy may believe
+__all__ = ["DecisionView", "UnknownFactors", "decision_view"]  # a belief's type
 from powertrip_env.scenario import Scenario
 
 
