@@ -45,6 +45,7 @@ from powertrip_env.harness.arguments import (
 )
 from powertrip_env.harness.calibration import fidelity, sensitivity
 from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.evaluation.results import ZERO
 from powertrip_env.harness.reports import (
     benchmark,
     carbon_track,
@@ -274,7 +275,7 @@ def _splice_leaderboard(
         frame, facts = benchmark.benchmark(episodes=args.episodes, seed=args.seed)
         png_path = leaderboard.performance_profile(
             benchmark.profiled(frame, facts),
-            benchmark.YARDSTICK,
+            ZERO,
             benchmark.TOP,
             profile.with_suffix(".tmp.png"),
         )
@@ -285,7 +286,7 @@ def _splice_leaderboard(
     board = None
     if known:
         scored = benchmark.scored(frame[frame["task"].isin(known)])
-        board = leaderboard.board(scored, benchmark.YARDSTICK, benchmark.TOP)
+        board = leaderboard.board(scored, ZERO, benchmark.TOP)
     markdown, summary = benchmark.report(frame, facts, board=board)
     if saved is not None and summary != saved:
         differ = [key for key in (*summary, *saved) if summary.get(key) != saved.get(key)]
@@ -303,7 +304,7 @@ def _splice_leaderboard(
     measured = tracks.get("measured", [])
     if measured:
         scored = benchmark.scored(frame[frame["task"].isin(measured)])
-        on_track = leaderboard.board(scored, benchmark.YARDSTICK, benchmark.TOP)
+        on_track = leaderboard.board(scored, ZERO, benchmark.TOP)
         here = {task: facts[task] for task in measured}
         pages.splice(MEASURED, "".join([
             "\n".join(benchmark.chain_lines(here)), "\n", board_scores(on_track, here)
