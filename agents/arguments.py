@@ -26,7 +26,7 @@ from powertrip_env.harness.tracks import CARBON, KNOWN, MEASURED
 # The candidate-set agent on PowerTrip-v0, whose last slot is the tuned horizon rule: over a
 # 300k-step run its best model on the periodic test-split evaluation came at the first one, 50k
 # steps, and it tied the rule on 30 test episodes (26.55 h against 26.51). 100k steps leave
-# room for a second evaluation; on the native candidate vector env they take about 35 s.
+# time for a second evaluation; on the native candidate vector env they take about 35 s.
 DEFAULT_TIMESTEPS = 100_000
 # One PowerTrip step costs less than the policy's forward pass, so many envs in one process
 # (one batched forward for all) beat worker processes: 60k PPO steps took 17 s with 16 envs

@@ -24,8 +24,8 @@ import numpy as np
 from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
+from powertrip_env.agents.powertrip_return import PowerTripReturn
 from powertrip_env.agents.saving import save_model, write_text
-from powertrip_env.agents.yardstick import PowerTripYardstick
 
 METRIC_KEYS = (
     "powertrip/tta_h",
@@ -48,9 +48,10 @@ class PowerTripMetrics(BaseCallback):
       rounds (idle rounds select nobody and would only dilute it).
     * ``powertrip/energy_kwh``: energy of the whole episode.
     * ``powertrip/return_vs_powertrip``: the episode's return minus PowerTrip's return from the
-      same start (``powertrip_env.agents.yardstick``). Running PowerTrip costs about as much as the
-      agent's own episode, so only every ``yardstick_every``-th finished episode is compared; the
-      mean is over those. Omitted when ``yardstick`` is None or no episode was compared.
+      same start (``powertrip_env.agents.powertrip_return``). Running PowerTrip costs about as
+      much as the agent's own episode, so only every ``compare_every``-th finished episode is
+      compared; the mean is over those. Omitted when ``powertrip`` is None or no episode was
+      compared.
     * ``powertrip/episodes``: how many episodes the means are over.
 
     Values are recorded at the end of every rollout and accumulate until the logger dumps (SB3
@@ -60,15 +61,15 @@ class PowerTripMetrics(BaseCallback):
 
     def __init__(
         self,
-        yardstick: PowerTripYardstick | None = None,
-        yardstick_every: int = 10,
+        powertrip: PowerTripReturn | None = None,
+        compare_every: int = 10,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
-        if yardstick_every < 1:
-            raise ValueError(f"yardstick_every={yardstick_every} must be at least 1")
-        self.yardstick = yardstick
-        self.yardstick_every = yardstick_every
+        if compare_every < 1:
+            raise ValueError(f"compare_every={compare_every} must be at least 1")
+        self.powertrip = powertrip
+        self.compare_every = compare_every
         self.finished_episodes = 0
         self._pending: list[dict[str, float]] = []  # finished since the last record
         self._window: list[dict[str, float]] = []  # recorded, not yet dumped
@@ -105,9 +106,9 @@ class PowerTripMetrics(BaseCallback):
             "return_vs_powertrip": math.nan,
         }
         # Compare the 1st, (k+1)-th, (2k+1)-th... episode, so even a short run gets a value.
-        if self.yardstick is not None and (self.finished_episodes - 1) % self.yardstick_every == 0:
-            start = self.yardstick.start_time_s(info)
-            row["return_vs_powertrip"] = self._return[i] - self.yardstick.episode_return(start)
+        if self.powertrip is not None and (self.finished_episodes - 1) % self.compare_every == 0:
+            start = self.powertrip.start_time_s(info)
+            row["return_vs_powertrip"] = self._return[i] - self.powertrip.episode_return(start)
         return row
 
     def _on_rollout_end(self) -> None:
@@ -125,8 +126,8 @@ class PowerTripMetrics(BaseCallback):
                 self.logger.record(key, float(np.mean(values)))
 
     def _on_training_end(self) -> None:
-        if self.yardstick is not None:
-            self.yardstick.close()
+        if self.powertrip is not None:
+            self.powertrip.close()
 
 
 class _SeededEvaluation:

@@ -2,10 +2,12 @@
 action is one of the ``N_SLOTS`` sets ``powertrip_env.baselines.candidates.build`` proposes this
 round, and ``CandidatePolicy`` plays a model trained on it behind the baselines' policy interface.
 
-The pool, the slots and the features live in ``baselines/candidates.py``, below both this
-module and the deployable rules built on the same slots
-(``powertrip_env.baselines.policies.HorizonRule``), so one implementation serves the rule and the
-agent.
+The pool, the slots and their features are built inside the compiled kernel
+(``powertrip_env.dynamics.candidates``, through the env's ``candidates()``), and
+``powertrip_env.baselines.candidates`` gives one episode's slots their shape (``Candidates``,
+``build``). Both stand below this module and the deployable rule built on the same slots
+(``powertrip_env.baselines.lookahead.HorizonRule``), so one implementation serves the rule and
+the agent.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
 from powertrip_env.agents.candidates import CandidatePolicy, CandidateSets
 from powertrip_env.agents.checks import UsageError
 from powertrip_env.agents.hyperparams import ConfigError
+from powertrip_env.agents.powertrip_return import PowerTripReturn
 from powertrip_env.agents.saving import (
     append_to_list,
     clear_folder,
@@ -54,7 +55,6 @@ from powertrip_env.agents.saving import (
     save_model,
     write_text,
 )
-from powertrip_env.agents.yardstick import PowerTripYardstick
 from powertrip_env.atomic import write_error
 from powertrip_env.harness.arguments import draws_sites
 
@@ -257,7 +257,7 @@ def _callbacks(
     """Callbacks: powertrip/* scalars, periodic test-split evaluation, checkpoints.
 
     ``first`` is the first scenario's ``gym.make`` argument (empty without ``--scenario``),
-    the one catalogue the PowerTrip yardstick runs on.
+    the one catalogue PowerTrip's return (``PowerTripReturn``) is played on.
     """
     out: Path = run["out"]
     eval_cls = (
@@ -278,8 +278,8 @@ def _callbacks(
     # PowerTrip's return from the same start time says how far the agent is ahead, on one fixed
     # catalogue only: with several, or with catalogues drawn per episode, it has no single value.
     fixed = len(run["scenarios"]) <= 1 and args.env not in powertrip_env.SAMPLED_ENV_IDS
-    yardstick = PowerTripYardstick(args.env, {**run["env_kwargs"], **first}) if fixed else None
-    callback_list = [callbacks.PowerTripMetrics(yardstick), evaluation]
+    powertrip = PowerTripReturn(args.env, {**run["env_kwargs"], **first}) if fixed else None
+    callback_list = [callbacks.PowerTripMetrics(powertrip), evaluation]
     if args.checkpoint_freq:
         callback_list.append(callbacks.Checkpoint(args.checkpoint_freq, out / "checkpoints"))
     return callback_list

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from powertrip_env.baselines.base import Policy
-from powertrip_env.view import Unknowns
+from powertrip_env.view import UnknownFactors
 
 # The smoothing of the per-site estimates: the weight of the newest measurement. A round's
 # compute carries the scenario's jitter (σ = 0.05 on the flagship), so a few rounds average it.
@@ -50,7 +50,7 @@ class BeliefEnv:
     """An environment as a rule sees it when its what-ifs assume ``belief``: everything else is
     the environment's own (attribute access passes through)."""
 
-    def __init__(self, env: Any, belief: Unknowns) -> None:
+    def __init__(self, env: Any, belief: UnknownFactors) -> None:
         self._env = env
         self.belief = belief
 
@@ -84,7 +84,7 @@ class _Believing(Policy):
         self.inner.reset(env)
         self.inner.env = BeliefEnv(self.env, self.first_belief())
 
-    def first_belief(self) -> Unknowns:
+    def first_belief(self) -> UnknownFactors:
         raise NotImplementedError
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
@@ -96,22 +96,22 @@ class Informed(_Believing):
 
     What perfect identification of the sites and the job would reach with this rule. On the
     known track the draw is the stated world and ``Informed`` plays ``inner`` exactly.
-    ``told`` names the factors it is told (``Unknowns``' fields); the others it believes as
+    ``told`` names the factors it is told (``UnknownFactors``' fields); the others it believes as
     stated: which unknown holds the room (``powertrip room``).
     """
 
     def __init__(self, inner: Policy, name: str, told: tuple[str, ...] | None = None) -> None:
         super().__init__(inner, name)
-        fields = Unknowns.__dataclass_fields__
+        fields = UnknownFactors.__dataclass_fields__
         if told is not None and not set(told) <= set(fields):
             raise ValueError(f"Informed: told={told!r}; the factors are {', '.join(fields)}")
         self.told = told
 
-    def first_belief(self) -> Unknowns:
+    def first_belief(self) -> UnknownFactors:
         drawn = self.env.clairvoyant().drawn()
         if self.told is None:
             return drawn
-        stated = Unknowns.nominal(self.env.decision_view().n_sites)
+        stated = UnknownFactors.nominal(self.env.decision_view().n_sites)
         return stated.replace(**{name: getattr(drawn, name) for name in self.told})
 
 
@@ -208,7 +208,7 @@ class Estimator:
             return 1.0, 1.0
         return float(np.exp(resid[at].mean())), float(NOISE_GRID[at])
 
-    def belief(self) -> Unknowns:
+    def belief(self) -> UnknownFactors:
         """What the telemetry says so far (with ``optimism``, about the sites it has not
         measured too)."""
         thr = np.exp(-self.log[0])  # compute time over stated: its inverse is the speed
@@ -223,7 +223,7 @@ class Estimator:
             join = np.where(self.weight[2] == 0.0, math.exp(-self.optimism * s.join_sigma), join)
         pace, noise = self.pace_noise()
         # an exchange measured r times the stated one: its RTT times r and its bandwidth over r
-        return Unknowns(pace, noise, thr, transfer, 1.0 / transfer, join)
+        return UnknownFactors(pace, noise, thr, transfer, 1.0 / transfer, join)
 
 
 class Estimates:
@@ -280,7 +280,7 @@ class Adaptive(_Believing):
         self.optimism = float(optimism)
         self.estimator = Estimator(optimism)
 
-    def first_belief(self) -> Unknowns:
+    def first_belief(self) -> UnknownFactors:
         scenario = self.env.decision_view().scenario
         self.estimator = Estimator(self.optimism, scenario.unknowns)
         self.estimator.reset(scenario)

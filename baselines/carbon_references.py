@@ -71,7 +71,7 @@ def best_fixed_carbon(env: Any) -> PolicyRun:
 
 
 class BestFixedCarbon(BestFixedSet):
-    """CLAIRVOYANT YARDSTICK: ``BestFixedSet`` on the carbon objective: the one set whose
+    """CLAIRVOYANT REFERENCE: ``BestFixedSet`` on the carbon objective: the one set whose
     episode, in hindsight, has the least grid carbon, a missed deadline priced in
     (``best_fixed_carbon``). The carbon tasks' headroom is its cost over ``CarbonOptimiser``'s."""
 
@@ -83,7 +83,7 @@ class BestFixedCarbon(BestFixedSet):
 
 
 class CarbonOptimiser(BeamPlanner):
-    """CLAIRVOYANT YARDSTICK: the plan with the least carbon cost found (grid carbon, a missed
+    """CLAIRVOYANT REFERENCE: the plan with the least carbon cost found (grid carbon, a missed
     deadline priced at ``carbon_ref_kg``: ``carbon_cost_kg``), the carbon tasks' optimiser.
 
     It starts from the complete episodes ``BeamPlanner`` starts from (PowerTrip, MyopicOptimal

@@ -162,7 +162,7 @@ def fixed_set_candidates(env: Any) -> np.ndarray:
 
 
 class BestFixedSet(Policy):
-    """CLAIRVOYANT YARDSTICK: the one set that is best for the whole episode, in hindsight.
+    """CLAIRVOYANT REFERENCE: the one set that is best for the whole episode, in hindsight.
 
     At reset it plays every candidate set (all 2^N − 1 for N ≤ 16, else prefixes of several
     rankings, then a climb by adding, removing or swapping one site) through the rest of the
@@ -194,7 +194,7 @@ class BestFixedSet(Policy):
 
 
 class BeamPlanner(Policy):
-    """CLAIRVOYANT YARDSTICK: beam search over per-round site sets, in hindsight.
+    """CLAIRVOYANT REFERENCE: beam search over per-round site sets, in hindsight.
 
     At reset it plans the whole episode on the true trace with the episode's own jitter, then
     plays the plan round by round (so the env reproduces the planned trajectory exactly).
@@ -361,7 +361,7 @@ class BeamPlanner(Policy):
 
 
 class Optimiser(BeamPlanner):
-    """CLAIRVOYANT YARDSTICK: the best plan found, improved by local search until no move helps.
+    """CLAIRVOYANT REFERENCE: the best plan found, improved by local search until no move helps.
 
     It starts where ``BeamPlanner`` ends (the beam over per-round sets, started from the
     complete episodes of the deployable policies it is given and the best fixed set), then

@@ -2,7 +2,7 @@
 
 ``baselines/`` holds the policies and the references; this package holds what runs them, and
 stands above them (it imports the policies, never the reverse, as Grid2Op's ``Runner`` stands
-above its agents). Each room holds one concern:
+above its agents). Each part holds one concern:
 
 * ``evaluation``: play policies and saved agents on paired episodes (``powertrip evaluate``),
   the tables, the day bootstrap, the figures and the timeline of one episode;

@@ -1,4 +1,4 @@
-"""The maintainers' room: the writers of the repository's own files, outside the wheel.
+"""The maintainers' folder: the writers of the repository's own files, outside the wheel.
 
 What is here writes the checkout, never an installed package: the documentation site's
 generated pages and their check (``docs_site``, ``docs_envs``, ``docs_links``, ``doc_blocks``),

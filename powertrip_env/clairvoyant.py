@@ -26,13 +26,13 @@ class Clairvoyant:
     params: dynamics.SimParams
     state: dynamics.SimState
     # the episode's drawn unknowns (the measured track); the world as stated otherwise
-    unknowns: dynamics.Unknowns | None = None
+    unknowns: dynamics.UnknownFactors | None = None
 
-    def drawn(self) -> dynamics.Unknowns:
+    def drawn(self) -> dynamics.UnknownFactors:
         """The episode's unknowns: what ``Informed`` is told. All ones on the known track."""
         if self.unknowns is not None:
             return self.unknowns
-        return dynamics.Unknowns.nominal(self.params.n_sites)
+        return dynamics.UnknownFactors.nominal(self.params.n_sites)
 
     @property
     def progress_needed(self) -> float:

@@ -98,7 +98,7 @@ MAINTAINERS = "maintainers"  # their folder, beside powertrip_env/ in a checkout
 
 def checkout() -> Path | None:
     """The repository the running ``powertrip_env`` was imported from, or ``None`` when it is an
-    installed wheel: the folder above the package, if it holds the maintainers' room."""
+    installed wheel: the folder above the package, if it holds ``maintainers/``."""
     import powertrip_env
 
     root = Path(powertrip_env.__file__).resolve().parents[1]

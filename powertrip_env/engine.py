@@ -177,7 +177,7 @@ class Engine:
         drawn = dynamics.episode_unknowns(state)[0].copy()
         world = dynamics.fold(self.params, drawn)
         nominal = dynamics.with_belief(state, dynamics.nominal_belief(self.params.n_sites))
-        return Clairvoyant(world, nominal, dynamics.Unknowns.from_vector(drawn))
+        return Clairvoyant(world, nominal, dynamics.UnknownFactors.from_vector(drawn))
 
     # ------------------------------------------------------------------ for planners
 

@@ -327,7 +327,7 @@ class PowerTripEnv(EngineViews, gym.Env):
         state does not change. ``steady_state=True`` leaves out the join time of sites that
         would join. Returns floats for one set, (M,) arrays for many.
 
-        ``belief`` is the world the what-if assumes (``dynamics.Unknowns`` or its vector): by
+        ``belief`` is the world the what-if assumes (``dynamics.UnknownFactors`` or its vector): by
         default the scenario's stated values. On the measured track the episode's true
         throughputs, links, joins and progress curve differ from those (``[unknowns]``), and
         nothing here reads them: a policy passes what it has measured.

@@ -67,7 +67,7 @@ class Pool:
     """This round's pooled sets (``_pool``) and their predicted rounds, with and without joins.
 
     The one place the pool is predicted: ``build`` makes the agent's slots from it and
-    ``powertrip_env.baselines.policies.HorizonRule`` plays one slot's rule for any horizon and
+    ``powertrip_env.baselines.lookahead.HorizonRule`` plays one slot's rule for any horizon and
     margin.
     """
 

@@ -23,5 +23,5 @@ def installed_folders() -> dict[str, str]:
 
 
 def code_folders() -> dict[str, str]:
-    """Every folder of the project's code -> its import name, the maintainers' room included."""
+    """Every folder of the project's code -> its import name, the maintainers' folder included."""
     return installed_folders() | {MAINTAINERS: MAINTAINERS}

@@ -23,9 +23,9 @@ from powertrip_env.agents.callbacks import Checkpoint, PowerTripMetrics
 from powertrip_env.agents.candidates import CandidateSets
 from powertrip_env.agents.extractors import SiteEncoder
 from powertrip_env.agents.hyperparams import ConfigError
+from powertrip_env.agents.powertrip_return import PowerTripReturn
 from powertrip_env.agents.saving import append_to_list, save_model, write_text
 from powertrip_env.agents.site_policy import MaskableSitePolicy, SiteActionHead, SitePolicy
-from powertrip_env.agents.yardstick import PowerTripYardstick
 from powertrip_env.baselines.registry import make_policy
 
 # PowerTrip-v0 (the flagship): 10 sites of dynamics.SITE_FEATURES, and the global features
@@ -278,7 +278,7 @@ def test_site_policy_refuses_an_encoder_without_per_site_features() -> None:
 
 
 def test_reference_recovers_the_start_and_matches_a_powertrip_run() -> None:
-    ref = PowerTripYardstick("PowerTrip-v0")
+    ref = PowerTripReturn("PowerTrip-v0")
     env = gym.make("PowerTrip-v0", split="test")
     obs, info = env.reset(seed=3)
     start = info["start_time_s"]
@@ -320,7 +320,7 @@ def test_metrics_callback_logs_every_finished_episode_exactly_once(short_scenari
     model = PPO("MlpPolicy", env, n_steps=32, batch_size=64, n_epochs=1, device="cpu", seed=0)
     writer = Collect()
     model.set_logger(Logger(folder=None, output_formats=[writer]))
-    callback = PowerTripMetrics(PowerTripYardstick("PowerTrip-v0", {"scenario": short_scenario}))
+    callback = PowerTripMetrics(PowerTripReturn("PowerTrip-v0", {"scenario": short_scenario}))
     model.learn(640, callback=callback)
 
     dumps = [d for d in writer.dumps if d]

@@ -105,7 +105,7 @@ def test_a_maintainers_command_refuses_in_one_line_outside_a_checkout(
 def test_a_checkout_is_the_folder_above_the_package_with_the_maintainers_room(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An installed wheel has site-packages above ``powertrip_env``: no maintainers' room."""
+    """An installed wheel has site-packages above ``powertrip_env``: no maintainers' folder."""
     import powertrip_env
 
     package = tmp_path / "site-packages" / "powertrip_env"

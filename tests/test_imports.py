@@ -2,7 +2,7 @@
 
 The layers, bottom first (a module may import from its own layer and the ones below it), are
 ``LAYERS``. Their top floors are the repository's other folders, installed inside the package
-(``package-dir`` in pyproject.toml, read by ``layout``), and the maintainers' room above them:
+(``package-dir`` in pyproject.toml, read by ``layout``), and the maintainers' folder above them:
 
 * ``powertrip_env`` (its own floors first): the environment. It imports nothing above it.
 * ``powertrip_env.baselines`` (``baselines/``): the policies and the references, nothing else.

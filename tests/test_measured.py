@@ -118,7 +118,7 @@ def test_each_spread_of_a_user_scenario_draws_only_its_own_factor(tmp_path, fiel
     scenario = load_scenario(path)
     assert scenario.unknowns.drawn
     n = len(scenario.sites)
-    u = dynamics.Unknowns.from_vector(
+    u = dynamics.UnknownFactors.from_vector(
         dynamics.draw_unknowns(np.array(scenario.unknowns.spreads()), [12345], n)[0]
     )
     for name in SIGMAS:
@@ -157,7 +157,7 @@ def test_draw_with_every_spread_zero_is_the_stated_world():
 
 
 def test_every_site_a_slow_outlier_runs_at_exactly_one_over_the_slow_factor():
-    u = dynamics.Unknowns.from_vector(
+    u = dynamics.UnknownFactors.from_vector(
         dynamics.draw_unknowns(spreads(slow_probability=1.0, slow_factor=1.5), [7], 6)[0]
     )
     assert np.all(u.throughput == 1.0 / 1.5)
@@ -280,7 +280,7 @@ def test_a_nominal_belief_is_no_belief():
     env.reset(seed=1)
     n = env.params.n_sites
     masks = np.random.default_rng(1).integers(0, 2, (5, n)).astype(bool)
-    for nominal in (dynamics.Unknowns.nominal(n), dynamics.nominal_belief(n)):
+    for nominal in (dynamics.UnknownFactors.nominal(n), dynamics.nominal_belief(n)):
         for steady_state in (False, True):
             a = env.predict_round(masks, steady_state=steady_state)
             b = env.predict_round(masks, steady_state=steady_state, belief=nominal)
@@ -298,7 +298,7 @@ def test_a_belief_changes_the_what_if():
     site = int(np.flatnonzero(env.available())[0])
     mask = np.zeros(n, dtype=bool)
     mask[site] = True
-    nominal = dynamics.Unknowns.nominal(n)
+    nominal = dynamics.UnknownFactors.nominal(n)
     slow = nominal.replace(throughput=np.full(n, 0.5))
     stated = env.predict_round(mask, steady_state=True)
     halved = env.predict_round(mask, steady_state=True, belief=slow)

@@ -72,7 +72,7 @@ from powertrip_env.harness.evaluation.figures import FIGURES
 from powertrip_env.harness.evaluation.results import (
     EPISODE_COLUMNS,
     SUMMARY_COLUMNS,
-    YARDSTICK,
+    ZERO,
     Evaluation,
 )
 from powertrip_env.harness.evaluation.statistics import day_bootstrap_ci95, start_days
@@ -168,7 +168,7 @@ def summary_table(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
             }
         )
     summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS[:-1])
-    ref = summary.loc[summary["policy"] == YARDSTICK, "mean_tta_h"]
+    ref = summary.loc[summary["policy"] == ZERO, "mean_tta_h"]
     if len(ref):
         summary["vs_powertrip_pct"] = 100.0 * (summary["mean_tta_h"] / float(ref.iloc[0]) - 1.0)
     else:
@@ -331,7 +331,7 @@ def _entries(
         if label in seen:
             raise EvaluationError(f"policy {label!r} appears twice; give each policy once")
         seen.add(label)
-    entries.sort(key=lambda e: e.label != YARDSTICK)  # stable: PowerTrip first, rest in order
+    entries.sort(key=lambda e: e.label != ZERO)  # stable: PowerTrip first, rest in order
     return entries
 
 

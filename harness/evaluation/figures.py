@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from powertrip_env.harness.evaluation.results import YARDSTICK, Evaluation
+from powertrip_env.harness.evaluation.results import ZERO, Evaluation
 from powertrip_env.harness.evaluation.timeline_figure import timeline_figure
 from powertrip_env.render import agg_figure
 
@@ -83,7 +83,7 @@ def paired_figure(result: Evaluation) -> Any:
     in. Without PowerTrip in the run the first policy is the one compared with.
     """
     labels = list(result.summary["policy"])
-    ref = YARDSTICK if YARDSTICK in labels else labels[0]
+    ref = ZERO if ZERO in labels else labels[0]
     eps = result.episodes
     base = eps[eps["policy"] == ref].set_index("episode")["tta_h"]
     fig = agg_figure(*PAIRED_SIZE_IN, dpi=PAIRED_DPI, layout="constrained")
@@ -105,7 +105,7 @@ def paired_figure(result: Evaluation) -> Any:
     ends = [min(x_lim[0], y_lim[0]), max(x_lim[1], y_lim[1])]
     ax.plot(ends, ends, color="0.4", lw=1, ls="--", label=f"as fast as {ref} (y = x)")
     ax.set(xlim=x_lim, ylim=y_lim)
-    note = "" if ref == YARDSTICK else f" (first policy: {YARDSTICK} was not evaluated)"
+    note = "" if ref == ZERO else f" (first policy: {ZERO} was not evaluated)"
     ax.set_xlabel(f"{ref}'s TTA in the episode (h){note}")
     ax.set_ylabel("the policy's TTA in the same episode (h)")
     ax.set_title(f"{result.title}, {result.split} split: TTA per episode against {ref}")

@@ -47,8 +47,9 @@ SUMMARY_COLUMNS = (
     "mean_sites",
     "vs_powertrip_pct",
 )
-# The paper's heuristic, the policy every table is compared with ("vs PowerTrip", a score of 0).
-YARDSTICK = "PowerTrip"
+# The paper's heuristic, the policy every table is compared with ("vs PowerTrip"): the zero of
+# the leaderboard's score, whose one is the optimiser (``reports.scores.TOP``).
+ZERO = "PowerTrip"
 # The mark beside the result of a policy that reached the target in none of its episodes: each
 # counts at the time budget, so such policies share one number, which is not a tie on merit.
 NEVER_FINISHED = "†"
@@ -117,7 +118,7 @@ class Evaluation:
             _ci_note(n_days),
             "- Every policy ran the same start times and jitter streams (episode e uses seed "
             "seed + e), so differences are paired.",
-            f"- vs PowerTrip: change of mean TTA relative to {YARDSTICK} (negative is faster).",
+            f"- vs PowerTrip: change of mean TTA relative to {ZERO} (negative is faster).",
             "- sites/round: effective sites per non-idle round.",
             *(
                 ["- carbon: the grid's emissions (kg CO₂-equivalent), on-site PV counting zero."]

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from powertrip_env.harness.evaluation.results import (
-    YARDSTICK,
+    ZERO,
     never_finished,
     never_finished_mark,
 )
@@ -51,7 +51,7 @@ PROFILE_TAUS = (-1.0, 1.5, 251)
 
 def profile_fractions(
     episodes: pd.DataFrame,
-    zero: str = YARDSTICK,
+    zero: str = ZERO,
     top: str = TOP,
     taus: Sequence[float] | np.ndarray | None = None,
 ) -> pd.DataFrame:
@@ -178,7 +178,7 @@ def _success(episodes: pd.DataFrame) -> pd.DataFrame:
 
 def board(
     episodes: pd.DataFrame,
-    zero: str = YARDSTICK,
+    zero: str = ZERO,
     top: str = TOP,
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
@@ -262,7 +262,7 @@ def aggregate_heading(n_tasks: int) -> str:
 
 def to_markdown(
     episodes: pd.DataFrame | Board,
-    zero: str = YARDSTICK,
+    zero: str = ZERO,
     top: str = TOP,
     *,
     title: str = "Leaderboard",
@@ -389,7 +389,7 @@ def _plain(value: Any, where: str) -> Any:
 
 def to_json(
     episodes: pd.DataFrame | Board,
-    zero: str = YARDSTICK,
+    zero: str = ZERO,
     top: str = TOP,
     *,
     task_facts: Mapping[str, Mapping[str, Any]],

@@ -54,7 +54,7 @@ TOLD = {
     "joins": ("join",),
     "job": ("pace", "noise"),
 }
-"""The kinds of factor ``HorizonRule`` is told one at a time (``Unknowns``' fields)."""
+"""The kinds of factor ``HorizonRule`` is told one at a time (``UnknownFactors``' fields)."""
 SWEEPABLE = (*SPREAD_FIELDS, "jitter_sigma")
 """What ``--sweep`` may move: an ``[unknowns]`` field, or the telemetry's noise."""
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from powertrip_env.harness.evaluation.results import YARDSTICK
+from powertrip_env.harness.evaluation.results import ZERO
 from powertrip_env.harness.evaluation.statistics import (
     BOOTSTRAP_RESAMPLES,
     _bootstrap_seed,
@@ -252,9 +252,7 @@ def _scores(board: _Board, task: _Task) -> _Scores:
     )
 
 
-def normalised_scores(
-    episodes: pd.DataFrame, zero: str = YARDSTICK, top: str = TOP
-) -> pd.DataFrame:
+def normalised_scores(episodes: pd.DataFrame, zero: str = ZERO, top: str = TOP) -> pd.DataFrame:
     """Per-episode normalised scores, with each task's score beside them.
 
     One row per (task, policy, episode) with the columns ``SCORE_COLUMNS``. ``task_score`` is
@@ -406,7 +404,7 @@ def _percentiles(samples: np.ndarray | None, p: int) -> list[float]:
 
 def aggregate(
     episodes: pd.DataFrame,
-    zero: str = YARDSTICK,
+    zero: str = ZERO,
     top: str = TOP,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> dict[str, dict[str, Any]]:
@@ -448,7 +446,7 @@ def aggregate(
 
 def per_task_table(
     episodes: pd.DataFrame,
-    zero: str = YARDSTICK,
+    zero: str = ZERO,
     top: str = TOP,
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> pd.DataFrame:

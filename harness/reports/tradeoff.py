@@ -206,7 +206,7 @@ def _check_means(
 
 def _limits(values: np.ndarray, pad: tuple[float, float]) -> tuple[float, float]:
     """An axis range around ``values`` with fractions ``pad`` of their span below and above
-    (room for the names); a single value gets a range around it rather than a zero span."""
+    (space for the names); a single value gets a range around it rather than a zero span."""
     low, high = float(values.min()), float(values.max())
     span = high - low or max(abs(high) * 0.1, 1.0)
     return low - pad[0] * span, high + pad[1] * span

@@ -32,7 +32,7 @@ from powertrip_env.baselines.registry import (
     CARBON as CARBON_RULES,
 )
 from powertrip_env.dynamics.params import SimParams
-from powertrip_env.harness.evaluation.results import YARDSTICK
+from powertrip_env.harness.evaluation.results import ZERO
 from powertrip_env.harness.reports import measures, tradeoff
 from powertrip_env.harness.tracks.track import Facts, Section, Track, bound_holds, never_beaten
 
@@ -133,7 +133,7 @@ def tradeoff_of(episodes: pd.DataFrame, facts: Facts, tasks: Sequence[str], path
     part = episodes[episodes["task"].isin(tasks) & (episodes["policy"] != CARBON_BOUND)]
     means = tradeoff.means_of(part[["task", "policy", "episode", "tta_h", "carbon_kg", "success"]])
     means["deadline_h"] = means["task"].map({task: facts[task]["deadline_h"] for task in tasks})
-    named = {YARDSTICK, *LOOKAHEAD, *CARBON_RULES, "AllSites", "FedZeroLike"}
+    named = {ZERO, *LOOKAHEAD, *CARBON_RULES, "AllSites", "FedZeroLike"}
     rules = {name for task in tasks for name in policy_names(facts[task]["n_sites"])}
     # the rules worth a name, and every agent (a --model: no rule's name)
     label = [name for name in pd.unique(means["policy"]) if name in named or name not in rules]

@@ -26,7 +26,7 @@ import gymnasium as gym
 import pandas as pd
 
 from powertrip_env.dynamics.params import SimParams
-from powertrip_env.harness.evaluation.results import YARDSTICK
+from powertrip_env.harness.evaluation.results import ZERO
 from powertrip_env.harness.reports import leaderboard
 from powertrip_env.harness.reports.measures import TIME, Measure
 
@@ -73,7 +73,7 @@ class Track:
         rules: Callable[[int, bool], list[str]],
         references: Sequence[str],
         top: str,
-        zero: str = YARDSTICK,
+        zero: str = ZERO,
         told: Callable[[bool], list[str]] = lambda measured: [],
         board_references: Sequence[str] | None = None,
         objective: str | None = None,

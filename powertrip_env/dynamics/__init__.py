@@ -130,7 +130,7 @@ from powertrip_env.dynamics.state import RoundResult, SimState, initial_state
 from powertrip_env.dynamics.tables import available_now, current_row, finish_times
 from powertrip_env.dynamics.unknowns import (
     SPREAD_FIELDS,
-    Unknowns,
+    UnknownFactors,
     belief_rows,
     draw_unknowns,
     episode_unknowns,
@@ -219,7 +219,7 @@ __all__ = [
     "SimParams",
     "SimState",
     "Trajectory",
-    "Unknowns",
+    "UnknownFactors",
     "accuracy",
     "available_now",
     "belief_rows",

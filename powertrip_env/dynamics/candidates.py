@@ -139,9 +139,12 @@ def _join(t_full, t_steady):
 @jit
 def _efficiency(times, m, horizon, out):
     """Progress per second of the pool's first ``m`` sets with their joins spread over
-    ``horizon`` rounds: a set kept h rounds gains ``steady + (first − steady) / h`` a round and
-    lasts ``steady + join / h`` (``powertrip_env.baselines.candidates.Pool.efficiency`` explains
-    it)."""
+    ``horizon`` rounds (1: charged to this round, as MyopicOptimal does; ∞: ignored, PowerTrip's
+    steady state). A join costs time (blocking joins: everyone waits for the joiner's fetch) or
+    progress (non-blocking joins: the joiner adds nothing to its first round); both one-off
+    costs are spread: a set kept h rounds gains ``steady + (first − steady) / h`` a round and
+    lasts ``steady + join / h`` (``Pool.efficiency`` in ``tests/candidates_reference.py``, the
+    numpy oracle, computes the same)."""
     for j in range(m):
         t_steady = times[PL_T_STEADY, j]
         t = t_steady + _join(times[PL_T_FULL, j], t_steady) / horizon

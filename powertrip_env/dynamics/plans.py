@@ -3,9 +3,10 @@
 A plan is a site set per round (or one set for every round). ``play_plans`` plays M of them as a
 batch of episodes on whatever world ``params`` describes: the true trace with the episode's
 jitter for the clairvoyant references (``powertrip_env.clairvoyant``), or the forecast issued
-now without jitter for the deployable planners (``powertrip_env.forecast``). Both go through
-``step_round``, so a plan means the same thing in either. ``play_rule`` plays a candidate rule
-after a first set through the same loop: the rollouts of a clairvoyant teacher.
+now without jitter for the deployable planners (``forecast_world`` in ``params.py``, the world
+``predict_plan`` below plays). Both go through ``step_round``, so a plan means the same thing in
+either. ``play_rule`` plays a candidate rule after a first set through the same loop: the
+rollouts of a clairvoyant teacher.
 """
 
 from __future__ import annotations

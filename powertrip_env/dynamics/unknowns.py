@@ -214,10 +214,10 @@ def _nominal_rows(n_sites: int) -> np.ndarray:
 
 def belief_rows(belief: Any, batch: int, n_sites: int) -> np.ndarray:
     """A belief as the kernel takes it, (1 or B, width) float64: ``None`` is the nominal one, a
-    ``Unknowns`` or (width,) array one for every episode, (B, width) one per episode."""
+    ``UnknownFactors`` or (width,) array one for every episode, (B, width) one per episode."""
     if belief is None:
         return _nominal_rows(n_sites)
-    if isinstance(belief, Unknowns):
+    if isinstance(belief, UnknownFactors):
         belief = belief.vector
     out = np.ascontiguousarray(np.asarray(belief, dtype=np.float64))
     width = unknowns_width(n_sites)
@@ -234,8 +234,11 @@ def belief_rows(belief: Any, batch: int, n_sites: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Unknowns:
+class UnknownFactors:
     """Factors on the scenario's stated values, by name: the episode's draw, or a belief.
+
+    The factors themselves, not the spreads they are drawn with (the scenario's ``[unknowns]``,
+    ``scenario.types.UnknownSpreads``).
 
     ``pace`` multiplies the job's progress per round and ``noise`` its gradient noise scale;
     ``throughput``, ``rtt``, ``bandwidth`` and ``join`` (N,) multiply each site's samples/s,
@@ -250,7 +253,7 @@ class Unknowns:
     join: np.ndarray
 
     @classmethod
-    def from_vector(cls, u: np.ndarray) -> Unknowns:
+    def from_vector(cls, u: np.ndarray) -> UnknownFactors:
         u = np.asarray(u, dtype=np.float64)
         n = (u.shape[0] - UNKNOWN_SCALARS) // len(UNKNOWN_SITE_FIELDS)
         blocks = [u[UNKNOWN_SCALARS + f * n : UNKNOWN_SCALARS + (f + 1) * n].copy() for f in
@@ -258,7 +261,7 @@ class Unknowns:
         return cls(float(u[U_PACE]), float(u[U_NOISE]), *blocks)
 
     @classmethod
-    def nominal(cls, n_sites: int) -> Unknowns:
+    def nominal(cls, n_sites: int) -> UnknownFactors:
         return cls.from_vector(nominal_belief(n_sites))
 
     @property
@@ -268,11 +271,11 @@ class Unknowns:
         sites = [np.asarray(getattr(self, f), dtype=np.float64) for f in UNKNOWN_SITE_FIELDS]
         return np.concatenate([np.array(scalars, dtype=np.float64), *sites])
 
-    def replace(self, **fields: Any) -> Unknowns:
+    def replace(self, **fields: Any) -> UnknownFactors:
         return dataclasses.replace(self, **fields)
 
 
-assert UNKNOWN_FIELDS == ("pace", "noise")  # Unknowns' scalars, in this order
+assert UNKNOWN_FIELDS == ("pace", "noise")  # UnknownFactors' scalars, in this order
 
 
 def episode_unknowns(state: SimState) -> np.ndarray:
@@ -298,7 +301,7 @@ def fold(params: SimParams, u: np.ndarray) -> SimParams:
     factors in the same order (``quota / throughput``, ``rtt · f``, ``M/bw / f``, ``join · f``,
     ``η · pace``, ``B0 · noise``), so the folded world computes the same numbers as the state's
     factors do."""
-    f = Unknowns.from_vector(u)
+    f = UnknownFactors.from_vector(u)
     site = params.site.copy()
     site[S_QUOTA] = site[S_QUOTA] / f.throughput
     site[S_RTT] = site[S_RTT] * f.rtt
@@ -318,7 +321,7 @@ __all__ = [
     "U_JOIN",
     "U_RTT",
     "U_THROUGHPUT",
-    "Unknowns",
+    "UnknownFactors",
     "belief_rows",
     "draw_unknowns",
     "episode_unknowns",

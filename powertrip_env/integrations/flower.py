@@ -50,7 +50,7 @@ from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.registry import make_policy
 from powertrip_env.harness.arguments import check_env_id, make_env
 from powertrip_env.harness.evaluation.evaluate import run_episode, summary_table
-from powertrip_env.harness.evaluation.results import EPISODE_COLUMNS, YARDSTICK, Evaluation
+from powertrip_env.harness.evaluation.results import EPISODE_COLUMNS, ZERO, Evaluation
 from powertrip_env.harness.models.loading import load_agent, model_label
 from powertrip_env.integrations.flower_nodes import (
     DEFAULT_ENV,
@@ -490,6 +490,6 @@ def evaluate_federated(
             curves[label].append(strategy.curve)
             if progress is not None:
                 progress(label, e, row)
-    order.sort(key=lambda label: label != YARDSTICK)
+    order.sort(key=lambda label: label != ZERO)
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     return Evaluation(env_id, split, frame, summary_table(frame, order), curves)

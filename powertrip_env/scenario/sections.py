@@ -25,7 +25,7 @@ from powertrip_env.scenario.types import (
     Network,
     Site,
     TraceFiles,
-    Unknowns,
+    UnknownSpreads,
     Workload,
 )
 
@@ -203,12 +203,12 @@ def load_workload(t: Table) -> Workload:
     return workload
 
 
-def load_unknowns(t: Table, workload: Workload) -> Unknowns:
+def load_unknowns(t: Table, workload: Workload) -> UnknownSpreads:
     """``[unknowns]`` (optional): the spreads of what each episode draws. A σ above 1 would
     make a site's factor vary by e^±2 and more between episodes, far past any measurement the
     spreads are cited from (docs/references.md), so it is refused."""
     sigma = {"lo": 0.0, "hi": 1.0}
-    unknowns = Unknowns(
+    unknowns = UnknownSpreads(
         throughput_sigma=t.number("throughput_sigma", 0.0, **sigma),
         slow_probability=t.number("slow_probability", 0.0, lo=0.0, hi=1.0),
         slow_factor=t.number("slow_factor", 1.0, lo=1.0, hi=10.0),

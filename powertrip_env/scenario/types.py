@@ -167,8 +167,9 @@ class LearnerConfig:
 
 
 @dataclass(frozen=True)
-class Unknowns:
-    """``[unknowns]``: how far this job's world may depart from the values the scenario states.
+class UnknownSpreads:
+    """``[unknowns]``: how far this job's world may depart from the values the scenario states:
+    the spreads the factors are drawn with, not the factors (``dynamics.UnknownFactors``).
 
     At each reset the episode draws, from its seed, a factor per site on its throughput, RTT,
     bandwidth and join time and two on the job's progress curve: log-normal with these σ
@@ -216,7 +217,7 @@ class Scenario:
     inputs: tuple[Path, ...] = ()  # every file the scenario was read from (cache validation)
     sites_source: str = ""  # where the sites are written: the catalogue CSV or the TOML
     learner: LearnerConfig = field(default_factory=LearnerConfig)
-    unknowns: Unknowns = field(default_factory=Unknowns)  # off: the known track
+    unknowns: UnknownSpreads = field(default_factory=UnknownSpreads)  # off: the known track
 
     @property
     def trace_file(self) -> Path:

@@ -1,4 +1,4 @@
-"""What PowerTrip achieves on a given episode: the yardstick for ``powertrip/return_vs_powertrip``.
+"""What PowerTrip achieves on a given episode: what ``powertrip/return_vs_powertrip`` subtracts.
 
 A training curve of raw returns mixes two things: how good the agent is and how easy the
 episodes it happened to draw were (a start in a power-rich hour is easy for every policy).
@@ -6,13 +6,13 @@ Subtracting what the PowerTrip heuristic gets *from the same start time* removes
 second, so the curve crosses zero where the agent starts to beat PowerTrip.
 
 Definition. For an agent episode that started at trace time ``s`` (seconds since trace row 0),
-the yardstick is the return of ``powertrip_env.baselines.policies.PowerTrip`` on a separate copy of
+PowerTrip's return is that of ``powertrip_env.baselines.policies.PowerTrip`` on a separate copy of
 the environment (same ID and kwargs, ``jitter=False``, flat observations) reset with
 ``options={"start_time": s}``. ``s`` is recovered from the episode's last info as
 ``info["trace_time"] − info["elapsed_s"] − trace_t0_s`` (the trace time at the start; no
 extra bookkeeping in the vector env), rounded to the millisecond. The agent's episode has the
-scenario's timing jitter and the yardstick has none, so a single difference is noisy; the mean
-over many episodes is the signal. Yardsticks are cached per start time.
+scenario's timing jitter and PowerTrip's has none, so a single difference is noisy; the mean
+over many episodes is the signal. The returns are cached per start time.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ import gymnasium as gym
 from powertrip_env.baselines.registry import make_policy
 
 
-class PowerTripYardstick:
+class PowerTripReturn:
     """PowerTrip's return from a start time, on a jitter-free copy of the environment.
 
     :param env_id: registered environment ID of the agent's environment.
     :param env_kwargs: the agent environment's kwargs (scenario, reward_mode, ...); the
-        yardstick overrides ``jitter``, ``obs_mode`` and ``split``.
-    :param policy: the yardstick policy's name (``powertrip_env.baselines.registry.make_policy``).
+        copy overrides ``jitter``, ``obs_mode`` and ``split``.
+    :param policy: the name of the policy whose return is subtracted (PowerTrip by default;
+        ``powertrip_env.baselines.registry.make_policy``).
     :param max_cache: start times remembered; the cache is cleared when it is full.
     """
 
@@ -56,7 +57,7 @@ class PowerTripYardstick:
         return round(float(start), 3)
 
     def episode_return(self, start_time_s: float) -> float:
-        """Undiscounted return of the yardstick policy from ``start_time_s`` (cached)."""
+        """Undiscounted return of ``policy`` from ``start_time_s`` (cached)."""
         if start_time_s in self._cache:
             return self._cache[start_time_s]
         obs, info = self.env.reset(seed=0, options={"start_time": start_time_s})
