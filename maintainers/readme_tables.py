@@ -68,6 +68,7 @@ CARBON = "leaderboard-carbon"  # the carbon track's board, scored on the carbon 
 # README's few lines on each track (its tasks, the reference, the best rule, the agents), laid
 # out from the same board as the track's block, which docs/benchmark.md holds in full
 SUMMARIES = {"known": "summary-known", "measured": "summary-measured", "carbon": "summary-carbon"}
+BOARDS = {"known": SCORES, "measured": MEASURED, "carbon": CARBON}  # the board each summarises
 TRADEOFF_FIGURE = Path("docs") / "carbon-tradeoff.png"  # the carbon tasks' TTA against carbon
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
