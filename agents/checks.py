@@ -57,7 +57,7 @@ def final_track(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[Track, bool
     env = gym.make(env_id, **env_kwargs)
     try:
         track = track_for(env_id, env, scenario_given="scenario" in env_kwargs)
-        return track, bool(env.unwrapped.params.measured)
+        return track, bool(env.unwrapped.scenario.unknowns.drawn)
     finally:
         env.close()
 

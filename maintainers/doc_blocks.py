@@ -1,13 +1,14 @@
 """The documentation's generated blocks: ``<!-- results:NAME -->`` ... ``<!-- /results:NAME -->``.
 
 Tables of results are harness output, never typed by hand. Each sits between the two markers of
-its name, in README.md or in one page of ``docs/`` (the leaderboard in the README, the per-ID
-tables on docs/evaluation.md, and so on): a block can move from page to page as the
-documentation is reorganised, and the tools that regenerate it (``powertrip readme-tables``,
-``powertrip pretrain --table``) and the site's generator, which reads them (``powertrip docs``),
-find it wherever it is now. The files searched are a README and the Markdown pages under the
-``docs/`` folder beside it, so ``--readme PATH`` still names the checkout to update. A name must
-be held by exactly one file: two copies of one generated table could drift apart.
+its name, in README.md or in one page of ``docs/`` (each track's few lines in the README, the
+boards on docs/benchmark.md, the per-ID tables on docs/evaluation.md, and so on): a block can
+move from page to page as the documentation is reorganised, and the tools that regenerate it
+(``powertrip readme-tables``, ``powertrip pretrain --table``) and the site's generator, which
+reads them (``powertrip docs``), find it wherever it is now. The files searched are a README
+and the Markdown pages under the ``docs/`` folder beside it, so ``--readme PATH`` still names the
+checkout to update. A name must be held by exactly one file: two copies of one generated table
+could drift apart.
 """
 
 from __future__ import annotations

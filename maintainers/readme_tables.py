@@ -9,10 +9,14 @@ the ID; ``headroom`` gets ``powertrip_env.harness.reports.headroom``'s table ove
 (``powertrip_env.harness.calibration.fidelity``) and its sweep
 (``powertrip_env.harness.calibration.sensitivity``,
 10 episodes a setting), ``leaderboard`` the benchmark's tables over the suite
-(``powertrip_env.harness.reports.benchmark``) and ``leaderboard-scores`` README's one table of them
-(the aggregate and each task's score, with success beside them), ``leaderboard-measured`` the
-measured track's (its room chains, then its own aggregate); all are laid out from the
-benchmark's episodes and facts, not read back from its Markdown. The benchmark's performance
+(``powertrip_env.harness.reports.benchmark``), and one board a track: ``leaderboard-scores`` the
+known track's (the aggregate and each task's score, with success beside them),
+``leaderboard-measured`` the measured track's (its room chains, then its own aggregate) and
+``leaderboard-carbon`` the carbon track's; docs/benchmark.md holds them. README shows each track
+in a few lines (``summary-known``, ``summary-measured``, ``summary-carbon``: the tasks, the
+reference, the best deployable rule and the agents), laid out from the same board as the track's
+block and filled wherever a page holds them. All are laid out from the benchmark's episodes and
+facts, not read back from its Markdown. The benchmark's performance
 profile is copied to ``docs/leaderboard-profile.png``, the measured track's room chains drawn to
 ``docs/measured-chain.png``, and ``--leaderboard-from DIR`` takes the
 episodes, the facts (``episodes.csv``, ``leaderboard.json``) and the profile from a finished
@@ -36,8 +40,9 @@ from typing import Any
 import pandas as pd
 
 import powertrip_env
-from maintainers.doc_blocks import BlockFiles
+from maintainers.doc_blocks import BlockFiles, doc_files, has_block
 from powertrip_env.atomic import write_bytes
+from powertrip_env.baselines.registry import policy_names
 from powertrip_env.harness.arguments import (
     CLAIRVOYANT,
     SHIPPED,
@@ -55,14 +60,18 @@ from powertrip_env.harness.tracks.time import CHAIN
 
 HEADROOM = "headroom"  # the block of the headroom table
 LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite (docs/benchmark.md)
-SCORES = "leaderboard-scores"  # README's leaderboard: the aggregate and each task's score
-PROFILE = Path("docs") / "leaderboard-profile.png"  # beside the README, as README links it
-MEASURED = "leaderboard-measured"  # README's board of the measured track, with its room chains
+SCORES = "leaderboard-scores"  # the known track's board: the aggregate and each task's score
+PROFILE = Path("docs") / "leaderboard-profile.png"  # under the README, as the board shows it
+MEASURED = "leaderboard-measured"  # the measured track's board, with its room chains
 CHAIN_FIGURE = Path("docs") / "measured-chain.png"  # the measured tasks' room chains
-CARBON = "leaderboard-carbon"  # README's board of the carbon track, scored on the carbon cost
+CARBON = "leaderboard-carbon"  # the carbon track's board, scored on the carbon cost
+# README's few lines on each track (its tasks, the reference, the best rule, the agents), laid
+# out from the same board as the track's block, which docs/benchmark.md holds in full
+SUMMARIES = {"known": "summary-known", "measured": "summary-measured", "carbon": "summary-carbon"}
 TRADEOFF_FIGURE = Path("docs") / "carbon-tradeoff.png"  # the carbon tasks' TTA against carbon
 TRACK_BLOCKS = {"known": SCORES, "measured": MEASURED, "carbon": CARBON}
-"""Each shipped track's board in the docs, by its name (a track of a user's has none)."""
+"""Each shipped track's board in the docs (SUMMARIES: README's lines on it), by its name (a track
+of a user's has none)."""
 FIGURES = {CHAIN: CHAIN_FIGURE, TRADEOFF: TRADEOFF_FIGURE}
 """Where the docs keep each track figure a benchmark run draws, by the run's file name."""
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
@@ -125,6 +134,43 @@ def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]], tra
         each = [scores.get((task, policy), "–") for task in tasks]
         lines.append(f"| {policy} | " + " | ".join([*cells, *each]) + " |")
     return "\n".join([*lines, "", *leaderboard.aggregate_notes(board)]) + "\n"
+
+
+def policy_role(policy: str, site_counts: Sequence[int], track: Track) -> str:
+    """What ``policy`` is on a board whose tasks have ``site_counts`` sites: ``reference``
+    (clairvoyant, or told the draw), ``rule`` (a deployable baseline of the registry on any of
+    those counts) or ``agent`` (a saved model, named by its file: a name the registry lacks)."""
+    if policy in {*track.references, *track.board_references, *track.told(True)}:
+        return "reference"
+    return "rule" if any(policy in policy_names(n) for n in set(site_counts)) else "agent"
+
+
+def track_summary(board: leaderboard.Board, facts: dict[str, dict[str, Any]], track: Track) -> str:
+    """README's few lines on one track, laid out from the same ``Board`` as its block: the
+    tasks, then the reference (score 1), the best deployable rule and every agent, each with its
+    cells of the board's aggregate (mean score [95% CI] and success), so README's numbers are
+    the board's, copied, and cannot go stale apart from it. An agent the aggregate leaves out
+    (it did not run every task) is listed with the board's dashes."""
+    counts = [int(f["n_sites"]) for f in facts.values()]
+    roles = {p: policy_role(p, counts, track) for p in [*board.aggregate, *board.left_out]}
+    cells = {p: leaderboard.aggregate_cells(row) for p, row in board.ranked()}
+    ranked = list(cells)  # best first
+    best = [p for p in ranked if roles[p] == "rule"][:1]
+    agents = [p for p in [*ranked, *board.left_out] if roles[p] == "agent"]
+    tasks = ", ".join(f"`{task}`" for task in board.tasks)
+    none = "" if agents else "; no agent ran on this track"
+    lines = [
+        f"Tasks: {tasks}, scored on the {board.measure.name}: 0 = {board.zero}, "
+        f"1 = {board.top}{none}.",
+        "",
+        "| role | policy | mean score [95% CI] | success |",
+        "|---|---|---:|---:|",
+    ]
+    picked = [("reference", board.top), *(("best rule", p) for p in best)]
+    for role, policy in [*picked, *(("agent", p) for p in agents)]:
+        mean, _, success = cells.get(policy, ["–", "–", "–"])
+        lines.append(f"| {role} | {policy} | {mean} | {success} |")
+    return "\n".join(lines) + "\n"
 
 
 def table_for(env_id: str, episodes: int, seed: int, progress: bool) -> str:
@@ -210,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pages.locate(block)
             except ValueError as exc:
                 parser.error(f"--readme {str(args.readme)!r}: {exc}")
+    summaries = _summaries(pages, parser, args.readme) if LEADERBOARD in blocks else set()
     progress = not args.no_progress
     named = (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES, MEASURED, CARBON)
     for env_id in (b for b in blocks if b not in named):
@@ -230,11 +277,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         pages.splice(SENSITIVITY, sensitivity.to_markdown(swept))
     if LEADERBOARD in blocks:
-        _splice_leaderboard(pages, args, finished)
+        _splice_leaderboard(pages, args, finished, summaries)
     for path in pages.write():
         print(f"updated {path}", file=sys.stderr)
     print("then run `powertrip docs` to refresh the site's pages built from them", file=sys.stderr)
     return 0
+
+
+def _summaries(pages: BlockFiles, parser: argparse.ArgumentParser, readme: Path) -> set[str]:
+    """The blocks of README's lines on each track (``SUMMARIES``) that the pages hold, located.
+
+    Unlike a board's block, a summary's may be absent: a checkout whose README shows no
+    summaries still gets its boards. One held by two pages exits 2, as any block does.
+    """
+    found = set()
+    for name in SUMMARIES.values():
+        if any(has_block(path.read_text(encoding="utf-8"), name) for path in doc_files(readme)):
+            try:
+                pages.locate(name)
+            except ValueError as exc:
+                parser.error(f"--readme {str(readme)!r}: {exc}")
+            found.add(name)
+    return found
 
 
 def _headroom_table(env_ids: list[str], args: argparse.Namespace, progress: bool) -> str:
@@ -250,17 +314,22 @@ def _headroom_table(env_ids: list[str], args: argparse.Namespace, progress: bool
 
 
 def _splice_leaderboard(
-    pages: BlockFiles, args: argparse.Namespace, finished: tuple[Any, ...] | None
+    pages: BlockFiles,
+    args: argparse.Namespace,
+    finished: tuple[Any, ...] | None,
+    summaries: set[str],
 ) -> None:
-    """Put the benchmark's tables in the leaderboard block of ``pages`` and its scores in
-    README's; writes the profile PNG.
+    """Put the benchmark's tables in the leaderboard block of ``pages``, each track's board in
+    its block and, of the ``summaries`` blocks the pages hold, each track's few lines in its
+    own; writes the profile PNG and the tracks' figures.
 
     The board and its profile come from one benchmark (run here, or the ``--leaderboard-from``
-    folder, read from its episodes and JSON), so the README's table and its picture never
-    describe two different runs. Both blocks are laid out from one ``leaderboard.Board`` of its
-    episodes; a folder's board must give its saved JSON again, number for number, or its files
-    are not one run's (``ValueError``).
+    folder, read from its episodes and JSON), so no table and no picture describe two
+    different runs. A track's board and README's lines on it are laid out from one
+    ``leaderboard.Board`` of its episodes; a folder's board must give its saved JSON again,
+    number for number, or its files are not one run's (``ValueError``).
     """
+
     profile = args.readme.parent / PROFILE
     profile.parent.mkdir(parents=True, exist_ok=True)
     saved = None
@@ -299,6 +368,8 @@ def _splice_leaderboard(
             here = {task: facts[task] for task in tasks}
             drawn = {task: summary["tasks"][task] for task in tasks}  # the figures read the JSON
             _splice_track(pages, TRACKS[name], boards[name], frame, here, drawn, args.readme)
+            if SUMMARIES[name] in summaries:
+                pages.splice(SUMMARIES[name], track_summary(boards[name], here, TRACKS[name]))
 
 
 def _splice_track(

@@ -450,11 +450,14 @@ def test_the_docs_hold_one_results_block_for_every_registered_id() -> None:
 
     readme = Path(__file__).resolve().parents[1] / "README.md"
     names = (*RESULT_IDS, "headroom", "fidelity", "sensitivity", "leaderboard")
-    for env_id in (*names, "leaderboard-scores"):
+    boards = ("leaderboard-scores", "leaderboard-measured", "leaderboard-carbon")
+    summaries = ("summary-known", "summary-measured", "summary-carbon")
+    for env_id in (*names, *boards, *summaries):
         assert holder(env_id, readme).suffix == ".md"
-    # the front door keeps the scores; the benchmark's page the whole board, hours included
-    assert holder("leaderboard-scores", readme) == readme
-    assert holder("leaderboard", readme) == readme.parent / "docs" / "benchmark.md"
+    # the front door keeps a few lines a track; the benchmark's page every board, hours included
+    assert all(holder(name, readme) == readme for name in summaries)
+    for name in ("leaderboard", *boards):
+        assert holder(name, readme) == readme.parent / "docs" / "benchmark.md"
     tasks = {
         *powertrip_env.SUITE_IDS,
         *powertrip_env.MEASURED_SUITE_IDS,

@@ -128,8 +128,9 @@ class Board:
     ``table`` is ``per_task_table`` of each task with a ``success`` column (the share of the
     task's episodes that reached the target), ``aggregate`` is ``aggregate`` over the policies
     that ran every task with ``success`` (the share over all their episodes) added, and
-    ``left_out`` the policies it does not rank. The Markdown, the JSON and README's table are
-    laid out from one ``Board``: the bootstraps run once, and the three cannot disagree.
+    ``left_out`` the policies it does not rank. The Markdown, the JSON, the track's board on
+    docs/benchmark.md and README's lines on it are laid out from one ``Board``: the bootstraps
+    run once, and they cannot disagree.
     """
 
     zero: str
