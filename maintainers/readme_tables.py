@@ -249,8 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:  # a folder that is not a finished benchmark's
             parser.error(f"--leaderboard-from {str(args.leaderboard_from)!r}: {exc}")
     for track, block in TRACK_BLOCKS.items():
-        if track == "known":
-            continue  # its blocks are among those checked above
+        if block in blocks:
+            continue  # located above
         if LEADERBOARD in blocks and (finished is None or track in benchmark.tracks(finished[1])):
             try:  # a run with the track (a fresh one has both) fills its block too
                 pages.locate(block)
@@ -360,7 +360,8 @@ def _splice_leaderboard(
             file=sys.stderr,
         )
         raise SystemExit(2)
-    if "known" in ran:  # a run of another track alone leaves the known track's blocks
+    if next(iter(TRACKS)) in ran:  # the docs' profile is the first track's: a run without it
+        # (of the measured track alone, say) leaves the whole board and the profile as they are
         pages.splice(LEADERBOARD, board_block(markdown))
         write_bytes(profile, png)
     for name, tasks in ran.items():
