@@ -20,6 +20,7 @@ from powertrip_env.dynamics.unknowns import Unknowns
 
 __all__ = ["DecisionView", "Unknowns", "decision_view"]  # Unknowns: what a policy may believe
 from powertrip_env.scenario import Scenario
+from powertrip_env.units import g_to_kg, j_to_kwh, per_j_to_per_kwh
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +107,7 @@ def decision_view(
         coverage_tau_rounds=params.coverage_tau,
         elapsed_s=time_s - float(state.start_s[i]),
         rounds=int(state.rounds[i]),
-        energy_kwh=float(state.energy_j[i]) / dynamics.J_PER_KWH,
+        energy_kwh=j_to_kwh(float(state.energy_j[i])),
         clock_s=time_s,
         trace_t0_s=params.trace_t0_s,
         surrogate_progress=float(state.progress[i]),
@@ -117,9 +118,9 @@ def decision_view(
         measured_round=seen[3].astype(np.int64),
         measured_track=bool(params.measured),
         carbon_known=bool(params.carbon),
-        grid_g_per_kwh=params.g_per_j[row] * dynamics.J_PER_KWH,
+        grid_g_per_kwh=per_j_to_per_kwh(params.g_per_j[row]),
         pv_w=params.pv_w[row].copy(),
-        carbon_kg=float(state.carbon_g[i]) / 1000.0,
+        carbon_kg=g_to_kg(float(state.carbon_g[i])),
         time_budget_s=params.time_budget_s,
     )
     for value in vars(out).values():  # its own arrays; the params' are read-only already

@@ -60,7 +60,6 @@ from powertrip_env.dynamics.layout import (
     CARBON,
     DROPPED,
     ENERGY,
-    G_PER_KG,
     I_ACC,
     I_CARBON_KG,
     I_COMM_S,
@@ -87,7 +86,6 @@ from powertrip_env.dynamics.layout import (
     INFO_FIELDS,
     INFO_SITE_FLAGS,
     INFO_TELEMETRY,
-    J_PER_KWH,
     JOINED,
     KEY_LIMIT,
     PARALLEL_MIN_BATCH,
@@ -108,7 +106,6 @@ from powertrip_env.dynamics.layout import (
     R_TRUNCATED,
     RECORD_FIELDS,
     ROUNDS,
-    S_PER_H,
     SELECTED,
     SITE_RECORD,
     START,
@@ -139,6 +136,7 @@ from powertrip_env.dynamics.unknowns import (
     unknowns_width,
     with_belief,
 )
+from powertrip_env.units import G_PER_KG, J_PER_KWH, S_PER_H
 
 __all__ = [
     "ACC",
