@@ -26,6 +26,7 @@ from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
 from powertrip_env.agents.powertrip_return import PowerTripReturn
 from powertrip_env.agents.saving import save_model, write_text
+from powertrip_env.units import s_to_h
 
 METRIC_KEYS = (
     "powertrip/tta_h",
@@ -95,7 +96,7 @@ class PowerTripMetrics(BaseCallback):
     def _episode_metrics(self, i: int, info: dict[str, Any]) -> dict[str, float]:
         self.finished_episodes += 1
         # tta_h is 0.0 until the episode itself ends; a TimeLimit cut reports the elapsed time
-        tta_h = float(info.get("tta_h", 0.0)) or float(info.get("elapsed_s", math.nan)) / 3600.0
+        tta_h = float(info.get("tta_h", 0.0)) or s_to_h(float(info.get("elapsed_s", math.nan)))
         row = {
             "tta_h": float(tta_h),
             "success_rate": float(bool(info.get("success", False))),

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from powertrip_env.baselines.base import Policy
+from powertrip_env.dynamics.formulas import noise_scale_array
 from powertrip_env.view import UnknownFactors
 
 # The smoothing of the per-site estimates: the weight of the newest measurement. A round's
@@ -181,8 +182,7 @@ class Estimator:
             grown[:, : self.fitted] = self.resid
             self.resid = grown
         wl = self.workload
-        growth = np.power(1.0 + before / wl.noise_p_b, wl.noise_gamma)  # as over an array
-        eff = 1.0 / (1.0 + wl.noise_b0 * NOISE_GRID * growth / batch)
+        eff = 1.0 / (1.0 + noise_scale_array(wl, before, NOISE_GRID) / batch)
         stated = wl.local_steps * wl.eta_local * eff
         self.resid[:, self.fitted] = np.log(gained / stated)
         self.fitted += 1

@@ -32,9 +32,8 @@ import numpy as np
 
 from powertrip_env.baselines.base import Policy, _mask, prefix_masks, rank_available
 from powertrip_env.baselines.candidates import pool_of
+from powertrip_env.units import kg_to_g, per_kwh_to_per_j
 from powertrip_env.view import DecisionView
-
-_J_PER_KWH = 3.6e6  # the view gives intensities per kWh, power in watts
 
 # The share of the time left that a rule keeps in reserve against its predicted pace being
 # optimistic (the progress per round falls as training goes on, and forecasts err). Tuned on
@@ -46,7 +45,7 @@ TUNED_RESERVE = 0.0
 def grid_g_per_s(now: DecisionView) -> np.ndarray:
     """(N,) grams of grid carbon per second at each site now, busy: its powered GPUs' draw above
     its PV output (which is used first), at its zone's intensity (docs/model.md, "Carbon")."""
-    return np.maximum(now.power_w - now.pv_w, 0.0) * now.grid_g_per_kwh / _J_PER_KWH
+    return per_kwh_to_per_j(np.maximum(now.power_w - now.pv_w, 0.0) * now.grid_g_per_kwh)
 
 
 def grid_g_per_sample(now: DecisionView) -> np.ndarray:
@@ -175,14 +174,14 @@ class DeadlineHorizon(_CarbonRule):
         scaled up by the progress still missing at the pace of its rounds that trained."""
         out = self.env.predict_plan(plans, carbon_forecast=self.carbon_forecast)
         elapsed = out.state.time_s - now.clock_s
-        grams = out.state.carbon_g - now.carbon_kg * 1000.0
+        grams = out.state.carbon_g - kg_to_g(now.carbon_kg)
         gained = out.state.progress - now.surrogate_progress
         remaining = out.progress_needed - now.surrogate_progress
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(gained > 0, remaining / gained, np.inf)
             grams = np.where(gained > 0, grams * scale, np.inf)
             finish = np.where(gained > 0, elapsed * scale, np.inf)
-        return np.where(out.success, out.state.carbon_g - now.carbon_kg * 1000.0, grams), np.where(
+        return np.where(out.success, out.state.carbon_g - kg_to_g(now.carbon_kg), grams), np.where(
             out.success, out.state.time_s - now.clock_s, finish
         )
 

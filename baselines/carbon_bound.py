@@ -35,6 +35,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from powertrip_env.dynamics.formulas import noise_scale_array
+from powertrip_env.units import g_to_kg
+
 CARBON_BOUND = "CarbonBound"
 """The label of the bound's rows in ``carbon_bound_rows``, in the benchmark's frame as in the
 time bound's ``headroom.BOUND``."""
@@ -64,10 +67,10 @@ def carbon_bound_kg(env: Any) -> float:
     p, state = future.params, future.state
     if p.fixed_time:
         return 0.0
-    emitted_kg = float(state.carbon_g[0]) / 1000.0
+    emitted_kg = g_to_kg(float(state.carbon_g[0]))
     units = batch_units_needed(future)
     grams = least_grams(future, units)
-    return emitted_kg + min(grams / 1000.0, p.carbon_ref_kg)
+    return emitted_kg + min(g_to_kg(grams), p.carbon_ref_kg)
 
 
 def batch_units_needed(future: Any) -> float:
@@ -96,13 +99,12 @@ def batch_units_needed(future: Any) -> float:
         return 0.0
     per_round = p.local_steps * p.eta_local  # ΔP as B → ∞ at full coverage
 
-    def noise_scale(progress: np.ndarray | float) -> Any:
-        return p.noise_b0 * (1.0 + np.asarray(progress) / p.noise_p_b) ** p.noise_gamma
-
     b_all = float(np.sum(p.site_batch))
-    dp_max = per_round / (1.0 + float(noise_scale(p_now)) / b_all)
+    dp_max = per_round / (1.0 + float(noise_scale_array(p, p_now)) / b_all)
     knots = np.linspace(p_now, need, PROGRESS_CELLS + 1)
-    integrand = float(np.min(p.site_batch)) + noise_scale(np.maximum(knots - dp_max, p_now))
+    integrand = float(np.min(p.site_batch)) + noise_scale_array(
+        p, np.maximum(knots - dp_max, p_now)
+    )
     lower = np.minimum(integrand[:-1], integrand[1:])
     return float(np.sum(lower * np.diff(knots)) / per_round)
 

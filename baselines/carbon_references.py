@@ -24,13 +24,20 @@ from powertrip_env.baselines.references import (
     fixed_set_candidates,
     improve_plan,
 )
+from powertrip_env.units import g_to_kg
 
 
-def carbon_cost_kg(params: Any, carbon_g: np.ndarray, success: np.ndarray) -> np.ndarray:
+def carbon_cost_from_kg(params: Any, carbon_kg: Any, success: Any) -> np.ndarray:
     """The carbon objective of episodes that ended (``rewards.CarbonCost``'s return times
-    ``−carbon_ref_kg``): their grid carbon in kg, plus ``carbon_ref_kg`` for each that missed the
-    deadline."""
-    return np.asarray(carbon_g) / 1000.0 + params.carbon_ref_kg * ~np.asarray(success, dtype=bool)
+    ``−carbon_ref_kg``): their grid carbon ``carbon_kg`` (as ``info["carbon_kg"]`` and the
+    evaluation's episodes give it), plus ``carbon_ref_kg`` for each that missed the deadline."""
+    return np.asarray(carbon_kg) + params.carbon_ref_kg * ~np.asarray(success, dtype=bool)
+
+
+def carbon_cost_kg(params: Any, carbon_g: Any, success: Any) -> np.ndarray:
+    """``carbon_cost_from_kg`` of episodes whose carbon is the kernel's grams
+    (``state.carbon_g``)."""
+    return carbon_cost_from_kg(params, g_to_kg(np.asarray(carbon_g)), success)
 
 
 def _carbon_cost(params: Any, out: Any) -> np.ndarray:
@@ -49,7 +56,7 @@ def idle_plan(env: Any) -> PolicyRun:
     rounds = max(int(out.state.rounds[0]) - env.decision_view().rounds, 1)
     return PolicyRun(
         "Idle", np.zeros((rounds, env.n_sites), dtype=bool), float(out.tta_h[0]),
-        bool(out.success[0]), float(out.state.carbon_g[0]) / 1000.0,
+        bool(out.success[0]), g_to_kg(float(out.state.carbon_g[0])),
     )  # fmt: skip
 
 
@@ -66,7 +73,7 @@ def best_fixed_carbon(env: Any) -> PolicyRun:
     plan = np.repeat(masks[best][None, :], rounds, axis=0)
     return PolicyRun(
         "BestFixedCarbon", plan, float(out.tta_h[best]), bool(out.success[best]),
-        float(out.state.carbon_g[best]) / 1000.0,
+        g_to_kg(float(out.state.carbon_g[best])),
     )  # fmt: skip
 
 
@@ -123,8 +130,9 @@ class CarbonOptimiser(BeamPlanner):
 
 
 def _plan_cost(future: Any, run: PolicyRun) -> float:
-    """A complete plan's carbon cost: from the episode it came from, else replayed."""
+    """A complete plan's carbon cost: from the episode it came from (its kg as the env reported
+    them), else replayed."""
     if np.isfinite(run.carbon_kg):
-        return float(carbon_cost_kg(future.params, run.carbon_kg * 1000.0, run.success))
+        return float(carbon_cost_from_kg(future.params, run.carbon_kg, run.success))
     out = future.simulate(run.masks[None])
     return float(_carbon_cost(future.params, out)[0])

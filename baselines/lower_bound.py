@@ -21,6 +21,7 @@ from powertrip_env.dynamics import (
     least_round_ends,
     round_bound_dp,
 )
+from powertrip_env.units import s_to_h
 
 
 def lower_bound_h(env: Any, max_steps: int = 50_000) -> float:
@@ -150,7 +151,7 @@ class _RoundGrid:
         return self.future.finish_s(begin, self.p.quota * self.compute_min)
 
     def hours(self, end_s: float) -> float:
-        return (min(end_s, self.budget_end) - self.start) / 3600.0
+        return s_to_h(min(end_s, self.budget_end) - self.start)
 
 
 def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
@@ -222,7 +223,7 @@ def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
     reached = _integrate(
         p, grid, step_s, (varying, history, batch, inv_time), float(state.progress[0]), need
     )
-    return (min(reached, budget_end) - start) / 3600.0
+    return s_to_h(min(reached, budget_end) - start)
 
 
 def _round_table(

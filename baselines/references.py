@@ -36,6 +36,7 @@ from powertrip_env.baselines.policies import (
     MyopicOptimal,
     PowerTrip,
 )  # the plans BeamPlanner starts from
+from powertrip_env.units import h_to_s, s_to_h
 from powertrip_env.view import DecisionView
 
 
@@ -295,7 +296,7 @@ class BeamPlanner(Policy):
         best_tta, best_plan, self.source = first.tta_h, list(first.masks), first.name
 
         # The exchange rate between time and progress when scoring: the best start's pace.
-        rate = need / (best_tta * 3600.0) if best_tta > 0.0 else need / p.time_budget_s
+        rate = need / h_to_s(best_tta) if best_tta > 0.0 else need / p.time_budget_s
         beam = future.state
         plans: list[list[np.ndarray]] = [[]]
         for _ in range(p.max_rounds - self._first_round):
@@ -304,7 +305,7 @@ class BeamPlanner(Policy):
             parents, masks = self._children(future, beam, plans)
             child = future.simulate(masks, beam.take(parents), rounds=1)
             child_state = child.state
-            elapsed_h = (child_state.time_s - child_state.start_s) / 3600.0
+            elapsed_h = s_to_h(child_state.time_s - child_state.start_s)
             won = child.success
             if won.any():
                 i = int(np.argmin(np.where(won, elapsed_h, np.inf)))

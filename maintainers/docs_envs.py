@@ -32,6 +32,7 @@ from powertrip_env.harness.tracks import track_named
 from powertrip_env.scenario import Scenario, load_scenario
 from powertrip_env.scenario.sampling import SiteSampler
 from powertrip_env.scenario.types import LearnerConfig
+from powertrip_env.units import bytes_to_gb
 
 ENVS = "envs"  # the folder of the ID pages, under docs/
 HEADROOM, LEADERBOARD = "headroom", "leaderboard"
@@ -188,8 +189,8 @@ def job_table(scenario: Scenario) -> list[str]:
         ("parameters", "–" if w.parameters is None else f"{w.parameters:.3g}"),
         ("FLOPs per sample", f"{w.flops_per_sample:.3g}"),
         ("a round", f"{w.local_steps} local steps of {w.site_batch} samples per site; {rounds}"),
-        ("update exchanged / state a joiner fetches", f"{w.model_bytes / 1e9:.3g} GB / "
-         f"{state / 1e9:.3g} GB"),
+        ("update exchanged / state a joiner fetches", f"{bytes_to_gb(w.model_bytes):.3g} GB / "
+         f"{bytes_to_gb(state):.3g} GB"),
         ("accuracy", f"from a0 = {w.a0:g} to the target a* = {w.a_target:g} (ceiling {w.a_max:g})"),
         ("non-IID data", f"{w.non_iid:g} (0 = IID)"),
         ("aggregation", f"{n.allreduce} all-reduce at hub {n.hub} ({n.hub_gbps:g} Gb/s)"),

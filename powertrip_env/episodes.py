@@ -18,6 +18,7 @@ import numpy as np
 from powertrip_env import dynamics
 from powertrip_env.errors import ScenarioError, check_choice
 from powertrip_env.scenario.power_data import iso_utc
+from powertrip_env.units import s_to_h
 
 if TYPE_CHECKING:
     from powertrip_env.simulation import Simulation
@@ -112,7 +113,7 @@ def _start_rows(sim: Simulation, split: str) -> tuple[int, int]:
         lo, hi = power.day_rows(*days, f"{sim.scenario.source}: [trace] field '{split}_days'")
     budget_rows = int(np.ceil(params.time_budget_s / params.interval_s))
     if hi - budget_rows <= lo:
-        hours = (hi - lo) * params.interval_s / 3600
+        hours = s_to_h((hi - lo) * params.interval_s)
         start = iso_utc(power.t0_s + lo * power.interval_s)
         raise ScenarioError(
             f"{sim.scenario.source}: the {split} split ({hours:g} h of power data from "

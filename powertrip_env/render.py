@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from powertrip_env.atomic import atomic_path
+from powertrip_env.units import s_to_h, s_to_ms
 
 if TYPE_CHECKING:
     from powertrip_env.scenario import Scenario
@@ -21,7 +22,7 @@ def ansi(view: DecisionView | None) -> str:
     if view is None:
         return "PowerTripEnv: call reset() first\n"
     lines = [
-        f"{view.scenario.name}: round {view.rounds}, elapsed {view.elapsed_s / 3600.0:.2f} h, "
+        f"{view.scenario.name}: round {view.rounds}, elapsed {s_to_h(view.elapsed_s):.2f} h, "
         f"accuracy {view.accuracy:.4f} / {view.a_target:.4f}, energy {view.energy_kwh:.1f} kWh",
         f"{'site':<28} {'gpu':>7} {'power':>6} {'gpus':>9} {'rtt ms':>7} {'sel':>4}",
     ]
@@ -30,7 +31,7 @@ def ansi(view: DecisionView | None) -> str:
         mark = "x" if view.joined[i] else ("-" if view.available[i] else "off")
         lines.append(
             f"{site.name:<28} {site.gpu:>7} {view.power_fraction[i]:>6.2f} {gpus:>9} "
-            f"{view.rtt_s[i] * 1e3:>7.1f} {mark:>4}"
+            f"{s_to_ms(view.rtt_s[i]):>7.1f} {mark:>4}"
         )
     return "\n".join(lines) + "\n"
 
@@ -78,7 +79,7 @@ def rgb_array(
         net = scenario.network
         ax_map.scatter([net.hub_longitude], [net.hub_latitude], marker="*", s=120, c="tab:blue")
         hist = np.array(history)
-        ax_acc.plot(hist[:, 0] / 3600.0, hist[:, 1], color="tab:blue")
+        ax_acc.plot(s_to_h(hist[:, 0]), hist[:, 1], color="tab:blue")
         ax_acc.axhline(view.a_target, color="tab:orange", linestyle="--")
     ax_map.set_xlim(-180, 180)
     ax_map.set_ylim(-60, 90)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from powertrip_env import dynamics
+from powertrip_env.units import kg_to_g
 
 
 class RewardFn:
@@ -107,7 +108,7 @@ class CarbonCost(RewardFn):
         record = result.record
         missed = (record[:, dynamics.R_TRUNCATED] > 0.0) & (record[:, dynamics.R_TERMINATED] <= 0.0)
         return {
-            "carbon": record[:, dynamics.R_CARBON_G] / (-1000.0 * params.carbon_ref_kg),
+            "carbon": record[:, dynamics.R_CARBON_G] / -kg_to_g(params.carbon_ref_kg),
             "deadline": np.where(missed, -1.0, 0.0),
         }
 

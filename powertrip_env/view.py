@@ -18,6 +18,7 @@ from powertrip_env import dynamics
 from powertrip_env.dynamics.features import F_POWER
 from powertrip_env.dynamics.unknowns import UnknownFactors
 from powertrip_env.scenario import Scenario
+from powertrip_env.units import g_to_kg, j_to_kwh, per_j_to_per_kwh
 
 # UnknownFactors: what a policy may believe about the factors it cannot see (a belief's type).
 __all__ = ["FIELD_GROUPS", "DecisionView", "UnknownFactors", "decision_view"]
@@ -161,11 +162,11 @@ def decision_view(
         measured_join=seen[2].copy(),
         measured_round=seen[3].astype(np.int64),
         # carbon
-        energy_kwh=float(state.energy_j[i]) / dynamics.J_PER_KWH,
+        energy_kwh=j_to_kwh(float(state.energy_j[i])),
         carbon_known=bool(params.carbon),
-        grid_g_per_kwh=params.g_per_j[row] * dynamics.J_PER_KWH,
+        grid_g_per_kwh=per_j_to_per_kwh(params.g_per_j[row]),
         pv_w=params.pv_w[row].copy(),
-        carbon_kg=float(state.carbon_g[i]) / 1000.0,
+        carbon_kg=g_to_kg(float(state.carbon_g[i])),
     )
     for value in vars(out).values():  # its own arrays; the params' are read-only already
         if isinstance(value, np.ndarray):

@@ -49,6 +49,7 @@ FOLDERS = code_folders()
 """The repository's folders of code and the name each imports as (``layout``)."""
 
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("powertrip_env.units",),  # the units and their conversions: imports nothing
     ("powertrip_env.dynamics",),  # the kernel: nothing else from powertrip_env
     ("powertrip_env.errors", "powertrip_env.atomic"),  # bad input and safe writes: nothing either
     ("powertrip_env.scenario",),  # scenario files and power data

@@ -63,6 +63,7 @@ from powertrip_env.harness.arguments import (
 from powertrip_env.learners import require_torch
 from powertrip_env.render import agg_figure, has_matplotlib, save_png
 from powertrip_env.simulation import load_simulation
+from powertrip_env.units import s_to_h
 
 TARGET_BAND = 0.05  # accuracies within about this of the target weigh more in the fit ...
 TARGET_WEIGHT = 4.0  # ... up to this many times more (they decide the time to accuracy)
@@ -146,7 +147,7 @@ def record(
                 mask = rule(rng, env.unwrapped.available(), fixed)
                 _, _, terminated, truncated, info = env.step(mask)
                 done = info["selected"] & ~info["dropped"]
-                rows.append((info["elapsed_s"] / 3600.0, done, not (info["idle"] or info["cut"]),
+                rows.append((s_to_h(info["elapsed_s"]), done, not (info["idle"] or info["cut"]),
                              info["idle"], info["accuracy"]))  # fmt: skip
                 if terminated or truncated or len(rows) >= max_rounds:
                     break

@@ -46,6 +46,7 @@ from powertrip_env.harness.arguments import (
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.reports.headroom import headroom
 from powertrip_env.simulation import load_simulation
+from powertrip_env.units import gbps_to_bps
 
 REPLICAS = (2, 4, 8)
 # Charles et al. 2025 (arXiv:2503.09799), Table 10: the joint fit L = A · N^α · M^β of DiLoCo's
@@ -138,7 +139,7 @@ def fidelity(
     never_worse = bool((tta["BeamPlanner"].to_numpy()[:, None]
                         <= tta[starts].to_numpy() + 1e-9).all())  # fmt: skip
     mean = summary["mean_tta_h"]
-    wan_bps = np.array([site.wan_gbps for site in env.scenario.sites]) * 1e9
+    wan_bps = gbps_to_bps(np.array([site.wan_gbps for site in env.scenario.sites]))
     transfer = 8.0 * (workload.state_bytes or workload.model_bytes) / wan_bps
     out: dict[str, Any] = {
         "env": env_id,

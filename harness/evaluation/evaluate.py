@@ -81,6 +81,7 @@ from powertrip_env.harness.models.loading import ALGOS, load_agent, model_label
 from powertrip_env.harness.tracks import track_for
 from powertrip_env.render import has_matplotlib, save_png
 from powertrip_env.scenario.power_data import iso_utc
+from powertrip_env.units import s_to_h
 
 # --------------------------------------------------------------------------- running
 
@@ -119,7 +120,7 @@ def run_episode(
         obs, _, terminated, truncated, info = env.step(action)
         if recorder is not None:
             recorder.after(info)
-        hours.append(info["elapsed_s"] / 3600.0)
+        hours.append(s_to_h(info["elapsed_s"]))
         acc.append(info["accuracy"])
         if not info["idle"]:
             sites.append(info["n_selected"])

@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 
 from powertrip_env.errors import EvaluationError, is_whole
-
-_S_PER_H = 3600.0
+from powertrip_env.units import s_to_h
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,7 +111,7 @@ def _sample_power(view: Any, gpus: np.ndarray, rows: dict[int, tuple[float, np.n
     same for every policy and for the idle run, so their samples merge."""
     row = round((view.clock_s - view.into_row_s) / view.interval_s)
     if row not in rows:
-        start_h = (view.elapsed_s - view.into_row_s) / _S_PER_H
+        start_h = s_to_h(view.elapsed_s - view.into_row_s)
         rows[row] = (start_h, np.clip(np.asarray(view.powered_gpus) / gpus, 0.0, 1.0))
 
 
@@ -139,7 +138,7 @@ class TimelineRecorder:
         if not self.site_names:
             self.site_names = tuple(env.unwrapped.site_names)
             self._gpus = np.array([max(s.gpu_count, 1) for s in view.scenario.sites], float)
-        self._start = view.elapsed_s / _S_PER_H
+        self._start = s_to_h(view.elapsed_s)
         self._joined = np.array(view.joined, dtype=bool)
         n = len(self.site_names)
         known = bool(getattr(view, "carbon_known", False))
@@ -152,7 +151,7 @@ class TimelineRecorder:
         selected = np.array(info["selected"][:n], dtype=bool)
         dropped = np.array(info["dropped"][:n], dtype=bool) & selected
         joins = selected & ~self._joined
-        self._rounds.append((self._start, info["elapsed_s"] / _S_PER_H, selected, dropped, joins))
+        self._rounds.append((self._start, s_to_h(info["elapsed_s"]), selected, dropped, joins))
         self._intensity.append(self._grid)
 
     def finish(self, tta_h: float, success: bool) -> PolicyRounds:

@@ -19,7 +19,7 @@ import gymnasium as gym
 import pandas as pd
 
 from powertrip_env.baselines.carbon_bound import CARBON_BOUND, carbon_bound_rows
-from powertrip_env.baselines.carbon_references import carbon_cost_kg
+from powertrip_env.baselines.carbon_references import carbon_cost_from_kg
 from powertrip_env.baselines.registry import (
     ADAPTIVE,
     ADAPTIVE_CARBON,
@@ -35,6 +35,7 @@ from powertrip_env.dynamics.params import SimParams
 from powertrip_env.harness.evaluation.results import ZERO
 from powertrip_env.harness.reports import measures, tradeoff
 from powertrip_env.harness.tracks.track import Facts, Section, Track, bound_holds, never_beaten
+from powertrip_env.units import s_to_h
 
 CARBON_TOP, CARBON_FIXED = "CarbonOptimiser", "BestFixedCarbon"  # the track's references
 TIME_TOP = "Optimiser"  # the time optimiser: the other end of the trade-off
@@ -68,7 +69,7 @@ class CarbonTrack(Track):
         and ``contenders`` the policies the optimiser must not lose to."""
         assert bounds is not None  # bound() always gives rows
         frame = played[["policy", "episode", "start_time", "tta_h", "success", "carbon_kg"]].copy()
-        frame["cost_kg"] = carbon_cost_kg(params, frame["carbon_kg"] * 1000.0, frame["success"])
+        frame["cost_kg"] = carbon_cost_from_kg(params, frame["carbon_kg"], frame["success"])
         starts = frame.loc[frame["policy"] == self.zero, ["episode", "start_time"]]
         bounds = bounds[["policy", "episode", "cost_kg"]].merge(starts, on="episode")
         bounds["success"] = True  # as the time bound's rows: it plays no round
@@ -86,7 +87,7 @@ class CarbonTrack(Track):
             "bound_holds": bound_holds(cost, CARBON_BOUND),
             "episodes": int(cost.shape[0]),
             "n_sites": int(params.n_sites),
-            "deadline_h": float(params.time_budget_s / 3600.0),
+            "deadline_h": float(s_to_h(params.time_budget_s)),
             "carbon_ref_kg": float(params.carbon_ref_kg),
         }
         return frame, facts

@@ -49,6 +49,7 @@ from powertrip_env.dynamics.formulas import (
     join_bound_dp,
     least_round_ends,
     noise_scale,
+    noise_scale_array,
     progress_needed,
     round_bound_dp,
     rounds_to_target,
@@ -60,7 +61,6 @@ from powertrip_env.dynamics.layout import (
     CARBON,
     DROPPED,
     ENERGY,
-    G_PER_KG,
     I_ACC,
     I_CARBON_KG,
     I_COMM_S,
@@ -87,7 +87,6 @@ from powertrip_env.dynamics.layout import (
     INFO_FIELDS,
     INFO_SITE_FLAGS,
     INFO_TELEMETRY,
-    J_PER_KWH,
     JOINED,
     KEY_LIMIT,
     PARALLEL_MIN_BATCH,
@@ -108,7 +107,6 @@ from powertrip_env.dynamics.layout import (
     R_TRUNCATED,
     RECORD_FIELDS,
     ROUNDS,
-    S_PER_H,
     SELECTED,
     SITE_RECORD,
     START,
@@ -139,6 +137,7 @@ from powertrip_env.dynamics.unknowns import (
     unknowns_width,
     with_belief,
 )
+from powertrip_env.units import G_PER_KG, J_PER_KWH, S_PER_H
 
 __all__ = [
     "ACC",
@@ -241,6 +240,7 @@ __all__ = [
     "join_bound_dp",
     "least_round_ends",
     "noise_scale",
+    "noise_scale_array",
     "nominal_belief",
     "observe",
     "play_plans",

@@ -39,6 +39,7 @@ __all__ = [
     "join_bound_dp",
     "least_round_ends",
     "noise_scale",
+    "noise_scale_array",
     "progress_needed",
     "round_bound_dp",
     "rounds_to_target",
@@ -49,6 +50,20 @@ def noise_scale(params: SimParams, progress: Any) -> np.ndarray:
     """The gradient noise scale ``B_noise(P)`` at each value of ``progress``."""
     p = np.asarray(progress, dtype=np.float64)
     return np.array([_noise_scale(params.consts, 1.0, x) for x in p.ravel()]).reshape(p.shape)
+
+
+def noise_scale_array(constants: Any, progress: Any, noise: Any = 1.0) -> Any:
+    """``B_noise(P) = (B0 · noise) · (1 + P / P_B)^γ`` over arrays, in numpy, from any object
+    with the workload's ``noise_b0``, ``noise_p_b`` and ``noise_gamma`` (a ``SimParams`` or the
+    scenario's ``Workload``); ``noise`` is a factor on ``B0`` (a scalar or an array, broadcast).
+
+    The tools that reason about the curve over many points (the carbon bound's integrand, the
+    adaptive rules' fit over a grid of noise factors) use this one. It is ``noise_scale``'s
+    formula, but numpy's vectorised power can differ from the compiled kernel's by an ulp, so the
+    two are not interchangeable where a published number depends on the last bit.
+    """
+    growth = np.power(1.0 + np.asarray(progress) / constants.noise_p_b, constants.noise_gamma)
+    return (constants.noise_b0 * noise) * growth
 
 
 def accuracy(params: SimParams, progress: Any, cover: Any = 1.0) -> np.ndarray:

@@ -20,7 +20,6 @@ from powertrip_env.dynamics.layout import (
     CARBON,
     DROPPED,
     ENERGY,
-    G_PER_KG,
     I_ACC,
     I_CARBON_KG,
     I_COMM_S,
@@ -47,7 +46,6 @@ from powertrip_env.dynamics.layout import (
     INFO_FIELDS,
     INFO_SITE_FLAGS,
     INFO_TELEMETRY,
-    J_PER_KWH,
     POWERED,
     POWERED_NOW,
     R_CARBON_G,
@@ -65,7 +63,6 @@ from powertrip_env.dynamics.layout import (
     R_TRUNCATED,
     RECORD_FIELDS,
     ROUNDS,
-    S_PER_H,
     SELECTED,
     SITE_RECORD,
     START,
@@ -74,6 +71,7 @@ from powertrip_env.dynamics.layout import (
 )
 from powertrip_env.dynamics.state import RoundResult
 from powertrip_env.dynamics.tables import _row
+from powertrip_env.units import G_PER_KG, J_PER_KWH, S_PER_H
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams

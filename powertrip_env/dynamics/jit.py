@@ -20,9 +20,11 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def _package_stamp() -> tuple[tuple[str, float, int], ...]:
-    """What numba compares to decide whether a cached function is stale: every kernel file."""
+    """What numba compares to decide whether a cached function is stale: every kernel file, and
+    the units module whose constants it compiles in."""
     stamp = []
-    for path in sorted(_PACKAGE.glob("*.py")):
+    # the unit constants the kernel compiles in are powertrip_env/units.py's
+    for path in [*sorted(_PACKAGE.glob("*.py")), _PACKAGE.parent / "units.py"]:
         st = path.stat()
         stamp.append((path.name, st.st_mtime, st.st_size))
     return tuple(stamp)

@@ -242,8 +242,4 @@ NO_JITTER = np.zeros((0, 0))  # "no jitter given": each episode's own, from its 
 PARALLEL_MIN_BATCH = 256  # episodes from which a step runs on all cores (threads cost ~10 µs)
 PARALLEL_CHUNKS = 64  # pieces of the batch the threads share out
 
-# --------------------------------------------------------------------------- units
-
-J_PER_KWH = 3.6e6  # the kernel counts energy in joules; info, views and reports give kWh
-G_PER_KG = 1e3  # and emissions in grams of CO2-equivalent; info and reports give kg
-S_PER_H = 3600.0  # and time in seconds; TTAs are reported in hours
+# The kernel's units and their conversions to people's are powertrip_env/units.py's.

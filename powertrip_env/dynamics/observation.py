@@ -59,6 +59,7 @@ from powertrip_env.dynamics.layout import (
 from powertrip_env.dynamics.round import _step_batch
 from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool
 from powertrip_env.dynamics.tables import _row
+from powertrip_env.units import S_PER_DAY
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -88,7 +89,7 @@ def _observe_batch(c, site_obs, state, out, width, valid):
                 _telemetry_features(st, seen, n, i, row, i * nfo + nf)
         for x in range(n * nfo, g):
             row[x] = 0.0
-        day = 2.0 * math.pi * ((st[TIME] + c[C_T0]) % 86400.0) / 86400.0
+        day = 2.0 * math.pi * ((st[TIME] + c[C_T0]) % S_PER_DAY) / S_PER_DAY
         row[g + G_PROGRESS] = min(max((st[ACC] - c[C_A0]) / c[C_SPAN], 0.0), 1.0)
         row[g + G_ELAPSED] = min(max((st[TIME] - st[START]) / c[C_BUDGET], 0.0), 1.0)
         row[g + G_DAY_SIN] = math.sin(day)

@@ -27,11 +27,18 @@ from powertrip_env.dynamics.layout import (
     POWERED,
     PV_W,
     RATE,
-    S_PER_H,
     SITE_FIELDS,
     TABLE_FIELDS,
 )
 from powertrip_env.dynamics.site_table import PowerData, _site_obs_table
+from powertrip_env.units import (
+    S_PER_DAY,
+    bytes_to_bits,
+    gbps_to_bps,
+    h_to_s,
+    ms_to_s,
+    tflops_to_flops,
+)
 
 EARTH_RADIUS_KM = 6371.0
 
@@ -235,24 +242,24 @@ def _site_values(scenario: Any) -> dict[str, np.ndarray]:
     tflops = np.array([g.tflops_bf16 for g in gpu])
     gpu_count = col("gpu_count")
     gpu_wall_w = tdp_w * ep.server_overhead * col("pue")
-    gpu_rate = tflops * 1e12 * wl.mfu / wl.flops_per_sample
+    gpu_rate = tflops_to_flops(tflops) * wl.mfu / wl.flops_per_sample
     site_batch = np.full(n, float(wl.site_batch))
     quota = site_batch * wl.local_steps
-    wan_bps = col("wan_gbps") * 1e9
-    model_bits = wl.model_bytes * 8.0
+    wan_bps = gbps_to_bps(col("wan_gbps"))
+    model_bits = bytes_to_bits(wl.model_bytes)
     if net.rtt_to_hub_ms is not None:
         rtt = np.array(net.rtt_to_hub_ms, dtype=np.float64)
     else:
         d = great_circle_km(col("latitude"), col("longitude"), net.hub_latitude, net.hub_longitude)
         rtt = rtt_ms(d, net.base_ms, net.route_factor, net.fiber_km_per_ms)
     # a joining site fetches the training state (or, if the scenario gives none, the model)
-    state_bits = 8.0 * (wl.state_bytes if wl.state_bytes is not None else wl.model_bytes)
+    state_bits = bytes_to_bits(wl.state_bytes if wl.state_bytes is not None else wl.model_bytes)
     site_values = {
         "gpu_count": gpu_count,
         "gpu_wall_w": gpu_wall_w,
         "gpu_rate": gpu_rate,
         "site_batch": site_batch,
-        "rtt_s": rtt / 1e3,
+        "rtt_s": ms_to_s(rtt),
         "data_share": col("data_share"),
         "quota": quota,
         "join_s": net.join_fixed_s + state_bits / wan_bps,
@@ -267,12 +274,12 @@ def _constants(scenario: Any, power: PowerData, rows: int, time_scale_s: float) 
     hub and all-reduce, the episode's budget and limits."""
     wl, net, ep = scenario.workload, scenario.network, scenario.episode
     iv = float(power.interval_s)
-    model_bits = wl.model_bytes * 8.0
+    model_bits = bytes_to_bits(wl.model_bytes)
     constants = {
         "interval_s": iv,
         "rows": rows,
         "trace_t0_s": float(power.t0_s),
-        "hub_tx_s": model_bits / (net.hub_gbps * 1e9),
+        "hub_tx_s": model_bits / gbps_to_bps(net.hub_gbps),
         "rtt_factor": net.rtt_factor,
         "aggregation_s": net.aggregation_s,
         "local_steps": float(wl.local_steps),
@@ -293,10 +300,10 @@ def _constants(scenario: Any, power: PowerData, rows: int, time_scale_s: float) 
         "round_s": wl.round_s,
         "idle_s": ep.idle_s if ep.idle_s > 0 else iv,
         "jitter_sigma": ep.jitter_sigma,
-        "time_budget_s": ep.time_budget_h * 3600.0,
+        "time_budget_s": h_to_s(ep.time_budget_h),
         "max_rounds": ep.max_rounds,
         "time_scale_s": time_scale_s,
-        "h_ref_s": ep.h_ref_h * 3600.0,
+        "h_ref_s": h_to_s(ep.h_ref_h),
         "ring": net.allreduce == "ring",
         "grace": wl.grace if wl.grace is not None else math.inf,
         "nonblocking": net.join_mode == "non_blocking",
@@ -403,7 +410,7 @@ def carbon_rows(params: SimParams, row: int, rows: int, carbon_forecast: str) ->
         )
     ahead = np.arange(rows)
     source = np.full(rows, row, dtype=np.intp)
-    day = round(24.0 * S_PER_H / params.interval_s)
+    day = round(S_PER_DAY / params.interval_s)
     if carbon_forecast == "yesterday" and row >= day:
         # row + h's same hour on the latest day already past: h - day * ceil(h / day) <= 0
         source[1:] = row + ahead[1:] - day * -(-ahead[1:] // day)

@@ -19,11 +19,11 @@ import numpy as np
 
 from powertrip_env.dynamics.candidates import build_candidates
 from powertrip_env.dynamics.formulas import progress_needed
-from powertrip_env.dynamics.layout import S_PER_H
 from powertrip_env.dynamics.params import forecast_world
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.tables import current_row
 from powertrip_env.dynamics.unknowns import belief_rows, with_belief
+from powertrip_env.units import S_PER_H
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams

@@ -32,6 +32,7 @@ from powertrip_env.dynamics.features import (
     TREND_S,
 )
 from powertrip_env.dynamics.layout import S_GPU_RATE, S_GPUS, S_JOIN, S_QUOTA, S_RTT
+from powertrip_env.units import S_PER_DAY, deg_to_h, h_to_s
 
 
 class PowerData(Protocol):
@@ -81,7 +82,8 @@ def _site_obs_table(
     per_quarter = max(1, round(QUARTER_S / iv))
     horizons = fc_w.shape[1]
     row_time = power.t0_s + (np.arange(rows) % power.rows) * iv
-    solar_day = 2.0 * math.pi * ((row_time[:, None] + longitude / 15.0 * 3600.0) % 86400.0) / 86400
+    solar_s = (row_time[:, None] + h_to_s(deg_to_h(longitude))) % S_PER_DAY
+    solar_day = 2.0 * math.pi * solar_s / S_PER_DAY
 
     obs = np.empty((rows, n, N_SITE_FEATURES), dtype=np.float32)
     obs[..., F_POWER] = frac

@@ -58,6 +58,7 @@ from powertrip_env.integrations.flower_nodes import (
     discover_sites,
     require_flower,
 )
+from powertrip_env.units import s_to_h
 
 if TYPE_CHECKING:
     from powertrip_env import dynamics
@@ -383,7 +384,7 @@ class _Run:
                     metrics = {k: float(v) for k, v in aggregated.items()}  # type: ignore[arg-type]
                 self.accuracy = self._evaluate(number)
         state = result.state
-        elapsed_h = float(state.time_s[i] - state.start_s[i]) / 3600.0
+        elapsed_h = s_to_h(float(state.time_s[i] - state.start_s[i]))
         chosen = tuple(names[s] for s in selected)
         self.rounds.append(
             FederatedRound(number, chosen, tuple(completed), tuple(excluded), idle, cut,

@@ -36,6 +36,7 @@ from powertrip_env.scenario.power_data import (
     _regular_step,
     iso_utc,
 )
+from powertrip_env.units import s_to_h
 
 __all__ = ["CarbonIntensity", "check_covers", "load_carbon"]
 
@@ -118,9 +119,9 @@ def check_covers(carbon: CarbonIntensity, start_s: float, end_s: float, source: 
         return
     short = []
     if start_s < first:
-        short.append(f"it starts {(first - start_s) / 3600:g} h after the calendar does")
+        short.append(f"it starts {s_to_h(first - start_s):g} h after the calendar does")
     if end_s > last:
-        short.append(f"it ends {(end_s - last) / 3600:g} h before the calendar does")
+        short.append(f"it ends {s_to_h(end_s - last):g} h before the calendar does")
     raise TraceError(
         f"{source}: the carbon intensity file {carbon.path} covers {iso_utc(first)} to "
         f"{iso_utc(last)}, not the calendar {iso_utc(start_s)} to {iso_utc(end_s)}: "

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powertrip_env.dynamics.layout import J_PER_KWH
 from powertrip_env.errors import ScenarioError, TraceError
 from powertrip_env.scenario.carbon_data import check_covers, load_carbon
 from powertrip_env.scenario.power_data import (
@@ -43,8 +42,7 @@ from powertrip_env.scenario.power_data import (
     load_trace,
 )
 from powertrip_env.scenario.types import Scenario
-
-SECONDS_PER_DAY = 86_400
+from powertrip_env.units import S_PER_DAY, kw_to_w, per_kwh_to_per_j, s_to_h
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +87,7 @@ class SitePower:
         except TypeError:
             raise ScenarioError(f"{where} = [{first_day!r}, {last_day!r}]: days must be whole "
                                 "numbers") from None  # fmt: skip
-        per_day = SECONDS_PER_DAY // self.interval_s
+        per_day = S_PER_DAY // self.interval_s
         days = math.ceil(self.rows / per_day)
         if not 1 <= first <= last <= days:
             raise ScenarioError(
@@ -126,14 +124,14 @@ def site_power(scenario: Scenario) -> SitePower:
         if shift % step:
             raise ScenarioError(
                 f"{scenario.source}: site {site.name!r} reads the grid trace shifted by "
-                f"{shift / 3600:g} h, not a whole number of its {step}-s steps; check the UTC "
+                f"{s_to_h(shift):g} h, not a whole number of its {step}-s steps; check the UTC "
                 "offsets ([trace] utc_offset_h and the sites' utc_offset_h)"
             )
 
     t0, rows, sources = _calendar(scenario, (grid, pv, forecast), shifts, step)
 
-    capacity_w = np.array([s.capacity_kw for s in sites]) * 1e3
-    pv_w = np.array([s.pv_kw for s in sites]) * 1e3
+    capacity_w = kw_to_w(np.array([s.capacity_kw for s in sites]))
+    pv_w = kw_to_w(np.array([s.pv_kw for s in sites]))
     t = t0 + np.arange(rows, dtype=np.int64) * step
     grid_rows = (t[:, None] + shifts[None, :] - int(grid.timestamps_s[0])) // step
     headroom_w = capacity_w * (1.0 - grid.util[grid_rows, grid_cols])
@@ -192,7 +190,7 @@ def _carbon_g_per_j(scenario: Scenario, t: np.ndarray, step: int, rows: int) -> 
     )
     hours = ((t - carbon.timestamps_s[0]) // carbon.step_s).astype(np.int64)
     values = carbon.lca if files.carbon_kind == "lca" else carbon.direct
-    return values[hours][:, zones] / J_PER_KWH
+    return per_kwh_to_per_j(values[hours][:, zones])
 
 
 def _calendar(
@@ -225,7 +223,7 @@ def _calendar(
         raise ScenarioError(
             f"{scenario.source}: the power data ({sources}) share no common stretch of time "
             f"after the scenario's shifts ([trace] shift_days = {files.shift_days}, grid shifts "
-            f"{sorted({int(s) / 3600 for s in shifts})} h); check shift_days and utc_offset_h"
+            f"{sorted({s_to_h(int(s)) for s in shifts})} h); check shift_days and utc_offset_h"
         )
     return t0, rows, sources
 

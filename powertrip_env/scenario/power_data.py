@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from powertrip_env.errors import TraceError
+from powertrip_env.units import S_PER_DAY
 
 __all__ = [
     "PowerForecast",
@@ -48,7 +49,6 @@ __all__ = [
 
 TIMESTAMP = "timestamp"
 ISSUED = "issued"
-_SECONDS_PER_DAY = 86_400
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +74,7 @@ class PowerTrace:
     @property
     def n_days(self) -> float:
         """Length covered by the rows in days (each row covers one interval)."""
-        return self.n_rows * self.interval_s / _SECONDS_PER_DAY
+        return self.n_rows * self.interval_s / S_PER_DAY
 
     def column_indices(self, names: Sequence[str], *, source: str = "") -> np.ndarray:
         """Indices of ``names`` in ``columns``, as an int64 array in the order given.

@@ -24,6 +24,7 @@ from powertrip_env.scenario.catalogues import load_site_catalogue
 from powertrip_env.scenario.paths import data_dir
 from powertrip_env.scenario.power_data import load_trace
 from powertrip_env.scenario.types import Scenario, Site
+from powertrip_env.units import w_to_kw
 
 # docs/data.md, "sites_solar.csv": the Google PDUs' typical spare capacity, and the share of PV
 # peak a site's solar delivers when it powers the rest of the GPUs.
@@ -154,7 +155,7 @@ class SiteSampler:
             gpu = self.gpus[int(rng.integers(len(self.gpus)))]
             count = 8 * int(rng.integers(self.servers[0], self.servers[1] + 1))
             pue = float(rng.uniform(*self.pue))
-            wall_kw = count * base.gpus[gpu].power_w * overhead * pue / 1e3
+            wall_kw = w_to_kw(count * base.gpus[gpu].power_w * overhead * pue)
             solar = with_pv and bool(city.pv_column) and rng.random() < self.pv_probability
             share = float(rng.uniform(*(self.grid_share if solar else self.grid_only_share)))
             sites.append(

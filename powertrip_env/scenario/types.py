@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from powertrip_env.dynamics.layout import SPREAD_FIELDS
+from powertrip_env.units import S_PER_DAY, h_to_s
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class TraceFiles:
         lead_h = 0.0
         if self.utc_offset_h is not None and site.utc_offset_h is not None:
             lead_h = site.utc_offset_h - self.utc_offset_h
-        return round(lead_h * 3600.0) - self.shift_days * 86_400
+        return round(h_to_s(lead_h)) - self.shift_days * S_PER_DAY
 
 
 @dataclass(frozen=True)
