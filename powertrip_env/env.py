@@ -442,7 +442,9 @@ class PowerTripEnv(EngineViews, gym.Env):
 
 
 _FIRST = np.zeros(1, dtype=np.intp)  # the single env's one row
-_TERMINATED, _TRUNCATED = dynamics.R_TERMINATED, dynamics.R_TRUNCATED  # its record's columns
+# the columns of the record's row that step reads as a list (by name: dynamics.RECORD_FIELDS)
+_TERMINATED = dynamics.RECORD_FIELDS.index("terminated")
+_TRUNCATED = dynamics.RECORD_FIELDS.index("truncated")
 
 
 # The observation table is declared once, in powertrip_env.dynamics.features; the registered IDs

@@ -290,9 +290,9 @@ def test_a_round_in_which_every_site_is_fetching_ends_with_the_first_fetch(tmp_p
 
 
 def core_joined_slot(params):
-    from powertrip_env import dynamics
+    from powertrip_env.dynamics import layout
 
-    return dynamics.JOINED
+    return layout.JOINED
 
 
 def test_the_lora_scenario_keeps_the_papers_shape():

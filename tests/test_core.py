@@ -19,6 +19,7 @@ import pytest
 from scenario_files import INTERVAL_S, site, write_scenario
 
 from powertrip_env import dynamics
+from powertrip_env.dynamics import layout
 from powertrip_env.dynamics.info import no_round
 from powertrip_env.simulation import load_simulation
 
@@ -352,8 +353,8 @@ def test_tta_is_the_elapsed_time_on_success_and_the_budget_on_failure(tmp_path):
         time_s=np.array([1900.0, 2000.0])
     )
     rec, srec = no_round(2, sim.params.n_sites)
-    rec[:, dynamics.R_TERMINATED] = [1.0, 0.0]  # the first reached the target, the second
-    rec[:, dynamics.R_TRUNCATED] = [0.0, 1.0]  # ran out of its (1 h) budget
+    rec[:, layout.R_TERMINATED] = [1.0, 0.0]  # the first reached the target, the second
+    rec[:, layout.R_TRUNCATED] = [0.0, 1.0]  # ran out of its (1 h) budget
     info = dynamics.describe(sim.params, dynamics.RoundResult(state, rec, srec), width=1)
     tta = info.values[:, dynamics.INFO_FIELDS.index("tta_h")]
     np.testing.assert_array_equal(tta, [0.5, 1.0])

@@ -637,6 +637,26 @@ def test_info_has_the_same_numeric_keys_at_reset_and_after_every_round(env_id, k
         assert {k: first[k].dtype for k in INFO_KEYS} == {k: infos[-1][k].dtype for k in INFO_KEYS}
 
 
+def test_the_single_envs_info_is_the_batch_infos_first_row_keyed_in_info_keys_order():
+    """The single env's info (``dynamics.first_info``, written out by hand for speed) reads the
+    kernel's columns by the same names as the vector env's (``Interface.batch_info``)."""
+    from powertrip_env.interface import INFO_KEYS as ORDER
+
+    env = gym.make(FLAGSHIP)
+    env.reset(seed=4)
+    engine = env.unwrapped._engine
+    for _ in range(3):
+        result, _, report = engine.step(np.ones((1, engine.params.n_sites), bool), lend=False)
+        engine.state = result.state
+        single = engine.interface.episode_info(report)
+        batch = engine.interface.batch_info(report)
+        assert tuple(single) == ORDER
+        for key in ORDER:
+            np.testing.assert_array_equal(single[key], batch[key][0], err_msg=key)
+            assert np.asarray(single[key]).dtype == batch[key].dtype, key
+    assert single["rounds"] == 3 and single["elapsed_s"] > 0.0
+
+
 def test_reset_info_reports_no_round_yet_and_episode_end_keys_are_neutral_until_the_end():
     env = gym.make(FLAGSHIP)
     _, info = env.reset(seed=3)

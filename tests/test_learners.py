@@ -13,6 +13,7 @@ from torch import nn
 
 import powertrip_env
 from powertrip_env import dynamics
+from powertrip_env.dynamics import layout
 from powertrip_env.harness.calibration import calibrate
 from powertrip_env.harness.calibration.validate import kendall_tau
 from powertrip_env.harness.calibration.validate import main as validate_main
@@ -28,9 +29,9 @@ def _round(n: int, done: list[int], dropped: list[int] = (), idle=False, cut=Fal
     drop = np.zeros((1, n), dtype=bool)
     drop[0, list(dropped)] = True
     record = np.zeros((1, len(dynamics.RECORD_FIELDS)))
-    record[0, dynamics.R_IDLE], record[0, dynamics.R_CUT] = idle, cut
+    record[0, layout.R_IDLE], record[0, layout.R_CUT] = idle, cut
     sites = np.zeros((1, len(dynamics.SITE_RECORD), n))
-    sites[:, dynamics.SELECTED], sites[:, dynamics.DROPPED] = selected, drop
+    sites[:, layout.SELECTED], sites[:, layout.DROPPED] = selected, drop
     return dynamics.RoundResult(None, record, sites)
 
 
