@@ -110,8 +110,10 @@ def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]]) -> 
     (they did not run every task) follow it with their tasks' scores only.
     """
     tasks = board.tasks
-    scores = {(r.task, r.policy): leaderboard.score_cell(r.score, r.success)
-              for r in board.table.itertuples(index=False)}  # fmt: skip
+    scores = {
+        (r.task, r.policy): leaderboard.score_cell(r.score, r.success)
+        for r in board.table.itertuples(index=False)
+    }
     rows = [(policy, leaderboard.aggregate_cells(row)) for policy, row in board.ranked()]
     rows += [(policy, ["–", "–", "–"]) for policy in board.left_out]
     timed = board.measure == measures.TIME
@@ -142,9 +144,14 @@ def _parser() -> argparse.ArgumentParser:
     """``powertrip readme-tables``' options; the module's docstring is its description."""
     parser = argparse.ArgumentParser(prog="powertrip readme-tables", description=__doc__)
     add_env(
-        parser, None, ids=SHIPPED, repeat=True, fixed_sites=CLAIRVOYANT,
-        what="an ID whose tables to refresh", default_text="every ID of powertrip_env.ENV_IDS",
-    )  # fmt: skip
+        parser,
+        None,
+        ids=SHIPPED,
+        repeat=True,
+        fixed_sites=CLAIRVOYANT,
+        what="an ID whose tables to refresh",
+        default_text="every ID of powertrip_env.ENV_IDS",
+    )
     add_episodes(parser, 30)
     add_seed(parser)
     parser.add_argument(
@@ -305,9 +312,10 @@ def _splice_leaderboard(
         scored = benchmark.scored(frame[frame["task"].isin(measured)])
         on_track = leaderboard.board(scored, benchmark.YARDSTICK, benchmark.TOP)
         here = {task: facts[task] for task in measured}
-        pages.splice(MEASURED, "".join([
-            "\n".join(benchmark.chain_lines(here)), "\n", board_scores(on_track, here)
-        ]))  # fmt: skip
+        pages.splice(
+            MEASURED,
+            "".join(["\n".join(benchmark.chain_lines(here)), "\n", board_scores(on_track, here)]),
+        )
         chains = {task: summary["tasks"][task] for task in measured}
         benchmark.chain_figure(chains, args.readme.parent / CHAIN_FIGURE)
     carbon = tracks.get("carbon", [])

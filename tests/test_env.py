@@ -859,16 +859,18 @@ def test_observation_reports_each_sites_power_and_selection(toy_path):
     np.testing.assert_allclose(
         sites[0],
         [0.5, 10 / 16, 100 / 320, 600 / time_scale, 0.25, 0, 0, 1, join, *[0.5] * 4, 0, 1],
-        rtol=1e-6, atol=1e-7,
-    )  # fmt: skip
+        rtol=1e-6,
+        atol=1e-7,
+    )
     np.testing.assert_allclose(  # dark
         sites[1], [0, 0, 0, 1, 0.5, 0, 0, 0, join, 0, 0, 0, 0, 0, 1], rtol=1e-6, atol=1e-7
     )
     np.testing.assert_allclose(
         sites[2],
         [0.5, 6 / 16, 120 / 320, 500 / time_scale, 1.0, 0, 0, 1, join, *[0.5] * 4, 0, 1],
-        rtol=1e-6, atol=1e-7,
-    )  # fmt: skip
+        rtol=1e-6,
+        atol=1e-7,
+    )
     np.testing.assert_allclose(glob, [0, 0, 1, 0, 0, 1], atol=1e-6)
 
     obs, _, _, _, info = env.step(np.array([1, 0, 1]))
@@ -953,8 +955,9 @@ def test_absurdly_slow_rounds_are_cut_at_the_budget_and_fail_honestly(
     # at it, teaches nothing, and the episode fails with tta_h equal to the budget (not a time
     # clamped somewhere past it, and the same whatever the size of the input).
     overrides = {table: {field: value}}
-    path = write_scenario(tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 0.5},
-                          **overrides)  # fmt: skip
+    path = write_scenario(
+        tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 0.5}, **overrides
+    )
     env = gym.make("PowerTrip-v0", scenario=str(path))
     budget_s = env.unwrapped.params.time_budget_s
     obs, _ = env.reset(seed=0)

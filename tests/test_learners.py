@@ -252,8 +252,9 @@ def test_users_bring_their_own_model_and_per_site_datasets() -> None:
         *_, info = env.step(np.ones(8, dtype=np.int8))
     assert info["accuracy"] > max(start, 0.8)
     with pytest.raises(ValueError, match="one \\(inputs, labels\\) pair per site"):
-        gym.make("PowerTrip-LoRA-v0", learner=TorchFedLearner(
-            lambda: nn.Linear(5, 2), sites[:3], (x, y))).reset(seed=0)  # fmt: skip
+        gym.make(
+            "PowerTrip-LoRA-v0", learner=TorchFedLearner(lambda: nn.Linear(5, 2), sites[:3], (x, y))
+        ).reset(seed=0)
 
 
 # --------------------------------------------------------------------------- calibration
@@ -274,12 +275,18 @@ def test_the_fit_recovers_a_surrogate_from_its_own_rounds() -> None:
             mask[rng.choice(8, size=k, replace=False)] = 1
             *_, info = env.step(mask)
             rows.append(info)
-        recorded.append(calibrate.Recorded(
-            "test", e, np.array([i["elapsed_s"] / 3600 for i in rows]),
-            np.array([i["selected"] & ~i["dropped"] for i in rows]),
-            np.array([not (i["idle"] or i["cut"]) for i in rows]),
-            np.array([i["idle"] for i in rows]), np.array([i["accuracy"] for i in rows]), 0.0,
-        ))  # fmt: skip
+        recorded.append(
+            calibrate.Recorded(
+                "test",
+                e,
+                np.array([i["elapsed_s"] / 3600 for i in rows]),
+                np.array([i["selected"] & ~i["dropped"] for i in rows]),
+                np.array([not (i["idle"] or i["cut"]) for i in rows]),
+                np.array([i["idle"] for i in rows]),
+                np.array([i["accuracy"] for i in rows]),
+                0.0,
+            )
+        )
     fitted = calibrate.fit(recorded, params, iterations=60)
     assert fitted["rmse_before"] < 1e-9  # the replay is the simulator's own arithmetic
     assert fitted["rmse_after"] < 0.01
@@ -287,8 +294,9 @@ def test_the_fit_recovers_a_surrogate_from_its_own_rounds() -> None:
 
 def test_calibrate_writes_a_scenario_that_loads_and_its_files(tmp_path) -> None:
     out = tmp_path / "calib"
-    code = calibrate.main(["--episodes", "1", "--iterations", "3", "--max-rounds", "15",
-                           "--out", str(out)])  # fmt: skip
+    code = calibrate.main(
+        ["--episodes", "1", "--iterations", "3", "--max-rounds", "15", "--out", str(out)]
+    )
     assert code == 0
     for name in ("calibrated.toml", "rounds.csv", "fit.json", "real_vs_surrogate.png"):
         assert (out / name).is_file(), name
@@ -315,8 +323,17 @@ def test_kendall_tau_counts_concordant_and_discordant_pairs() -> None:
 
 
 def test_validate_runs_both_learners_and_ends_with_json(tmp_path, capsys) -> None:
-    code = validate_main(["--policies", "AllSites,TopPower-4", "--episodes", "1",
-                          "--out", str(tmp_path), "--no-progress"])  # fmt: skip
+    code = validate_main(
+        [
+            "--policies",
+            "AllSites,TopPower-4",
+            "--episodes",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"kendall_tau", "median_abs_tta_error", "policies"} <= set(last)

@@ -76,8 +76,9 @@ def day_bootstrap_ci95(
         no information on how the mean varies from day to day.
     """
     x = np.asarray(values, dtype=np.float64)
-    labels, block, counts = np.unique(np.asarray(days, dtype=str), return_inverse=True,
-                                      return_counts=True)  # fmt: skip
+    labels, block, counts = np.unique(
+        np.asarray(days, dtype=str), return_inverse=True, return_counts=True
+    )
     if x.shape[0] != block.shape[0]:
         raise ValueError(f"{x.shape[0]} values but {block.shape[0]} days")
     if labels.shape[0] < 2:
