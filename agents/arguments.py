@@ -104,9 +104,12 @@ def _add_environment_options(p: argparse.ArgumentParser) -> None:
         "largest site count; PowerTrip-Random-v0 registers 32)",
     )
     add_env(
-        p, None, flag="--final-env", what="the final comparison's environment",
+        p,
+        None,
+        flag="--final-env",
+        what="the final comparison's environment",
         default_text="--env; for PowerTrip-Random-v0, PowerTrip-v0, whose job it draws sites for",
-    )  # fmt: skip
+    )
 
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
@@ -159,9 +162,11 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
 def _add_run_folder_options(p: argparse.ArgumentParser) -> None:
     """Where the run is written, and what becomes of a used folder (``--force``, ``--resume``)."""
     add_out(
-        p, None, what="run directory, new or empty",
+        p,
+        None,
+        what="run directory, new or empty",
         default_text="runs/<env>-<algo>-<seed>; with --resume, the run's own",
-    )  # fmt: skip
+    )
     add_force(p, "use a non-empty --out: delete its files (once every argument is checked)")
     p.add_argument(
         "--resume",

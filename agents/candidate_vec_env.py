@@ -54,8 +54,9 @@ class CandidateVecEnv(VecEnv):
     def reset(self) -> np.ndarray:
         seeds = list(self._seeds)
         options = self._options[0] if self._options and self._options[0] else None
-        _, info = self.vector.reset(seed=seeds if any(s is not None for s in seeds) else None,
-                                    options=options)  # fmt: skip
+        _, info = self.vector.reset(
+            seed=seeds if any(s is not None for s in seeds) else None, options=options
+        )
         self._reset_seeds()
         self._reset_options()
         self.estimates = estimates_for(self.vector, self.num_envs)

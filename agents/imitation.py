@@ -80,10 +80,12 @@ def slot_regrets(vector: Any, masks: np.ndarray, rule: tuple[float, float] = TEA
         tta = _rollouts(vector.clairvoyant(), masks, np.arange(masks.shape[0]), rule)
     else:
         one = np.zeros(1, dtype=np.int64)
-        tta = np.concatenate([
-            _rollouts(vector.clairvoyant(i), masks[i : i + 1], one, rule)
-            for i in range(masks.shape[0])
-        ])  # fmt: skip
+        tta = np.concatenate(
+            [
+                _rollouts(vector.clairvoyant(i), masks[i : i + 1], one, rule)
+                for i in range(masks.shape[0])
+            ]
+        )
     return tta - tta.min(axis=1, keepdims=True)
 
 
@@ -330,9 +332,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_env(
-        p, None, repeat=True, fixed_sites=NATIVE_VECTOR, default_text="PowerTrip-v0",
+        p,
+        None,
+        repeat=True,
+        fixed_sites=NATIVE_VECTOR,
+        default_text="PowerTrip-v0",
         what="an environment to label (one student fits every one given)",
-    )  # fmt: skip
+    )
     p.add_argument("--n-envs", type=checks.positive_int, default=16)
     p.add_argument("--steps", type=checks.positive_int, default=300, help="teacher's steps")
     p.add_argument("--dagger", type=checks.non_negative_int, default=3, help="DAgger rounds")
@@ -373,10 +379,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (checks.UsageError, ValueError) as exc:
         p.exit(2, f"{p.prog}: error: {exc}\n")
     model, summary = train(
-        env_ids, n_envs=args.n_envs, steps=args.steps, dagger=args.dagger, beta=args.beta,
-        epochs=args.epochs, seed=args.seed, jitter=args.jitter, start=start,
+        env_ids,
+        n_envs=args.n_envs,
+        steps=args.steps,
+        dagger=args.dagger,
+        beta=args.beta,
+        epochs=args.epochs,
+        seed=args.seed,
+        jitter=args.jitter,
+        start=start,
         teacher=args.teacher,
-    )  # fmt: skip
+    )
     if args.force and out.is_dir():
         clear_folder(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -110,14 +110,21 @@ class SiteHeadMixin:
         kwargs.setdefault("features_extractor_class", SiteEncoder)
         kwargs.setdefault(
             "features_extractor_kwargs",
-            {"site_hidden": tuple(site_hidden), "context_dim": context_dim, "site_out": site_out,
-             "activation": act},
-        )  # fmt: skip
+            {
+                "site_hidden": tuple(site_hidden),
+                "context_dim": context_dim,
+                "site_out": site_out,
+                "activation": act,
+            },
+        )
         kwargs["net_arch"] = {"pi": [], "vf": list(vf_net_arch)}
         self._site_kwargs = {
-            "site_hidden": tuple(site_hidden), "context_dim": context_dim, "site_out": site_out,
-            "head_hidden": self.head_hidden, "vf_net_arch": tuple(vf_net_arch),
-        }  # fmt: skip
+            "site_hidden": tuple(site_hidden),
+            "context_dim": context_dim,
+            "site_out": site_out,
+            "head_hidden": self.head_hidden,
+            "vf_net_arch": tuple(vf_net_arch),
+        }
         super().__init__(*args, activation_fn=act, **kwargs)
 
     def _build(self, lr_schedule: Any) -> None:

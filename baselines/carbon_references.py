@@ -55,9 +55,12 @@ def idle_plan(env: Any) -> PolicyRun:
     out = future.simulate(np.zeros((1, env.n_sites), dtype=bool))
     rounds = max(int(out.state.rounds[0]) - env.decision_view().rounds, 1)
     return PolicyRun(
-        "Idle", np.zeros((rounds, env.n_sites), dtype=bool), float(out.tta_h[0]),
-        bool(out.success[0]), g_to_kg(float(out.state.carbon_g[0])),
-    )  # fmt: skip
+        "Idle",
+        np.zeros((rounds, env.n_sites), dtype=bool),
+        float(out.tta_h[0]),
+        bool(out.success[0]),
+        g_to_kg(float(out.state.carbon_g[0])),
+    )
 
 
 def best_fixed_carbon(env: Any) -> PolicyRun:
@@ -72,9 +75,12 @@ def best_fixed_carbon(env: Any) -> PolicyRun:
     rounds = max(int(out.state.rounds[best]) - env.decision_view().rounds, 1)
     plan = np.repeat(masks[best][None, :], rounds, axis=0)
     return PolicyRun(
-        "BestFixedCarbon", plan, float(out.tta_h[best]), bool(out.success[best]),
+        "BestFixedCarbon",
+        plan,
+        float(out.tta_h[best]),
+        bool(out.success[best]),
         g_to_kg(float(out.state.carbon_g[best])),
-    )  # fmt: skip
+    )
 
 
 class BestFixedCarbon(BestFixedSet):

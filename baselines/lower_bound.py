@@ -99,9 +99,16 @@ def join_bound_h(env: Any, max_steps: int = _ROUND_BOUND_STEPS) -> float:
     joined = int(np.sum(np.left_shift(1, np.flatnonzero(env.decision_view().joined))))
     idle_cells = max(int(p.idle_s // g.step_s), 1)
     best = join_bound_dp(
-        p, g.progress, g.need, (fin_in, fin_out), g.comm + p.aggregation_s, g.batch,
-        (g.t_begin, g.step_s), joined, idle_cells,
-    )  # fmt: skip
+        p,
+        g.progress,
+        g.need,
+        (fin_in, fin_out),
+        g.comm + p.aggregation_s,
+        g.batch,
+        (g.t_begin, g.step_s),
+        joined,
+        idle_cells,
+    )
     return g.hours(best)
 
 
@@ -140,11 +147,20 @@ class _RoundGrid:
         step_s = max(fastest_s / cells_per_round, (budget_end - t_begin) / max_steps)
         starts = t_begin + step_s * np.arange(math.ceil((budget_end - t_begin) / step_s) + 1)
         return cls(
-            p=p, future=future, start=start, t_begin=t_begin, budget_end=budget_end,
-            need=future.progress_needed, progress=float(state.progress[0]),
-            compute_min=compute_min, comm=comm, comm_min=comm_min,
-            batch=np.cumsum(np.sort(p.site_batch)[::-1]), step_s=step_s, starts=starts,
-        )  # fmt: skip
+            p=p,
+            future=future,
+            start=start,
+            t_begin=t_begin,
+            budget_end=budget_end,
+            need=future.progress_needed,
+            progress=float(state.progress[0]),
+            compute_min=compute_min,
+            comm=comm,
+            comm_min=comm_min,
+            batch=np.cumsum(np.sort(p.site_batch)[::-1]),
+            step_s=step_s,
+            starts=starts,
+        )
 
     def finish(self, begin: np.ndarray) -> np.ndarray:
         """When each site, starting at ``begin`` (J, N), finishes the quota (least jitter)."""

@@ -176,9 +176,12 @@ def startup_times() -> dict[str, float]:
         runs = []
         for _ in range(2):  # the first compiles into the cache, the second loads from it
             done = subprocess.run(
-                [sys.executable, "-c", STARTUP_SCRIPT], env=env, capture_output=True,
-                text=True, check=True,
-            )  # fmt: skip
+                [sys.executable, "-c", STARTUP_SCRIPT],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     cold, warm = runs
     return {

@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> None:
         "agent": CandidatePolicy(PPO.load(args.model, device="cpu"), "agent"),
         **{name: make_policy(name, n_sites) for name in RULES},
     }
-    print("| policy | sites ever tried | set changes | sites added | fast sites never tried "
-          "| TTA (h) |\n|---|---:|---:|---:|---:|---:|")  # fmt: skip
+    print(
+        "| policy | sites ever tried | set changes | sites added | fast sites never tried "
+        "| TTA (h) |\n|---|---:|---:|---:|---:|---:|"
+    )
     for name, policy in policies.items():
         rows, tta = [], []
         for seed in range(args.episodes):

@@ -92,8 +92,9 @@ def collect(env_id: str, n_envs: int, steps: int, seed: int) -> tuple[np.ndarray
     return np.concatenate(feats), np.concatenate(errors), np.concatenate(regrets)
 
 
-def judge(x_train: np.ndarray, r_train: np.ndarray, x_test: np.ndarray, r_test: np.ndarray,
-          seed: int) -> dict[str, Any]:  # fmt: skip
+def judge(
+    x_train: np.ndarray, r_train: np.ndarray, x_test: np.ndarray, r_test: np.ndarray, seed: int
+) -> dict[str, Any]:
     """AUC of spotting the states where the rule's slot (the last) is not among the best, and
     the held-out regret of leaving the rule where a regressor predicts a gain over a threshold."""
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
@@ -144,9 +145,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "features + errors": (np.c_[x_tr, e_tr], np.c_[x_te, e_te]),
         "errors": (e_tr, e_te),
     }
-    print(f"{args.env}: {x_tr.shape[0]:,} labelled states, {x_te.shape[0]:,} held out; the rule's "
-          f"slot is not among the best in {result['off_rule_share'][1]:.1%} of the held-out; "
-          f"its regret {result['rule_regret_h']:.5f} h a decision")  # fmt: skip
+    print(
+        f"{args.env}: {x_tr.shape[0]:,} labelled states, {x_te.shape[0]:,} held out; the rule's "
+        f"slot is not among the best in {result['off_rule_share'][1]:.1%} of the held-out; "
+        f"its regret {result['rule_regret_h']:.5f} h a decision"
+    )
     print(f"{'inputs':<20} {'AUC':>6}  " + "  ".join(f"> {t:g} h" for t in THRESHOLDS_H))
     for name, (train, test) in inputs.items():
         got = judge(train, r_tr, test, r_te, seed=0)

@@ -230,9 +230,14 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     result = evaluate(
-        ENV_ID, [*policies, *BASELINES], episodes=args.episodes, split="test", seed=SEED,
-        env_kwargs={}, progress=False,
-    )  # fmt: skip
+        ENV_ID,
+        [*policies, *BASELINES],
+        episodes=args.episodes,
+        split="test",
+        seed=SEED,
+        env_kwargs={},
+        progress=False,
+    )
     eval_s = time.perf_counter() - start
     summary = result.summary.set_index("policy")
 

@@ -35,8 +35,9 @@ DEFAULT_POLICIES = "PowerTrip,AllSites,MyopicOptimal"
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="flower_powertrip.py", description=__doc__.split("\n\n")[0],
-    )  # fmt: skip
+        prog="flower_powertrip.py",
+        description=__doc__.split("\n\n")[0],
+    )
     parser.add_argument(
         "--policies",
         default=DEFAULT_POLICIES,
@@ -96,19 +97,30 @@ def run_flower(policies: list[Any], episodes: int, seed: int) -> tuple[Any, floa
     @server.main()
     def main(grid: Any, context: Any) -> None:
         def progress(label: str, episode: int, row: dict[str, Any]) -> None:
-            print(f"  {label}, episode {episode}: TTA {row['tta_h']:.4f} h in {row['rounds']} "
-                  "rounds", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"  {label}, episode {episode}: TTA {row['tta_h']:.4f} h in {row['rounds']} rounds",
+                file=sys.stderr,
+                flush=True,
+            )
 
         found["evaluation"] = evaluate_federated(
-            grid, policies, ENV_ID, episodes=episodes, seed=seed,
-            initial_model=task.initial_arrays, evaluate_fn=task.evaluate_fn, progress=progress,
-        )  # fmt: skip
+            grid,
+            policies,
+            ENV_ID,
+            episodes=episodes,
+            seed=seed,
+            initial_model=task.initial_arrays,
+            evaluate_fn=task.evaluate_fn,
+            progress=progress,
+        )
 
     start = time.perf_counter()
     run_simulation(
-        server, client_app(ENV_ID), num_supernodes=len(task.site_names),
+        server,
+        client_app(ENV_ID),
+        num_supernodes=len(task.site_names),
         backend_config={"client_resources": {"num_cpus": 1}},
-    )  # fmt: skip
+    )
     return found["evaluation"], time.perf_counter() - start
 
 
@@ -168,9 +180,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         models = [p for p in policies if isinstance(p, tuple)]
         start = time.perf_counter()
         torch_run = evaluate(
-            ENV_ID, names, episodes=args.episodes, seed=args.seed, models=models,
-            env_kwargs={"learner": "torch"}, progress=False,
-        )  # fmt: skip
+            ENV_ID,
+            names,
+            episodes=args.episodes,
+            seed=args.seed,
+            models=models,
+            env_kwargs={"learner": "torch"},
+            progress=False,
+        )
         print(f"learner='torch': {time.perf_counter() - start:.0f} s\n")
         print(compare(evaluation, torch_run))
     return 0

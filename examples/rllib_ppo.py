@@ -63,10 +63,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/rllib-ppo", help="output folder")
     p.add_argument("--force", action="store_true", help="replace what an earlier run left in --out")
     p.add_argument("--episodes", type=int, default=10, help="test episodes of the comparison")
-    p.add_argument("--policies", default="PowerTrip,MyopicOptimal",
-                   help="baselines of the comparison ('all', 'references' or names)")  # fmt: skip
-    p.add_argument("--by-reference", action="store_true",
-                   help="pass the scenario by name or path, not by value")  # fmt: skip
+    p.add_argument(
+        "--policies",
+        default="PowerTrip,MyopicOptimal",
+        help="baselines of the comparison ('all', 'references' or names)",
+    )
+    p.add_argument(
+        "--by-reference",
+        action="store_true",
+        help="pass the scenario by name or path, not by value",
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     for name in ("iterations", "num_env_runners", "envs_per_runner", "episodes"):
@@ -74,8 +80,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be a positive number")
     if args.env not in powertrip_env.ENV_IDS:
         allowed = ", ".join(powertrip_env.ENV_IDS)
-        p.error(f"--env {args.env!r}: not a PowerTrip ID; allowed: {allowed} (a scenario file "
-                "goes in --scenario)")  # fmt: skip
+        p.error(
+            f"--env {args.env!r}: not a PowerTrip ID; allowed: {allowed} (a scenario file "
+            "goes in --scenario)"
+        )
     return args
 
 
@@ -128,10 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("iteration  env steps  return mean  episode length  seconds")
         for i in range(1, args.iterations + 1):
             runners = algo.train()["env_runners"]
-            row = (i, int(runners.get("num_env_steps_sampled_lifetime", 0)),
-                   float(runners.get("episode_return_mean", float("nan"))),
-                   float(runners.get("episode_len_mean", float("nan"))),
-                   time.monotonic() - started)  # fmt: skip
+            row = (
+                i,
+                int(runners.get("num_env_steps_sampled_lifetime", 0)),
+                float(runners.get("episode_return_mean", float("nan"))),
+                float(runners.get("episode_len_mean", float("nan"))),
+                time.monotonic() - started,
+            )
             print(f"{row[0]:9d}  {row[1]:9d}  {row[2]:11.3f}  {row[3]:14.1f}  {row[4]:7.1f}")
             rows.append(",".join(str(v) for v in row))
         checkpoint = out / "rllib_ppo"  # the agent's label in the comparison
@@ -146,10 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     try:
         result = evaluate(
-            args.env, policies, episodes=args.episodes, seed=args.seed,
-            models=[(str(checkpoint), "rllib")], out_dir=out / "comparison", progress=False,
+            args.env,
+            policies,
+            episodes=args.episodes,
+            seed=args.seed,
+            models=[(str(checkpoint), "rllib")],
+            out_dir=out / "comparison",
+            progress=False,
             env_kwargs={"scenario": args.scenario} if args.scenario else None,
-        )  # fmt: skip
+        )
     except EvaluationError as exc:
         print(f"error: the comparison failed: {exc}", file=sys.stderr)
         return 1

@@ -117,8 +117,10 @@ def board_scores(board: leaderboard.Board, facts: dict[str, dict[str, Any]], tra
     (they did not run every task) follow it with their tasks' scores only.
     """
     tasks = board.tasks
-    scores = {(r.task, r.policy): leaderboard.score_cell(r.score, r.success)
-              for r in board.table.itertuples(index=False)}  # fmt: skip
+    scores = {
+        (r.task, r.policy): leaderboard.score_cell(r.score, r.success)
+        for r in board.table.itertuples(index=False)
+    }
     rows = [(policy, leaderboard.aggregate_cells(row)) for policy, row in board.ranked()]
     rows += [(policy, ["–", "–", "–"]) for policy in board.left_out]
     lines = [
@@ -184,9 +186,14 @@ def _parser() -> argparse.ArgumentParser:
     """``powertrip readme-tables``' options; the module's docstring is its description."""
     parser = argparse.ArgumentParser(prog="powertrip readme-tables", description=__doc__)
     add_env(
-        parser, None, ids=SHIPPED, repeat=True, fixed_sites=CLAIRVOYANT,
-        what="an ID whose tables to refresh", default_text="every ID of powertrip_env.ENV_IDS",
-    )  # fmt: skip
+        parser,
+        None,
+        ids=SHIPPED,
+        repeat=True,
+        fixed_sites=CLAIRVOYANT,
+        what="an ID whose tables to refresh",
+        default_text="every ID of powertrip_env.ENV_IDS",
+    )
     add_episodes(parser, 30)
     add_seed(parser)
     parser.add_argument(

@@ -132,9 +132,12 @@ class Engine:
         one set, (M,) arrays for many."""
         m = self._sets(mask, "mask", (1, 2))
         pred = dynamics.predict_round(
-            self.params, self._one(i), m.reshape(1, -1, m.shape[-1]), steady_state=steady_state,
+            self.params,
+            self._one(i),
+            m.reshape(1, -1, m.shape[-1]),
+            steady_state=steady_state,
             belief=belief,
-        )  # fmt: skip
+        )
         if m.ndim == 1:
             return dynamics.RoundPrediction(*(float(a[0, 0]) for a in pred))
         return dynamics.RoundPrediction(*(a[0] for a in pred))
@@ -149,9 +152,13 @@ class Engine:
     ) -> dynamics.Trajectory:
         """Row ``i``'s what-if of M plans, (M, N) or (M, R, N), over several rounds."""
         return dynamics.predict_plan(
-            self.params, self._one(i), self._sets(plan, "plan", (2, 3)), rounds, belief,
+            self.params,
+            self._one(i),
+            self._sets(plan, "plan", (2, 3)),
+            rounds,
+            belief,
             carbon_forecast,
-        )  # fmt: skip
+        )
 
     def candidates(
         self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None
@@ -184,9 +191,12 @@ class Engine:
     def snapshot(self) -> EngineState:
         """The episodes as they stand (the state is immutable; the counters are copied)."""
         return EngineState(
-            sim_state=self.state, setup=self.setup, bases=self.bases.copy(),
-            seeded=self.seeded.copy(), episodes=self.episodes.copy(),
-        )  # fmt: skip
+            sim_state=self.state,
+            setup=self.setup,
+            bases=self.bases.copy(),
+            seeded=self.seeded.copy(),
+            episodes=self.episodes.copy(),
+        )
 
     def restore(self, saved: EngineState) -> None:
         """Continue from ``saved`` (``snapshot``), of an engine on the same scenario (a drawn

@@ -228,10 +228,17 @@ class PowerTripEnv(EngineViews, gym.Env):
     ) -> None:
         self.sampler = as_sampler(sites)
         setup = configure(
-            scenario, reward_mode=reward_mode, obs_mode=obs_mode, action_mode=action_mode,
-            split=split, jitter=jitter, render_mode=render_mode, max_sites=max_sites,
-            render_modes=tuple(self.metadata["render_modes"]), sampler=self.sampler,
-        )  # fmt: skip
+            scenario,
+            reward_mode=reward_mode,
+            obs_mode=obs_mode,
+            action_mode=action_mode,
+            split=split,
+            jitter=jitter,
+            render_mode=render_mode,
+            max_sites=max_sites,
+            render_modes=tuple(self.metadata["render_modes"]),
+            sampler=self.sampler,
+        )
         self.learner = make_learner(learner)
         self._learns = not is_surrogate(self.learner)  # else the kernel's accuracy stands
         learner_arguments(learner, sites, self.sampler, self._learns)
@@ -396,8 +403,16 @@ class PowerTripEnv(EngineViews, gym.Env):
         the surrogate learner; a real learner is copied with its model.
         """
         engine = self._engine
-        shared = (engine.setup, self._made, engine.sim, engine.params, engine.scenario,
-                  engine.interface, engine.starts, engine.state)  # fmt: skip
+        shared = (
+            engine.setup,
+            self._made,
+            engine.sim,
+            engine.params,
+            engine.scenario,
+            engine.interface,
+            engine.starts,
+            engine.state,
+        )
         return copy.deepcopy(self, {id(x): x for x in shared})
 
     def get_state(self) -> EpisodeState:
@@ -442,7 +457,9 @@ class PowerTripEnv(EngineViews, gym.Env):
 
 
 _FIRST = np.zeros(1, dtype=np.intp)  # the single env's one row
-_TERMINATED, _TRUNCATED = dynamics.R_TERMINATED, dynamics.R_TRUNCATED  # its record's columns
+# the columns of the record's row that step reads as a list (by name: dynamics.RECORD_FIELDS)
+_TERMINATED = dynamics.RECORD_FIELDS.index("terminated")
+_TRUNCATED = dynamics.RECORD_FIELDS.index("truncated")
 
 
 # The observation table is declared once, in powertrip_env.dynamics.features; the registered IDs

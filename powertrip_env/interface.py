@@ -22,31 +22,6 @@ import numpy as np
 from gymnasium import spaces
 
 from powertrip_env import dynamics
-from powertrip_env.dynamics import (
-    I_ACC,
-    I_CARBON_KG,
-    I_COMM_S,
-    I_COMPUTE_S,
-    I_CUT,
-    I_DELTA_PROGRESS,
-    I_ELAPSED,
-    I_IDLE,
-    I_INVALID,
-    I_KWH,
-    I_N_SELECTED,
-    I_ROUND_CARBON_KG,
-    I_ROUND_KWH,
-    I_ROUND_S,
-    I_ROUNDS,
-    I_START,
-    I_STRAGGLER,
-    I_SUCCESS,
-    I_TRACE_TIME,
-    I_TTA_H,
-    IF_AVAILABLE,
-    IF_DROPPED,
-    IF_SELECTED,
-)
 from powertrip_env.errors import check_choice
 
 OBS_MODES = ("flat", "dict")
@@ -267,44 +242,11 @@ class Interface:
         scalars, 0-d bool arrays for the flags (``INFO_FLAGS``) and (M,) per-site arrays; the
         same numbers as ``batch_info``'s first row (the vector env's tests compare them).
 
-        The single env pays for this at every step, so it is written out for speed: the row is
-        read into Python once (``tolist``, exact), each float made from it (cheaper than indexing
-        the array), the whole numbers are shared int64 scalars (immutable, ``_small_ints``)
-        looked up by value; the flags are fresh 0-d arrays, since Gymnasium's checker warns of
-        an info that shares an array with another.
+        The single env pays for this at every step, so the kernel's ``first_info`` reads it,
+        written out for speed beside the layout; the whole numbers are shared int64 scalars
+        (immutable, ``_small_ints``) looked up by value.
         """
-        v, flags, tm = info.values[0], info.flags[0], info.telemetry[0]
-        w, ints, flag = v.tolist(), self._small_ints, np.array
-        rounds = int(w[I_ROUNDS])
-        return {
-            "round_time_s": v[I_ROUND_S],
-            "compute_s": v[I_COMPUTE_S],
-            "comm_s": v[I_COMM_S],
-            "elapsed_s": v[I_ELAPSED],
-            "start_time_s": v[I_START],
-            "trace_time": v[I_TRACE_TIME],
-            "accuracy": v[I_ACC],
-            "selected": flags[IF_SELECTED],
-            "n_selected": ints[int(w[I_N_SELECTED]) + 1],
-            "dropped": flags[IF_DROPPED],
-            "invalid_selections": ints[int(w[I_INVALID]) + 1],
-            "idle": flag(w[I_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
-            "cut": flag(w[I_CUT] > 0.0),
-            "powered_gpus": info.powered[0],
-            "available": flags[IF_AVAILABLE],
-            "straggler": ints[int(w[I_STRAGGLER]) + 1],
-            "round_energy_kwh": v[I_ROUND_KWH],
-            "energy_kwh": v[I_KWH],
-            "rounds": ints[rounds + 1] if rounds < len(ints) - 1 else np.int64(rounds),
-            "tta_h": v[I_TTA_H],
-            "success": flag(w[I_SUCCESS] > 0.0),
-            "delta_progress": v[I_DELTA_PROGRESS],
-            "measured_compute_s": tm[0],
-            "measured_transfer_s": tm[1],
-            "measured_join_s": tm[2],
-            "round_carbon_kg": v[I_ROUND_CARBON_KG],
-            "carbon_kg": v[I_CARBON_KG],
-        }
+        return dynamics.first_info(info, self._small_ints)
 
     @functools.cached_property
     def _small_ints(self) -> tuple[np.int64, ...]:

@@ -43,9 +43,11 @@ class EnvSetup:
         jitter asked for at construction."""
         sim = load_simulation(scenario).with_jitter(self.sim.params.jitter_sigma)
         return dataclasses.replace(
-            self, sim=sim, interface=self.interface.on(sim.params),
+            self,
+            sim=sim,
+            interface=self.interface.on(sim.params),
             starts=EpisodeStarts(sim, self.starts.split),
-        )  # fmt: skip
+        )
 
 
 def configure(

@@ -64,7 +64,7 @@ class ExcessGain(RewardFn):
     (computed by ``dynamics.learning._rewards``)."""
 
     name = "excess_gain"
-    column = dynamics.R_EXCESS_GAIN
+    column = dynamics.RECORD_FIELDS.index("excess_gain")
 
 
 class GainRate(RewardFn):
@@ -74,7 +74,7 @@ class GainRate(RewardFn):
     (computed by ``dynamics.learning._rewards``)."""
 
     name = "gain_rate"
-    column = dynamics.R_GAIN_RATE
+    column = dynamics.RECORD_FIELDS.index("gain_rate")
 
 
 class CarbonCost(RewardFn):
@@ -105,10 +105,9 @@ class CarbonCost(RewardFn):
     def terms(
         self, params: dynamics.SimParams, result: dynamics.RoundResult
     ) -> dict[str, np.ndarray]:
-        record = result.record
-        missed = (record[:, dynamics.R_TRUNCATED] > 0.0) & (record[:, dynamics.R_TERMINATED] <= 0.0)
+        missed = result.truncated & ~result.terminated
         return {
-            "carbon": record[:, dynamics.R_CARBON_G] / -kg_to_g(params.carbon_ref_kg),
+            "carbon": result.carbon_g / -kg_to_g(params.carbon_ref_kg),
             "deadline": np.where(missed, -1.0, 0.0),
         }
 

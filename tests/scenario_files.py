@@ -240,8 +240,13 @@ def write_scenario(
         write_trace(folder / "pv.csv", pv, days=pv_days or days, start=pv_start)
         trace.setdefault("pv_file", "pv.csv")
     if forecast is not None:
-        write_forecast(folder / "pv_forecast.csv", forecast, horizons=horizons,
-                       days=pv_days or days, start=pv_start)  # fmt: skip
+        write_forecast(
+            folder / "pv_forecast.csv",
+            forecast,
+            horizons=horizons,
+            days=pv_days or days,
+            start=pv_start,
+        )
         trace.setdefault("pv_forecast_file", "pv_forecast.csv")
     doc = scenario_doc(
         sites, hub=hub, workload=workload, network=network, episode=episode, trace=trace

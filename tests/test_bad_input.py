@@ -514,9 +514,11 @@ def test_the_corpus_has_distinct_cases_and_a_range_case_for_every_numeric_field(
     """A guard on the corpus itself, so that a new numeric field comes with its range case."""
     ids = [p.id for p in BAD_INPUT]
     assert len(ids) == len(set(ids)) >= 35
-    optional = {"workload": {"non_iid", "coverage_tau_rounds", "round_s"},
-                "network": {"base_ms", "route_factor", "fiber_km_per_ms", "rtt_to_hub_ms"},
-                "episode": {"idle_s"}}  # fmt: skip
+    optional = {
+        "workload": {"non_iid", "coverage_tau_rounds", "round_s"},
+        "network": {"base_ms", "route_factor", "fiber_km_per_ms", "rtt_to_hub_ms"},
+        "episode": {"idle_s"},
+    }
     for table, extra in optional.items():
         fields = {k for k, v in toy_doc()[table].items() if not isinstance(v, str)} | extra
         covered = {i.split("=")[0].removeprefix(f"{table}.") for i in ids if "=" in i}

@@ -59,9 +59,12 @@ def test_a_lone_site_in_a_ring_sends_nothing_but_the_hub_still_exchanges(tmp_pat
 def test_a_joining_site_fetches_the_training_state_not_the_model(tmp_path):
     sites = [site("a", "ca", wan_gbps=2.0)]
     params = params_for(
-        tmp_path, sites, {"ca": 0.5},
-        workload={"state_bytes": 8e8}, network={"join_fixed_s": 30.0},
-    )  # fmt: skip
+        tmp_path,
+        sites,
+        {"ca": 0.5},
+        workload={"state_bytes": 8e8},
+        network={"join_fixed_s": 30.0},
+    )
     # 30 s plus 6.4e9 bits over 2 Gbps
     assert params.join_s[0] == pytest.approx(30.0 + 8 * 8e8 / 2e9, rel=1e-12)
     result = step(params, start(params, 900.0), 0)
@@ -80,9 +83,11 @@ def test_time_balanced_rounds_stop_a_slow_window_at_the_grace_deadline(tmp_path)
     # a stops at (1 + grace) · round_s = 110 s; b at 105 s; the barrier waits for a
     assert result.compute_s[0] == pytest.approx(110.0, rel=1e-12)
     without = params_for(
-        tmp_path, sites, {"ca": 0.5, "cb": 0.5},
+        tmp_path,
+        sites,
+        {"ca": 0.5, "cb": 0.5},
         workload={"round_mode": "fixed_time", "round_s": 100.0},
-    )  # fmt: skip
+    )
     assert core_step(without, start(without, 900.0, joined=(0, 1)), slow).compute_s[0] == (
         pytest.approx(150.0, rel=1e-12)
     )
@@ -102,9 +107,11 @@ def test_exchange_cost_floors_the_aggregator_sites_self_rtt(tmp_path):
     sites = [site("hub", "ca", wan_gbps=1.0), site("b", "cb", wan_gbps=1.0),
              site("c", "cc", wan_gbps=1.0)]  # fmt: skip
     params = params_for(
-        tmp_path, sites, {"ca": 0.5, "cb": 0.5, "cc": 0.5},
+        tmp_path,
+        sites,
+        {"ca": 0.5, "cb": 0.5, "cc": 0.5},
         network={"rtt_to_hub_ms": [2.0, 50.0, 80.0], "allreduce": "ring"},
-    )  # fmt: skip
+    )
     tx = 2.0 * MODEL_BITS / 1e9
     # the hub's site pays the next site's RTT (50 ms), not its 2 ms to itself
     np.testing.assert_allclose(
@@ -229,8 +236,11 @@ def test_every_sensitivity_setting_changes_only_its_knob(tmp_path):
         moved = powertrip_env.load_scenario(path)
         assert moved.network.hub == shipped.network.hub
         assert [s.data_share for s in moved.sites] == [s.data_share for s in shipped.sites]
-        changed = {f for f in ("workload", "network", "episode", "sites")
-                   if getattr(moved, f) != getattr(shipped, f)}  # fmt: skip
+        changed = {
+            f
+            for f in ("workload", "network", "episode", "sites")
+            if getattr(moved, f) != getattr(shipped, f)
+        }
         expected = set(setting.toml) | ({"sites"} if setting.catalogue else set())
         assert changed == expected, setting
 
@@ -290,9 +300,9 @@ def test_a_round_in_which_every_site_is_fetching_ends_with_the_first_fetch(tmp_p
 
 
 def core_joined_slot(params):
-    from powertrip_env import dynamics
+    from powertrip_env.dynamics import layout
 
-    return dynamics.JOINED
+    return layout.JOINED
 
 
 def test_the_lora_scenario_keeps_the_papers_shape():

@@ -268,9 +268,13 @@ def test_the_shipped_carbon_scenario_charges_its_six_zones() -> None:
     scenario = env.unwrapped.scenario
     zones = {site.name: site.carbon_zone for site in scenario.sites}
     assert zones == {
-        "berlin": "DE", "cape-town": "ZA", "mumbai": "IN-WE", "san-francisco": "US-CAL-CISO",
-        "sydney": "AU-NSW", "sao-paulo": "BR-CS",
-    }  # fmt: skip
+        "berlin": "DE",
+        "cape-town": "ZA",
+        "mumbai": "IN-WE",
+        "san-francisco": "US-CAL-CISO",
+        "sydney": "AU-NSW",
+        "sao-paulo": "BR-CS",
+    }
     assert env.unwrapped.params.carbon
     env.reset(seed=0)
     *_, info = env.step(np.ones(env.action_space.shape, dtype=np.int8))

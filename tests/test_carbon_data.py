@@ -84,9 +84,12 @@ def test_shipped_covers_the_flagship_calendar_and_its_week_of_history(
     shipped: CarbonIntensity,
 ) -> None:
     check_covers(shipped, SOLCAST_S - 7 * 86_400, SOLCAST_S + 29 * 86_400, "flagship")
-    with pytest.raises(TraceError, match=r"flagship: .*carbon_intensity_2022\.csv covers "
-                       r"2022-06-01T00:00:00Z to 2022-07-07T00:00:00Z, not the calendar "
-                       r"2022-05-31T22:00:00Z .*starts 2 h after"):  # fmt: skip
+    with pytest.raises(
+        TraceError,
+        match=r"flagship: .*carbon_intensity_2022\.csv covers "
+        r"2022-06-01T00:00:00Z to 2022-07-07T00:00:00Z, not the calendar "
+        r"2022-05-31T22:00:00Z .*starts 2 h after",
+    ):
         check_covers(shipped, START_S - 2 * HOUR, START_S + HOUR, "flagship")
     with pytest.raises(TraceError, match=r"ends 1 h before"):
         check_covers(shipped, SOLCAST_S, shipped.end_s + HOUR, "flagship")
@@ -255,9 +258,18 @@ def _source(src: Path, folder: str, rows: list[str]) -> Path:
 
 def _convert(src: Path, out: Path, *folders: str) -> int:
     return convert_carbon.main(
-        [str(src), "--out", str(out), "--zones", *folders,
-         "--start", "2022-06-01T02:00:00Z", "--end", "2022-06-01T06:00:00Z"]
-    )  # fmt: skip
+        [
+            str(src),
+            "--out",
+            str(out),
+            "--zones",
+            *folders,
+            "--start",
+            "2022-06-01T02:00:00Z",
+            "--end",
+            "2022-06-01T06:00:00Z",
+        ]
+    )
 
 
 def test_converter_cuts_the_window_and_names_columns_by_zone_id(tmp_path: Path) -> None:

@@ -308,11 +308,17 @@ COSTS = {  # kg, a miss priced in: CarbonGreedy's third episode missed its deadl
 
 def carbon_frame() -> pd.DataFrame:
     rows = [
-        {"task": ID, "policy": policy, "episode": e, "start_time": STARTS[e], "tta_h": cost,
-         "success": ok}
+        {
+            "task": ID,
+            "policy": policy,
+            "episode": e,
+            "start_time": STARTS[e],
+            "tta_h": cost,
+            "success": ok,
+        }
         for policy, (costs, flags) in COSTS.items()
         for e, (cost, ok) in enumerate(zip(costs, flags, strict=True))
-    ]  # fmt: skip
+    ]
     return pd.DataFrame(rows)
 
 
@@ -345,8 +351,13 @@ def test_the_carbon_board_labels_and_keys_its_measure() -> None:
     assert policies["CarbonGreedy"]["score"] == pytest.approx((220.0 - 395.0) / (220.0 - 105.0))
     assert policies["CarbonGreedy"]["success"] == 0.75
     # the bracket is in kg: a time bracket does not stand in for it
-    time_facts = {"optimiser_headroom": 1.2, "optimum_upper_h": 1.0, "optimum_lower_h": 1.0,
-                  "gap": 1.0, "reference_never_beaten": True}  # fmt: skip
+    time_facts = {
+        "optimiser_headroom": 1.2,
+        "optimum_upper_h": 1.0,
+        "optimum_lower_h": 1.0,
+        "gap": 1.0,
+        "reference_never_beaten": True,
+    }
     with pytest.raises(ValueError, match=r"lacks .*optimum_upper_kg"):
         leaderboard.to_json(b, task_facts={ID: time_facts})
     facts = benchmark_facts()
@@ -360,9 +371,12 @@ def test_the_carbon_board_takes_the_facts_the_benchmark_writes() -> None:
     # turns "optimiser_headroom" into "optimiser_kgeadroom"), so that the benchmark's carbon
     # track, whose facts say "optimiser_headroom", could not be written as JSON
     assert measures.CARBON.facts == (
-        "optimiser_headroom", "optimum_upper_kg", "optimum_lower_kg", "gap",
+        "optimiser_headroom",
+        "optimum_upper_kg",
+        "optimum_lower_kg",
+        "gap",
         "reference_never_beaten",
-    )  # fmt: skip
+    )
     assert measures.TIME.facts == measures.TASK_FACTS
     b = leaderboard.board(carbon_frame(), ZERO, TOP, resamples=200, measure=measures.CARBON)
     out = leaderboard.to_json(b, task_facts={ID: benchmark_facts()})

@@ -30,8 +30,14 @@ from powertrip_env.simulation import load_simulation
 NAMED_SITE_COUNTS = {"default": 10, "lora": 8, "kws": 8, "emnist": 8, "llm-full": 8, "large": 32}
 # Rows of each shipped scenario's calendar: the synthetic 2019 trace has 31 days of 5-minute
 # rows; the flagship's is where its grid trace (shifted to local time), PV and forecasts meet.
-CALENDAR_ROWS = {"default": 8257, "lora": 31 * 288, "kws": 31 * 288, "emnist": 31 * 288,
-                 "llm-full": 31 * 288, "large": 31 * 288}  # fmt: skip
+CALENDAR_ROWS = {
+    "default": 8257,
+    "lora": 31 * 288,
+    "kws": 31 * 288,
+    "emnist": 31 * 288,
+    "llm-full": 31 * 288,
+    "large": 31 * 288,
+}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -352,9 +358,14 @@ def test_site_trace_column_missing_from_trace_is_a_trace_error_naming_the_column
     assert isinstance(info.value, ValueError)
     # the file the typo is in, the site, the field, the value, and the columns there are
     assert_mentions(
-        str(info.value), path.name, "site 'site-b'", "'trace_column'", "'no_such_column'",
-        "trace.csv", "ca",
-    )  # fmt: skip
+        str(info.value),
+        path.name,
+        "site 'site-b'",
+        "'trace_column'",
+        "'no_such_column'",
+        "trace.csv",
+        "ca",
+    )
 
 
 def test_trace_column_typo_in_a_sites_csv_names_the_csv_and_the_site(folder):
@@ -464,8 +475,14 @@ def test_old_join_s_field_says_it_was_renamed_join_fixed_s(folder):
     doc["network"].pop("join_fixed_s")
     doc["network"]["join_s"] = 30.0
     path = write(folder, doc)
-    assert_mentions(load_error(path), str(path), "'join_s'", "renamed", "'join_fixed_s'",
-                    "model_bytes / wan_gbps")  # fmt: skip
+    assert_mentions(
+        load_error(path),
+        str(path),
+        "'join_s'",
+        "renamed",
+        "'join_fixed_s'",
+        "model_bytes / wan_gbps",
+    )
 
 
 @pytest.mark.parametrize(
@@ -716,8 +733,13 @@ def test_own_trace_file_drops_everything_that_described_the_base_trace(folder):
 
 
 def test_own_trace_file_keeps_the_description_written_with_it(folder):
-    trace = {"file": "trace.csv", "utc_offset_h": 2.0, "shift_days": 3, "train_days": [1, 1],
-             "test_days": [2, 2]}  # fmt: skip
+    trace = {
+        "file": "trace.csv",
+        "utc_offset_h": 2.0,
+        "shift_days": 3,
+        "train_days": [1, 1],
+        "test_days": [2, 2],
+    }
     sites = _own_sites()
     for entry in sites["site"]:
         entry["utc_offset_h"] = 1.0
@@ -801,8 +823,11 @@ def test_a_chain_inherits_a_middle_base_trace_with_its_own_time_zone(folder):
     for entry in sites["site"]:
         entry["utc_offset_h"] = 1.0
     trace = {"file": "trace.csv", "utc_offset_h": 2.0, "train_days": [1, 1], "test_days": [2, 2]}
-    write(folder, {"extends": "default", "gpus": {"catalogue": "gpus.csv"}, "sites": sites,
-                   "trace": trace}, "middle.toml")  # fmt: skip
+    write(
+        folder,
+        {"extends": "default", "gpus": {"catalogue": "gpus.csv"}, "sites": sites, "trace": trace},
+        "middle.toml",
+    )
     child = load_scenario(write(folder, 'extends = "middle.toml"\n'))
     assert (child.trace.utc_offset_h, child.trace.shift_days) == (2.0, 0)
     own = load_scenario(write(folder, {"extends": "middle.toml", "trace": {"file": "trace.csv"}}))
@@ -849,11 +874,15 @@ def test_editing_the_sites_csv_after_a_make_is_seen_by_the_next_make(folder):
     path = _catalogue_doc(folder, SITE_HEADER + "trace_column\n" + SITE_ROWS)
     # site-a: 5.25 kW at u = 0.5 -> 10 G100s; site-b: 6 kW at u = 0.25 -> 4.5 kW / 600 W -> 7
     assert powered_now(path) == [10, 7]
-    rewrite(folder / "my_sites.csv", SITE_HEADER + "trace_column\n"
-            + SITE_ROWS.replace("G100,16,5.25", "G100,16,2.5"))  # fmt: skip
+    rewrite(
+        folder / "my_sites.csv",
+        SITE_HEADER + "trace_column\n" + SITE_ROWS.replace("G100,16,5.25", "G100,16,2.5"),
+    )
     assert powered_now(path) == [5, 7]  # 1.25 kW -> 5 GPUs
-    rewrite(folder / "my_sites.csv", SITE_HEADER + "trace_column\n"
-            + SITE_ROWS.replace("G100,16,5.25", "G100,-16,5.25"))  # fmt: skip
+    rewrite(
+        folder / "my_sites.csv",
+        SITE_HEADER + "trace_column\n" + SITE_ROWS.replace("G100,16,5.25", "G100,-16,5.25"),
+    )
     with pytest.raises(ScenarioError, match="gpu_count"):
         gym.make("PowerTrip-v0", scenario=str(path))
 
@@ -870,8 +899,9 @@ def test_editing_the_trace_after_a_make_is_seen_by_the_next_make(folder):
 
 
 def test_editing_a_base_scenario_after_a_make_is_seen_by_the_next_make(tmp_path):
-    base = write(tmp_path, 'extends = "lora"\nname = "base"\n[network]\njoin_fixed_s = 7.0\n',
-                 "base.toml")  # fmt: skip
+    base = write(
+        tmp_path, 'extends = "lora"\nname = "base"\n[network]\njoin_fixed_s = 7.0\n', "base.toml"
+    )
     child = write(tmp_path, 'extends = "base.toml"\nname = "child"\n', "child.toml")
     first = gym.make("PowerTrip-v0", scenario=str(child)).unwrapped.params.join_s
     rewrite(base, base.read_text(encoding="utf-8").replace("7.0", "70.0"))

@@ -19,6 +19,7 @@ import pytest
 from scenario_files import INTERVAL_S, site, write_scenario
 
 from powertrip_env import dynamics
+from powertrip_env.dynamics import layout
 from powertrip_env.dynamics.info import no_round
 from powertrip_env.simulation import load_simulation
 
@@ -245,8 +246,13 @@ def test_jitter_scales_compute_and_network_time_log_normally(tmp_path):
 
 def test_join_time_is_the_fixed_cost_plus_fetching_the_model_over_the_wan(tmp_path):
     sites = [site("a", "ca", wan_gbps=1.0), site("b", "cb", wan_gbps=4.0)]
-    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5},
-                        network={"join_fixed_s": 30.0}, workload={"model_bytes": 5e8})  # fmt: skip
+    params = params_for(
+        tmp_path,
+        sites,
+        {"ca": 0.5, "cb": 0.5},
+        network={"join_fixed_s": 30.0},
+        workload={"model_bytes": 5e8},
+    )
     # 5e8 bytes = 4e9 bits: 4 s at 1 Gbps, 1 s at 4 Gbps
     np.testing.assert_allclose(params.join_s, [30.0 + 4.0, 30.0 + 1.0], rtol=1e-15)
     first = step(params, start(params), 0)
@@ -352,8 +358,8 @@ def test_tta_is_the_elapsed_time_on_success_and_the_budget_on_failure(tmp_path):
         time_s=np.array([1900.0, 2000.0])
     )
     rec, srec = no_round(2, sim.params.n_sites)
-    rec[:, dynamics.R_TERMINATED] = [1.0, 0.0]  # the first reached the target, the second
-    rec[:, dynamics.R_TRUNCATED] = [0.0, 1.0]  # ran out of its (1 h) budget
+    rec[:, layout.R_TERMINATED] = [1.0, 0.0]  # the first reached the target, the second
+    rec[:, layout.R_TRUNCATED] = [0.0, 1.0]  # ran out of its (1 h) budget
     info = dynamics.describe(sim.params, dynamics.RoundResult(state, rec, srec), width=1)
     tta = info.values[:, dynamics.INFO_FIELDS.index("tta_h")]
     np.testing.assert_array_equal(tta, [0.5, 1.0])
@@ -551,8 +557,10 @@ def test_rtt_formula_adds_base_to_routed_fibre_round_trip():
 
 
 def test_scenario_rtts_come_from_distance_to_the_hub(tmp_path):
-    sites = [site("hub", "ca", latitude=0.0, longitude=0.0),
-             site("far", "cb", latitude=0.0, longitude=9.0)]  # fmt: skip
+    sites = [
+        site("hub", "ca", latitude=0.0, longitude=0.0),
+        site("far", "cb", latitude=0.0, longitude=9.0),
+    ]
     params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5})
     d = 6371.0 * math.radians(9.0)  # along the equator
     np.testing.assert_allclose(params.rtt_s * 1e3, [2.0, 2.0 + 3.0 * d / 204.0], rtol=1e-9)
@@ -654,22 +662,29 @@ def test_predict_round_equals_step_round_at_constant_power_without_jitter(
         predicted = dynamics.predict_round(params, state, mask)
         real = dynamics.step_round(params, state, mask, np.ones((1, 5)))
         label = f"mask {bits}"
-        np.testing.assert_allclose(predicted.round_time_s, real.round_time_s, rtol=1e-12,
-                                   err_msg=label)  # fmt: skip
+        np.testing.assert_allclose(
+            predicted.round_time_s, real.round_time_s, rtol=1e-12, err_msg=label
+        )
         np.testing.assert_allclose(predicted.compute_s, real.compute_s, rtol=1e-12, err_msg=label)
         np.testing.assert_allclose(predicted.comm_s, real.comm_s, rtol=1e-12, err_msg=label)
         np.testing.assert_allclose(
-            predicted.delta_progress, real.state.progress - state.progress, rtol=1e-12,
+            predicted.delta_progress,
+            real.state.progress - state.progress,
+            rtol=1e-12,
             err_msg=label,
-        )  # fmt: skip
+        )
         np.testing.assert_allclose(
             predicted.delta_accuracy, real.delta_accuracy, rtol=1e-12, atol=1e-15, err_msg=label
         )
 
 
 def test_predict_round_broadcasts_over_candidate_masks(tmp_path):
-    params = params_for(tmp_path, three_site_sites(), {"ca": 0.5, "cb": 0.3, "cc": 0.6},
-                        network={"join_fixed_s": 45.0})  # fmt: skip
+    params = params_for(
+        tmp_path,
+        three_site_sites(),
+        {"ca": 0.5, "cb": 0.3, "cc": 0.6},
+        network={"join_fixed_s": 45.0},
+    )
     starts = np.array([0.0, 5000.0])
     batch = dynamics.initial_state(params, starts).replace(
         progress=np.array([0.0, 300.0]),
@@ -694,8 +709,7 @@ def test_predict_round_broadcasts_over_candidate_masks(tmp_path):
 
 
 def test_one_site_round_energy_is_busy_draw_plus_idle_draw_while_waiting(tmp_path):
-    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5},
-                        network={"rtt_to_hub_ms": [40.0]})  # fmt: skip
+    params = params_for(tmp_path, [site("a", "ca")], {"ca": 0.5}, network={"rtt_to_hub_ms": [40.0]})
     result = step(params, start(params, joined=[0]), 0)
     compute = 600.0
     comm = 2.0 * 0.040 + 2.0 * 0.08  # rtt_factor · RTT + 2 · 8e8 bit / 10 Gbps
@@ -708,8 +722,9 @@ def test_one_site_round_energy_is_busy_draw_plus_idle_draw_while_waiting(tmp_pat
 
 def test_faster_site_draws_idle_power_while_waiting_for_the_straggler(tmp_path):
     sites = [site("a", "ca"), site("b", "cb", gpu="G200", gpu_count=4)]  # 600 s and 750 s
-    params = params_for(tmp_path, sites, {"ca": 0.5, "cb": 0.5},
-                        network={"rtt_to_hub_ms": [40.0, 90.0]})  # fmt: skip
+    params = params_for(
+        tmp_path, sites, {"ca": 0.5, "cb": 0.5}, network={"rtt_to_hub_ms": [40.0, 90.0]}
+    )
     result = step(params, start(params, joined=[0, 1]), 0, 1)
     comm = 2.0 * 0.090 + 2.0 * max(0.08, 2 * 0.08)
     round_s = 750.0 + comm + 3.0
@@ -720,8 +735,9 @@ def test_faster_site_draws_idle_power_while_waiting_for_the_straggler(tmp_path):
 
 
 def test_energy_follows_the_powered_gpus_when_power_falls_mid_round(tmp_path):
-    params = params_for(tmp_path, [site("a", "ca")], {"ca": [0.5, 0.75]},
-                        network={"rtt_to_hub_ms": [40.0]})  # fmt: skip
+    params = params_for(
+        tmp_path, [site("a", "ca")], {"ca": [0.5, 0.75]}, network={"rtt_to_hub_ms": [40.0]}
+    )
     result = step(params, start(params, 100.0, joined=[0]), 0)
     busy_j = 250.0 * (10 * 200.0 + 5 * 800.0)  # 200 s at 10 GPUs, 800 s at 5
     idle_j = 0.3 * 10 * 250.0 * (2.0 * 0.040 + 2.0 * 0.08 + 3.0)
@@ -752,8 +768,9 @@ def test_a_batch_of_episodes_steps_like_each_episode_alone(tmp_path):
         site("c", "c2", latitude=10.0, longitude=100.0),
         site("d", "c3", gpu_count=8, wan_gbps=1.0),
     ]
-    params = params_for(tmp_path, sites, util, network={"join_fixed_s": 30.0},
-                        episode={"jitter_sigma": 0.1})  # fmt: skip
+    params = params_for(
+        tmp_path, sites, util, network={"join_fixed_s": 30.0}, episode={"jitter_sigma": 0.1}
+    )
     starts = np.array([0.0, 7000.0, 40_000.0])
     batch = dynamics.initial_state(params, starts)
     alone = [dynamics.initial_state(params, starts[b : b + 1]) for b in range(3)]
@@ -781,8 +798,9 @@ def test_a_batch_of_episodes_steps_like_each_episode_alone(tmp_path):
 
 def jitter_params(tmp_path, sigma=0.1, n=3):
     sites = [site(f"s{i}", f"c{i}") for i in range(n)]
-    return params_for(tmp_path, sites, {f"c{i}": 0.5 for i in range(n)},
-                      episode={"jitter_sigma": sigma})  # fmt: skip
+    return params_for(
+        tmp_path, sites, {f"c{i}": 0.5 for i in range(n)}, episode={"jitter_sigma": sigma}
+    )
 
 
 def test_jitter_is_log_normal_with_the_scenarios_sigma(tmp_path):
@@ -864,8 +882,9 @@ def test_the_kernels_rewards_are_the_documented_formulas(tmp_path):
         rate = np.where(t > 0, gain * 7200.0 / np.where(t > 0, t, 1.0), 0.0)  # 0 at the budget
         np.testing.assert_allclose(GainRate()(params, result), rate, rtol=1e-15)
         state = result.state
-    learnt = result.with_accuracy(params, result.state.accuracy - result.delta_accuracy,
-                                  np.full(3, params.a_target))  # fmt: skip
+    learnt = result.with_accuracy(
+        params, result.state.accuracy - result.delta_accuracy, np.full(3, params.a_target)
+    )
     assert learnt.terminated.all() and not learnt.truncated.any()
     gain = learnt.delta_accuracy / (params.a_target - params.a0)
     np.testing.assert_allclose(ExcessGain()(params, learnt), gain - t / 7200.0, rtol=1e-15)

@@ -43,13 +43,27 @@ CUT_STEPS = 4
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Minari's data folder holding the module's three datasets."""
     out = tmp_path_factory.mktemp("minari")
-    argv = ["--env", SMALL, "--policies", "PowerTrip,Optimiser", "--episodes", str(EPISODES),
-            "--seed", str(SEED), "--out", str(out)]  # fmt: skip
+    argv = [
+        "--env",
+        SMALL,
+        "--policies",
+        "PowerTrip,Optimiser",
+        "--episodes",
+        str(EPISODES),
+        "--seed",
+        str(SEED),
+        "--out",
+        str(out),
+    ]
     assert datasets.main(argv) == 0
     ids = datasets.record(
-        FLAGSHIP, "PowerTrip", episodes=1, seed=SEED, root=out,
+        FLAGSHIP,
+        "PowerTrip",
+        episodes=1,
+        seed=SEED,
+        root=out,
         env_kwargs={"max_episode_steps": CUT_STEPS},
-    )  # fmt: skip
+    )
     assert ids == [CUT_ID]
     return out
 
@@ -301,8 +315,9 @@ def _must_not_run(*args: object, **kwargs: object) -> None:
 
 
 def _files(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
-            if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 def _one(out: Path, *extra: str) -> int:

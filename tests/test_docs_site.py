@@ -151,8 +151,11 @@ def test_mkdocs_builds_the_site_strictly(tmp_path) -> None:
     of the navigation, a docstring mkdocstrings cannot render)."""
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "site" / "envs" / "PowerTrip-v0" / "index.html").is_file()

@@ -637,6 +637,26 @@ def test_info_has_the_same_numeric_keys_at_reset_and_after_every_round(env_id, k
         assert {k: first[k].dtype for k in INFO_KEYS} == {k: infos[-1][k].dtype for k in INFO_KEYS}
 
 
+def test_the_single_envs_info_is_the_batch_infos_first_row_keyed_in_info_keys_order():
+    """The single env's info (``dynamics.first_info``, written out by hand for speed) reads the
+    kernel's columns by the same names as the vector env's (``Interface.batch_info``)."""
+    from powertrip_env.interface import INFO_KEYS as ORDER
+
+    env = gym.make(FLAGSHIP)
+    env.reset(seed=4)
+    engine = env.unwrapped._engine
+    for _ in range(3):
+        result, _, report = engine.step(np.ones((1, engine.params.n_sites), bool), lend=False)
+        engine.state = result.state
+        single = engine.interface.episode_info(report)
+        batch = engine.interface.batch_info(report)
+        assert tuple(single) == ORDER
+        for key in ORDER:
+            np.testing.assert_array_equal(single[key], batch[key][0], err_msg=key)
+            assert np.asarray(single[key]).dtype == batch[key].dtype, key
+    assert single["rounds"] == 3 and single["elapsed_s"] > 0.0
+
+
 def test_reset_info_reports_no_round_yet_and_episode_end_keys_are_neutral_until_the_end():
     env = gym.make(FLAGSHIP)
     _, info = env.reset(seed=3)
@@ -839,16 +859,18 @@ def test_observation_reports_each_sites_power_and_selection(toy_path):
     np.testing.assert_allclose(
         sites[0],
         [0.5, 10 / 16, 100 / 320, 600 / time_scale, 0.25, 0, 0, 1, join, *[0.5] * 4, 0, 1],
-        rtol=1e-6, atol=1e-7,
-    )  # fmt: skip
+        rtol=1e-6,
+        atol=1e-7,
+    )
     np.testing.assert_allclose(  # dark
         sites[1], [0, 0, 0, 1, 0.5, 0, 0, 0, join, 0, 0, 0, 0, 0, 1], rtol=1e-6, atol=1e-7
     )
     np.testing.assert_allclose(
         sites[2],
         [0.5, 6 / 16, 120 / 320, 500 / time_scale, 1.0, 0, 0, 1, join, *[0.5] * 4, 0, 1],
-        rtol=1e-6, atol=1e-7,
-    )  # fmt: skip
+        rtol=1e-6,
+        atol=1e-7,
+    )
     np.testing.assert_allclose(glob, [0, 0, 1, 0, 0, 1], atol=1e-6)
 
     obs, _, _, _, info = env.step(np.array([1, 0, 1]))
@@ -933,8 +955,9 @@ def test_absurdly_slow_rounds_are_cut_at_the_budget_and_fail_honestly(
     # at it, teaches nothing, and the episode fails with tta_h equal to the budget (not a time
     # clamped somewhere past it, and the same whatever the size of the input).
     overrides = {table: {field: value}}
-    path = write_scenario(tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 0.5},
-                          **overrides)  # fmt: skip
+    path = write_scenario(
+        tmp_path, [site("a", "ca"), site("b", "cb")], {"ca": 0.5, "cb": 0.5}, **overrides
+    )
     env = gym.make("PowerTrip-v0", scenario=str(path))
     budget_s = env.unwrapped.params.time_budget_s
     obs, _ = env.reset(seed=0)

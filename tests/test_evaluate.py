@@ -108,11 +108,21 @@ def test_day_bootstrap_refuses_values_and_days_of_different_lengths():
 
 def _frame(tta_by_policy: dict[str, list[float]], times: list[str]) -> pd.DataFrame:
     rows = [
-        {"policy": p, "episode": e, "seed": e, "start_time": t, "tta_h": x, "success": True,
-         "rounds": 10, "energy_kwh": 1.0, "mean_sites": 2.0, "comm_share": 0.1}
+        {
+            "policy": p,
+            "episode": e,
+            "seed": e,
+            "start_time": t,
+            "tta_h": x,
+            "success": True,
+            "rounds": 10,
+            "energy_kwh": 1.0,
+            "mean_sites": 2.0,
+            "comm_share": 0.1,
+        }
         for p, values in tta_by_policy.items()
         for e, (t, x) in enumerate(zip(times, values, strict=True))
-    ]  # fmt: skip
+    ]
     return pd.DataFrame(rows, columns=EPISODE_COLUMNS)
 
 
@@ -286,10 +296,21 @@ def test_cli_evaluates_a_saved_agent_next_to_the_baselines(ppo_zip, tmp_path, ca
     out = tmp_path / "res"
     code = main(
         [
-            "--env", "PowerTrip-v0", "--policies", "AllSites", "--model", str(ppo_zip),
-            "--algo", "ppo", "--episodes", "1", "--out", str(out), "--no-progress",
+            "--env",
+            "PowerTrip-v0",
+            "--policies",
+            "AllSites",
+            "--model",
+            str(ppo_zip),
+            "--algo",
+            "ppo",
+            "--episodes",
+            "1",
+            "--out",
+            str(out),
+            "--no-progress",
         ]
-    )  # fmt: skip
+    )
     assert code == 0
     frame = pd.read_csv(out / "episodes.csv")
     assert list(frame["policy"]) == ["AllSites", "tiny_ppo"]  # labelled by the file stem
@@ -516,18 +537,32 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard",
              "leaderboard-scores", "leaderboard-measured", "leaderboard-carbon")  # fmt: skip
-    blocks = {name: f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n"
-              for name in names}  # fmt: skip
+    blocks = {name: f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n" for name in names}
     starts = ["2022-06-28T03:00:00Z", "2022-06-29T03:00:00Z"]
     frame = pd.DataFrame(
-        [{"task": "PowerTrip-v0", "policy": policy, "episode": e, "start_time": start,
-          "tta_h": tta + e, "success": True}
-         for policy, tta in (("PowerTrip", 30.0), ("Optimiser", 20.0), ("LowerBound", 19.0))
-         for e, start in enumerate(starts)]
-    )  # fmt: skip
-    facts = {"PowerTrip-v0": {"optimiser_headroom": 1.2, "optimum_upper_h": 20.5,
-                              "optimum_lower_h": 19.5, "gap": 1.05, "reference_never_beaten": True,
-                              "n_sites": 10}}  # fmt: skip
+        [
+            {
+                "task": "PowerTrip-v0",
+                "policy": policy,
+                "episode": e,
+                "start_time": start,
+                "tta_h": tta + e,
+                "success": True,
+            }
+            for policy, tta in (("PowerTrip", 30.0), ("Optimiser", 20.0), ("LowerBound", 19.0))
+            for e, start in enumerate(starts)
+        ]
+    )
+    facts = {
+        "PowerTrip-v0": {
+            "optimiser_headroom": 1.2,
+            "optimum_upper_h": 20.5,
+            "optimum_lower_h": 19.5,
+            "gap": 1.05,
+            "reference_never_beaten": True,
+            "n_sites": 10,
+        }
+    }
     monkeypatch.setattr(benchmark, "benchmark", lambda **kw: (frame, facts))
 
     def profile(scored, zero, top, path):
@@ -611,8 +646,10 @@ def test_readme_tables_refuses_a_leaderboard_from_that_is_not_a_board(tmp_path, 
     writes neither page."""
     import maintainers.readme_tables as readme_tables
 
-    blocks = "".join(f"<!-- results:{n} -->\nold\n<!-- /results:{n} -->\n"
-                     for n in ("leaderboard", "leaderboard-scores"))  # fmt: skip
+    blocks = "".join(
+        f"<!-- results:{n} -->\nold\n<!-- /results:{n} -->\n"
+        for n in ("leaderboard", "leaderboard-scores")
+    )
     readme = tmp_path / "README.md"
     readme.write_text(blocks, encoding="utf-8")
     run = tmp_path / "run"

@@ -34,8 +34,20 @@ def pixels(size_in: tuple[float, float], dpi: int) -> tuple[int, int]:
 
 
 def _argv(scenario: Path, out: Path, *extra: str) -> list[str]:
-    return ["--scenario", str(scenario), "--policies", ",".join(POLICIES), "--episodes", "3",
-            "--seed", "5", "--out", str(out), "--no-progress", *extra]  # fmt: skip
+    return [
+        "--scenario",
+        str(scenario),
+        "--policies",
+        ",".join(POLICIES),
+        "--episodes",
+        "3",
+        "--seed",
+        "5",
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
 
 
 @pytest.fixture
@@ -138,12 +150,23 @@ def test_a_timeline_seed_that_is_no_integer_is_refused(small_scenario, tmp_path,
 def _evaluation(tta: dict[str, list[float]], success: dict[str, list[bool]]) -> Evaluation:
     days = ["2022-06-28T03:00:00Z", "2022-06-29T03:00:00Z", "2022-06-30T03:00:00Z"]
     rows = [
-        {"policy": p, "episode": e, "seed": e, "start_time": days[e], "tta_h": x,
-         "success": success[p][e], "rounds": 10, "energy_kwh": 1.0, "mean_sites": 2.0,
-         "comm_share": 0.1, "comm_s": 1.0, "active_s": 10.0}
+        {
+            "policy": p,
+            "episode": e,
+            "seed": e,
+            "start_time": days[e],
+            "tta_h": x,
+            "success": success[p][e],
+            "rounds": 10,
+            "energy_kwh": 1.0,
+            "mean_sites": 2.0,
+            "comm_share": 0.1,
+            "comm_s": 1.0,
+            "active_s": 10.0,
+        }
         for p, values in tta.items()
         for e, x in enumerate(values)
-    ]  # fmt: skip
+    ]
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     return Evaluation("PowerTrip-v0", "test", frame, summary_table(frame, list(tta)))
 

@@ -32,9 +32,12 @@ def flaky(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Three sites; s1 has power only every other five minutes and rounds take about 400 s,
     so a round that starts with s1 powered loses it before s1 finishes: it drops out."""
     path = write_powered_scenario(
-        tmp_path_factory.mktemp("flaky"), [[8, 8, 8], [8, 0, 8]], days=3,
-        workload={"flops_per_sample": 1.6e14}, episode={"time_budget_h": 3.0},
-    )  # fmt: skip
+        tmp_path_factory.mktemp("flaky"),
+        [[8, 8, 8], [8, 0, 8]],
+        days=3,
+        workload={"flops_per_sample": 1.6e14},
+        episode={"time_budget_h": 3.0},
+    )
     return str(path)
 
 
@@ -72,9 +75,13 @@ def test_three_rounds_follow_the_policy_and_leave_out_the_dropped_site(flaky) ->
 
     def main(grid, context) -> None:
         strategy = PowerTripStrategy(
-            policy, "PowerTrip-v0", seed=1, split="all", initial_model=initial,
+            policy,
+            "PowerTrip-v0",
+            seed=1,
+            split="all",
+            initial_model=initial,
             env_kwargs={"scenario": flaky},
-        )  # fmt: skip
+        )
         out["result"] = strategy.start(grid, None, num_rounds=3, evaluate_fn=task.evaluate_fn)
         out["strategy"] = strategy
 
@@ -94,8 +101,10 @@ def test_three_rounds_follow_the_policy_and_leave_out_the_dropped_site(flaky) ->
     for r in dropped:
         assert r.excluded == ("s1",) and r.completed == ("s0", "s2")
     # the final model is FedAvg of the completed sites only, round by round, from the start
-    weights = {name: tensor.clone() for name, tensor in task.initial_arrays(seeds[-1])
-               .to_torch_state_dict().items()}  # fmt: skip
+    weights = {
+        name: tensor.clone()
+        for name, tensor in task.initial_arrays(seeds[-1]).to_torch_state_dict().items()
+    }
     steps, batch = 10, 100  # the scenario's local_steps and site_batch
     for r in rounds:
         trained, sizes = [], []
@@ -109,8 +118,9 @@ def test_three_rounds_follow_the_policy_and_leave_out_the_dropped_site(flaky) ->
             trained.append(model.state_dict())
             sizes.append(len(y))
         total = sum(sizes)
-        weights = {k: sum(t[k] * (n / total) for t, n in zip(trained, sizes, strict=True))
-                   for k in weights}  # fmt: skip
+        weights = {
+            k: sum(t[k] * (n / total) for t, n in zip(trained, sizes, strict=True)) for k in weights
+        }
     final = out["result"].arrays.to_torch_state_dict()
     for key, value in weights.items():
         np.testing.assert_allclose(final[key].numpy(), value.numpy(), rtol=1e-5, atol=1e-6)
@@ -124,9 +134,13 @@ def test_more_nodes_than_sites_is_refused_naming_the_sites(flaky) -> None:
     task = ScenarioTask("PowerTrip-v0", scenario=flaky)
 
     def main(grid, context) -> None:
-        strategy = PowerTripStrategy("AllSites", "PowerTrip-v0", split="all",
-                                     initial_model=task.initial_arrays,
-                                     env_kwargs={"scenario": flaky})  # fmt: skip
+        strategy = PowerTripStrategy(
+            "AllSites",
+            "PowerTrip-v0",
+            split="all",
+            initial_model=task.initial_arrays,
+            env_kwargs={"scenario": flaky},
+        )
         strategy.start(grid, None, num_rounds=1, evaluate_fn=task.evaluate_fn)
 
     with pytest.raises(ValueError, match=r"4 Flower nodes .* 3 sites \(s0, s1, s2\)"):

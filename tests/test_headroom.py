@@ -37,8 +37,17 @@ def small(tmp_path_factory) -> Path:
 
 def test_headroom_writes_its_files_and_ends_with_the_documented_json(small, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = ["--env", "PowerTrip-v0", "--scenario", str(small), "--episodes", "2",
-            "--out", str(out), "--no-progress"]  # fmt: skip
+    argv = [
+        "--env",
+        "PowerTrip-v0",
+        "--scenario",
+        str(small),
+        "--episodes",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert headroom.main(argv) == 0
     stdout, stderr = capsys.readouterr()
     assert "the bound is wrong" not in stderr
@@ -57,8 +66,7 @@ def test_headroom_writes_its_files_and_ends_with_the_documented_json(small, tmp_
 
     assert {p.name for p in out.iterdir()} == {"headroom.csv", "headroom.md"}
     frame = pd.read_csv(out / "headroom.csv")
-    assert list(frame.columns) == ["env", "policy", "episode", "seed", "tta_h", "success",
-                                   "rounds"]  # fmt: skip
+    assert list(frame.columns) == ["env", "policy", "episode", "seed", "tta_h", "success", "rounds"]
     assert len(frame) == 2 * len(policies)
     assert set(frame["policy"]) == policies
     assert (frame["env"] == f"PowerTrip-v0:{small}").all()
@@ -93,10 +101,20 @@ def test_bad_arguments_exit_2_before_anything_is_written(argv, message, tmp_path
 
 def test_bad_env_exits_2_from_the_command_line(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "powertrip_env.harness.reports.headroom", "--env", "NoSuchEnv-v0",
-         "--out", str(tmp_path / "out")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "powertrip_env.harness.reports.headroom",
+            "--env",
+            "NoSuchEnv-v0",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "NoSuchEnv-v0" in done.stderr and "PowerTrip-v0" in done.stderr
     assert done.stdout == ""
@@ -147,8 +165,11 @@ def test_the_two_thresholds_are_what_the_published_table_and_pages_say() -> None
         "one-shot": r"[Bb]elow (\d\.\d+)",
         "task": r"headroom (?:of )?(?:at least|>=) (\d\.\d+)",
     }
-    pages = [REPO / "README.md", REPO / "powertrip_env" / "__init__.py",
-             *sorted((REPO / "docs").rglob("*.md"))]  # fmt: skip
+    pages = [
+        REPO / "README.md",
+        REPO / "powertrip_env" / "__init__.py",
+        *sorted((REPO / "docs").rglob("*.md")),
+    ]
     found = {"one-shot": set(), "task": set()}
     for page in pages:
         text = " ".join(page.read_text(encoding="utf-8").split())

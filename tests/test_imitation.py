@@ -179,8 +179,22 @@ def test_one_student_learns_from_several_ids(tmp_path) -> None:
     """Repeated ``--env`` labels each ID and fits one student on all of them; it plays on a
     catalogue of 10 sites and on one of 24, the features being the same size for both."""
     out = tmp_path / "run"
-    argv = ["--env", "PowerTrip-v0", "--env", "PowerTrip-Wide-v0", "--n-envs", "2", "--steps",
-            "2", "--dagger", "1", "--epochs", "2", "--out", str(out)]  # fmt: skip
+    argv = [
+        "--env",
+        "PowerTrip-v0",
+        "--env",
+        "PowerTrip-Wide-v0",
+        "--n-envs",
+        "2",
+        "--steps",
+        "2",
+        "--dagger",
+        "1",
+        "--epochs",
+        "2",
+        "--out",
+        str(out),
+    ]
     assert imitation.main(argv) == 0
     summary = json.loads((out / "imitation.json").read_text())
     assert summary["env"] == ["PowerTrip-v0", "PowerTrip-Wide-v0"]
@@ -197,8 +211,22 @@ def test_one_student_learns_from_several_ids(tmp_path) -> None:
 
 def test_the_command_teaches_informed_on_the_measured_track(tmp_path) -> None:
     out = tmp_path / "run"
-    argv = ["--env", "PowerTrip-Measured-v0", "--teacher", "informed", "--n-envs", "2",
-            "--steps", "3", "--dagger", "1", "--epochs", "1", "--out", str(out)]  # fmt: skip
+    argv = [
+        "--env",
+        "PowerTrip-Measured-v0",
+        "--teacher",
+        "informed",
+        "--n-envs",
+        "2",
+        "--steps",
+        "3",
+        "--dagger",
+        "1",
+        "--epochs",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert imitation.main(argv) == 0
     assert (out / "model.zip").is_file()
     summary = json.loads((out / "imitation.json").read_text())

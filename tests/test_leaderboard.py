@@ -36,11 +36,13 @@ ZERO, TOP = "PowerTrip", "Optimiser"
 
 # Two tasks, four episodes each on two start days (episodes 0, 1 on the 28th, 2, 3 on the 29th).
 TOY = {
-    "A-v0": {"PowerTrip": [10, 12, 14, 16], "Optimiser": [6, 8, 8, 10],
-             "Greedy": [9, 11, 12, 12]},
-    "B-v0": {"PowerTrip": [20, 20, 24, 24], "Optimiser": [10, 12, 14, 16],
-             "Greedy": [22, 22, 22, 23]},
-}  # fmt: skip
+    "A-v0": {"PowerTrip": [10, 12, 14, 16], "Optimiser": [6, 8, 8, 10], "Greedy": [9, 11, 12, 12]},
+    "B-v0": {
+        "PowerTrip": [20, 20, 24, 24],
+        "Optimiser": [10, 12, 14, 16],
+        "Greedy": [22, 22, 22, 23],
+    },
+}
 TOY_STARTS = [
     "2022-06-28T03:00:00+00:00",
     "2022-06-28T15:00:00+00:00",
@@ -62,9 +64,15 @@ def frame(
         for policy, values in policies.items():
             for e, v in enumerate(values):
                 rows.append(
-                    {"task": task, "policy": policy, "episode": e, "start_time": times[e],
-                     "tta_h": float(v), "success": True}
-                )  # fmt: skip
+                    {
+                        "task": task,
+                        "policy": policy,
+                        "episode": e,
+                        "start_time": times[e],
+                        "tta_h": float(v),
+                        "success": True,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -91,10 +99,15 @@ def larger() -> pd.DataFrame:
             }
             for policy, v in values.items():
                 rows.append(
-                    {"task": task, "policy": policy, "episode": e,
-                     "start_time": f"2022-07-{10 + day:02d}T{6 + e % 3:02d}:00:00Z", "tta_h": v,
-                     "success": True}
-                )  # fmt: skip
+                    {
+                        "task": task,
+                        "policy": policy,
+                        "episode": e,
+                        "start_time": f"2022-07-{10 + day:02d}T{6 + e % 3:02d}:00:00Z",
+                        "tta_h": v,
+                        "success": True,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -243,8 +256,12 @@ def test_bootstrap_interval_is_the_range_of_the_resamples_with_two_days(toy) -> 
 
 def test_a_one_day_task_is_held_fixed(toy: pd.DataFrame) -> None:
     """A on one day: its score stays 0.4, and B's three resamples give -2/9, -1/36 and 1/6."""
-    one_day = ["2022-06-28T01:00:00Z", "2022-06-28T02:00:00Z", "2022-06-28T03:00:00Z",
-               "2022-06-28T04:00:00Z"]  # fmt: skip
+    one_day = [
+        "2022-06-28T01:00:00Z",
+        "2022-06-28T02:00:00Z",
+        "2022-06-28T03:00:00Z",
+        "2022-06-28T04:00:00Z",
+    ]
     agg = aggregate(frame(TOY, {"A-v0": one_day}), ZERO, TOP)
     lo, hi = (0.4 - 2.0 / 9.0) / 2.0, (0.4 + 1.0 / 6.0) / 2.0
     assert agg["Greedy"]["ci95"] == pytest.approx([lo, hi], abs=1e-12)
@@ -395,8 +412,11 @@ def test_markdown_has_sorted_tables_and_the_caption(toy: pd.DataFrame) -> None:
 
 
 def _readme_rows(scores: str) -> dict[str, list[str]]:
-    return {line.split("|")[1].strip(): [c.strip() for c in line.strip("|\n").split("|")[1:]]
-            for line in scores.splitlines() if line.startswith("| ")}  # fmt: skip
+    return {
+        line.split("|")[1].strip(): [c.strip() for c in line.strip("|\n").split("|")[1:]]
+        for line in scores.splitlines()
+        if line.startswith("| ")
+    }
 
 
 def test_readme_scores_put_each_task_score_beside_the_aggregate(toy: pd.DataFrame) -> None:
@@ -436,8 +456,10 @@ def with_failures(toy: pd.DataFrame) -> pd.DataFrame:
     for task, budget in BUDGET.items():
         for e, start in enumerate(TOY_STARTS):
             row = {"task": task, "episode": e, "start_time": start, "tta_h": budget}
-            extra += [{**row, "policy": "Stuck", "success": False},
-                      {**row, "policy": "AlsoStuck", "success": False}]  # fmt: skip
+            extra += [
+                {**row, "policy": "Stuck", "success": False},
+                {**row, "policy": "AlsoStuck", "success": False},
+            ]
             if task == "A-v0":
                 extra.append({**row, "policy": "HalfWay", "tta_h": 9.0, "success": True})
             else:
@@ -452,8 +474,11 @@ def test_the_board_shows_success_and_marks_a_policy_that_never_finished(with_fai
     mark = measures.NEVER_FINISHED
     board = leaderboard.board(with_failures, ZERO, TOP)
     text = to_markdown(board, title="Board")
-    agg = {line.split("|")[1].strip(): line for line in text.split("## A-v0")[0].splitlines()
-           if line.startswith("| ")}  # fmt: skip
+    agg = {
+        line.split("|")[1].strip(): line
+        for line in text.split("## A-v0")[0].splitlines()
+        if line.startswith("| ")
+    }
     assert agg["policy"] == "| policy | mean score [95% CI] | IQM [95% CI] | success |"
     for stuck in ("Stuck", "AlsoStuck"):
         _, mean_cell, _, success = (c.strip() for c in agg[stuck].strip("| ").split("|"))
@@ -510,9 +535,14 @@ def test_the_board_needs_each_episode_s_success(toy: pd.DataFrame) -> None:
 
 
 def _facts(**extra: object) -> dict[str, object]:
-    return {"optimiser_headroom": np.float64(1.25), "optimum_upper_h": 8.0,
-            "optimum_lower_h": np.float32(7.5), "gap": 0.0625,
-            "reference_never_beaten": np.bool_(True), **extra}  # fmt: skip
+    return {
+        "optimiser_headroom": np.float64(1.25),
+        "optimum_upper_h": 8.0,
+        "optimum_lower_h": np.float32(7.5),
+        "gap": 0.0625,
+        "reference_never_beaten": np.bool_(True),
+        **extra,
+    }
 
 
 def _types(value: object) -> set[type]:
@@ -536,8 +566,12 @@ def test_json_has_the_required_shape_and_plain_types(toy: pd.DataFrame) -> None:
     assert a["reference_never_beaten"] is True
     assert a["note"] == "cut" and a["runs"] == 3 and type(a["runs"]) is int
     assert list(a["policies"]) == [TOP, "Greedy", ZERO]
-    assert a["policies"]["Greedy"] == {"tta_h": 11.0, "score": pytest.approx(0.4, abs=1e-12),
-                                       "success": 1.0, "never_finished": False}  # fmt: skip
+    assert a["policies"]["Greedy"] == {
+        "tta_h": 11.0,
+        "score": pytest.approx(0.4, abs=1e-12),
+        "success": 1.0,
+        "never_finished": False,
+    }
     assert type(a["policies"]["Greedy"]["tta_h"]) is float
     greedy = out["aggregate"]["Greedy"]
     assert set(greedy) >= {"mean", "iqm", "ci95"}
@@ -556,9 +590,11 @@ def test_json_refuses_nan_and_missing_facts(toy: pd.DataFrame) -> None:
         to_json(toy, ZERO, TOP, task_facts={"A-v0": partial, "B-v0": _facts()})
     with pytest.raises(TypeError, match="not a bool"):
         to_json(
-            toy, ZERO, TOP,
+            toy,
+            ZERO,
+            TOP,
             task_facts={"A-v0": _facts(reference_never_beaten="yes"), "B-v0": _facts()},
-        )  # fmt: skip
+        )
     with pytest.raises(ValueError, match="inf"):
         to_json(toy, ZERO, TOP, task_facts={"A-v0": _facts(extra=math.inf), "B-v0": _facts()})
 
@@ -567,8 +603,10 @@ def test_a_policy_missing_from_a_task_is_listed_but_not_aggregated() -> None:
     """MyopicOptimal cannot run above 16 sites: its task tables keep it, the aggregate and the
     profile (over the policies that ran every task) leave it out and say so."""
     rows = []
-    for task, times in (("A", ("2022-06-29T00:00:00Z", "2022-06-30T00:00:00Z")),
-                        ("B", ("2022-07-01T00:00:00Z", "2022-07-02T00:00:00Z"))):  # fmt: skip
+    for task, times in (
+        ("A", ("2022-06-29T00:00:00Z", "2022-06-30T00:00:00Z")),
+        ("B", ("2022-07-01T00:00:00Z", "2022-07-02T00:00:00Z")),
+    ):
         for e, start in enumerate(times):
             for policy, tta in (("PowerTrip", 30.0), ("Optimiser", 20.0), ("Rule", 25.0 + e)):
                 rows.append((task, policy, e, start, tta, True))
@@ -578,8 +616,16 @@ def test_a_policy_missing_from_a_task_is_listed_but_not_aggregated() -> None:
     frame = pd.DataFrame(rows, columns=columns)
     assert leaderboard.common_policies(frame) == ["PowerTrip", "Optimiser", "Rule"]
     assert set(leaderboard.on_every_task(frame)["policy"]) == {"PowerTrip", "Optimiser", "Rule"}
-    facts = {t: {"optimiser_headroom": 1.1, "optimum_upper_h": 20.0, "optimum_lower_h": 19.0,
-                 "gap": 1.05, "reference_never_beaten": True} for t in ("A", "B")}  # fmt: skip
+    facts = {
+        t: {
+            "optimiser_headroom": 1.1,
+            "optimum_upper_h": 20.0,
+            "optimum_lower_h": 19.0,
+            "gap": 1.05,
+            "reference_never_beaten": True,
+        }
+        for t in ("A", "B")
+    }
     out = leaderboard.to_json(frame, "PowerTrip", "Optimiser", task_facts=facts, resamples=50)
     assert out["tasks"]["A"]["policies"]["Myopic"]["score"] == pytest.approx(0.8)
     assert "Myopic" not in out["tasks"]["B"]["policies"]
@@ -656,8 +702,14 @@ def test_evaluate_s_summary_marks_a_policy_that_never_finished_as_the_board_does
                                  ("Sometimes", 30.0, None)):  # fmt: skip
         for e in range(4):
             row = dict.fromkeys(EPISODE_COLUMNS, 1.0)
-            row.update(policy=policy, episode=e, seed=e, start_time=TOY_STARTS[e], tta_h=tta,
-                       success=e < 2 if success is None else success)  # fmt: skip
+            row.update(
+                policy=policy,
+                episode=e,
+                seed=e,
+                start_time=TOY_STARTS[e],
+                tta_h=tta,
+                success=e < 2 if success is None else success,
+            )
             rows.append(row)
     episodes = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     order = ["PowerTrip", "Stuck", "Sometimes"]

@@ -13,6 +13,7 @@ from torch import nn
 
 import powertrip_env
 from powertrip_env import dynamics
+from powertrip_env.dynamics import layout
 from powertrip_env.harness.calibration import calibrate
 from powertrip_env.harness.calibration.validate import kendall_tau
 from powertrip_env.harness.calibration.validate import main as validate_main
@@ -28,9 +29,9 @@ def _round(n: int, done: list[int], dropped: list[int] = (), idle=False, cut=Fal
     drop = np.zeros((1, n), dtype=bool)
     drop[0, list(dropped)] = True
     record = np.zeros((1, len(dynamics.RECORD_FIELDS)))
-    record[0, dynamics.R_IDLE], record[0, dynamics.R_CUT] = idle, cut
+    record[0, layout.R_IDLE], record[0, layout.R_CUT] = idle, cut
     sites = np.zeros((1, len(dynamics.SITE_RECORD), n))
-    sites[:, dynamics.SELECTED], sites[:, dynamics.DROPPED] = selected, drop
+    sites[:, layout.SELECTED], sites[:, layout.DROPPED] = selected, drop
     return dynamics.RoundResult(None, record, sites)
 
 
@@ -251,8 +252,9 @@ def test_users_bring_their_own_model_and_per_site_datasets() -> None:
         *_, info = env.step(np.ones(8, dtype=np.int8))
     assert info["accuracy"] > max(start, 0.8)
     with pytest.raises(ValueError, match="one \\(inputs, labels\\) pair per site"):
-        gym.make("PowerTrip-LoRA-v0", learner=TorchFedLearner(
-            lambda: nn.Linear(5, 2), sites[:3], (x, y))).reset(seed=0)  # fmt: skip
+        gym.make(
+            "PowerTrip-LoRA-v0", learner=TorchFedLearner(lambda: nn.Linear(5, 2), sites[:3], (x, y))
+        ).reset(seed=0)
 
 
 # --------------------------------------------------------------------------- calibration
@@ -273,12 +275,18 @@ def test_the_fit_recovers_a_surrogate_from_its_own_rounds() -> None:
             mask[rng.choice(8, size=k, replace=False)] = 1
             *_, info = env.step(mask)
             rows.append(info)
-        recorded.append(calibrate.Recorded(
-            "test", e, np.array([i["elapsed_s"] / 3600 for i in rows]),
-            np.array([i["selected"] & ~i["dropped"] for i in rows]),
-            np.array([not (i["idle"] or i["cut"]) for i in rows]),
-            np.array([i["idle"] for i in rows]), np.array([i["accuracy"] for i in rows]), 0.0,
-        ))  # fmt: skip
+        recorded.append(
+            calibrate.Recorded(
+                "test",
+                e,
+                np.array([i["elapsed_s"] / 3600 for i in rows]),
+                np.array([i["selected"] & ~i["dropped"] for i in rows]),
+                np.array([not (i["idle"] or i["cut"]) for i in rows]),
+                np.array([i["idle"] for i in rows]),
+                np.array([i["accuracy"] for i in rows]),
+                0.0,
+            )
+        )
     fitted = calibrate.fit(recorded, params, iterations=60)
     assert fitted["rmse_before"] < 1e-9  # the replay is the simulator's own arithmetic
     assert fitted["rmse_after"] < 0.01
@@ -286,8 +294,9 @@ def test_the_fit_recovers_a_surrogate_from_its_own_rounds() -> None:
 
 def test_calibrate_writes_a_scenario_that_loads_and_its_files(tmp_path) -> None:
     out = tmp_path / "calib"
-    code = calibrate.main(["--episodes", "1", "--iterations", "3", "--max-rounds", "15",
-                           "--out", str(out)])  # fmt: skip
+    code = calibrate.main(
+        ["--episodes", "1", "--iterations", "3", "--max-rounds", "15", "--out", str(out)]
+    )
     assert code == 0
     for name in ("calibrated.toml", "rounds.csv", "fit.json", "real_vs_surrogate.png"):
         assert (out / name).is_file(), name
@@ -314,8 +323,17 @@ def test_kendall_tau_counts_concordant_and_discordant_pairs() -> None:
 
 
 def test_validate_runs_both_learners_and_ends_with_json(tmp_path, capsys) -> None:
-    code = validate_main(["--policies", "AllSites,TopPower-4", "--episodes", "1",
-                          "--out", str(tmp_path), "--no-progress"])  # fmt: skip
+    code = validate_main(
+        [
+            "--policies",
+            "AllSites,TopPower-4",
+            "--episodes",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"kendall_tau", "median_abs_tta_error", "policies"} <= set(last)

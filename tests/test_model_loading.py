@@ -184,8 +184,19 @@ def test_the_command_line_refuses_a_payload_class_naming_the_file_and_entry(
 ):
     marker = tmp_path / "ran"
     model = _rewrite(tiny_ppo, tmp_path / "evil.zip", marker, ["policy_class"])
-    argv = ["--scenario", str(small_scenario), "--policies", "AllSites", "--model", str(model),
-            "--episodes", "1", "--out", str(tmp_path / "res"), "--no-progress"]  # fmt: skip
+    argv = [
+        "--scenario",
+        str(small_scenario),
+        "--policies",
+        "AllSites",
+        "--model",
+        str(model),
+        "--episodes",
+        "1",
+        "--out",
+        str(tmp_path / "res"),
+        "--no-progress",
+    ]
     with _nothing_unpickled(marker):
         assert main(argv) == 2
     err = capsys.readouterr().err
@@ -226,9 +237,13 @@ def test_pretrained_is_the_shipped_file_even_beside_another_agents_package(tmp_p
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     resolved = Path(done.stdout.strip())
     assert resolved == REPO / "agents" / "pretrained" / "model.zip"

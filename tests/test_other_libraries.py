@@ -38,9 +38,14 @@ def run_python(code: str, cwd: Path, timeout: float = 600) -> str:
     what they write (skrl's experiment folders) lands in ``cwd``.
     """
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
-        timeout=timeout, check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout
 

@@ -435,8 +435,10 @@ def solar_scenario(tmp_path_factory) -> Path:
     sun is random per row, the forecast a smooth guess. Rounds of about two minutes."""
     rng = np.random.default_rng(11)
     rows = 2 * ROWS_PER_DAY
-    sites = [site(f"s{i}", f"g{i}", pv_kw=2.0 + i, pv_column=f"p{i}", longitude=-90.0 + 20 * i)
-             for i in range(4)]  # fmt: skip
+    sites = [
+        site(f"s{i}", f"g{i}", pv_kw=2.0 + i, pv_column=f"p{i}", longitude=-90.0 + 20 * i)
+        for i in range(4)
+    ]
     return write_toy_scenario(
         tmp_path_factory.mktemp("solar"),
         sites,

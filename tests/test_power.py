@@ -267,8 +267,12 @@ def test_a_site_forecast_to_lose_its_power_is_predicted_to_drop_out(tmp_path):
     assert dark.delta_progress[0] == 0.0 and dark.comm_s[0] == 0.0
     # The actual sun never sets: the true round completes
     params = load_simulation(dusk_scenario(tmp_path, forecast_h2=0.0)).params
-    real = dynamics.step_round(params, dynamics.initial_state(params, np.array([t])),
-                           np.ones((1, 1), dtype=bool), np.ones((1, 2)))  # fmt: skip
+    real = dynamics.step_round(
+        params,
+        dynamics.initial_state(params, np.array([t])),
+        np.ones((1, 1), dtype=bool),
+        np.ones((1, 2)),
+    )
     assert not real.dropped.any() and real.state.progress[0] > 0
     # A sunny forecast predicts the round that really happens
     sunny = predict_at(dusk_scenario(tmp_path, forecast_h2=0.5), t)
@@ -286,8 +290,9 @@ def test_predict_round_reads_the_forecast_and_never_future_actuals(tmp_path):
         tmp_path, forecast_h2=0.0, pv_actual=lambda r: np.where(r <= now, 0.5, (r % 3) / 2)
     )
     params = load_simulation(changed_actuals).params
-    assert not np.array_equal(params.powered[now + 1 : now + 4],
-                              load_simulation(base).params.powered[now + 1 : now + 4])  # fmt: skip
+    assert not np.array_equal(
+        params.powered[now + 1 : now + 4], load_simulation(base).params.powered[now + 1 : now + 4]
+    )
     a, b = predict_at(base, t), predict_at(changed_actuals, t)
     for name, x, y in zip(dynamics.RoundPrediction._fields, a, b, strict=True):
         np.testing.assert_array_equal(x, y, err_msg=name)

@@ -15,7 +15,14 @@ import numpy as np
 import pytest
 
 from powertrip_env.errors import TraceError
-from powertrip_env.scenario.power_data import PowerTrace, clear_trace_cache, iso_utc, load_trace
+from powertrip_env.scenario.power_data import (
+    GridCsv,
+    PowerTrace,
+    clear_trace_cache,
+    find_columns,
+    iso_utc,
+    load_trace,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "traces" / "power_synthetic_2019.csv"
@@ -308,3 +315,31 @@ def test_shipped_trace_loads() -> None:
     assert trace.n_days == pytest.approx(31.0)
     assert trace.timestamps_s[0] == 1_556_694_000
     assert load_trace(SHIPPED) is trace
+
+
+# --- the public reader other loaders share (carbon_data) ----------------------------------
+
+
+def test_grid_csv_reads_a_regular_grid_of_any_values(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "any.csv", ["timestamp,x", "2019-05-01T07:00:00Z,-3", "2019-05-01T08:00:00Z,7"]
+    )
+    grid = GridCsv(path)
+    assert grid.names == ["timestamp", "x"]
+    rows = grid.rows()
+    times = grid.times(rows["timestamp"])
+    assert times.tolist() == [1556694000, 1556697600]
+    assert grid.step(rows["timestamp"], times) == 3600
+    assert grid.cell(3, 1) == "7"  # the values are the caller's to check: -3 is not refused
+    backwards = ["timestamp,x", "2019-05-01T07:00:00Z,1", "2019-05-01T06:00:00Z,1"]
+    grid = GridCsv(write(tmp_path, "backwards.csv", backwards))
+    rows = grid.rows()
+    with pytest.raises(TraceError, match=r"line 3, column 'timestamp'.*not later than"):
+        grid.step(rows["timestamp"], grid.times(rows["timestamp"]))
+
+
+def test_find_columns_takes_a_bare_string_as_one_name_and_words_a_miss_as_told() -> None:
+    assert find_columns(("a", "bc"), "bc", str).tolist() == [1]
+    assert find_columns(("a", "bc"), ["bc", "a"], str).tolist() == [1, 0]
+    with pytest.raises(TraceError, match=r"^no zone 'b' here$"):
+        find_columns(("a", "bc"), ["a", "b"], lambda name: f"no zone {name!r} here")

@@ -79,9 +79,14 @@ json.dump(out, sys.stdout)
 def run(disable_jit: bool) -> dict:
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1" if disable_jit else "0"}
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=900, check=False,
-    )  # fmt: skip
+        [sys.executable, "-c", SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 

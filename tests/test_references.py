@@ -146,8 +146,14 @@ def test_lower_bound_holds_in_every_round_mode_and_all_reduce(tmp_path, mode):
     assert env.unwrapped.params.fixed_time == mode.startswith("fixed_time")
     successes = 0
     for seed in SEEDS[:3]:
-        policies = (RandomActions(seed), AllSites(), PowerTrip(), MyopicOptimal(), BestFixedSet(),
-                    BeamPlanner(width=4, lookahead=4, top_k=8))  # fmt: skip
+        policies = (
+            RandomActions(seed),
+            AllSites(),
+            PowerTrip(),
+            MyopicOptimal(),
+            BestFixedSet(),
+            BeamPlanner(width=4, lookahead=4, top_k=8),
+        )
         for policy in policies:
             end = play(env, policy, seed)
             assert 0.0 < end["bound_h"] <= end["tta_h"] + 1e-9, (mode, policy.name, seed)
@@ -159,9 +165,12 @@ def test_lower_bound_charges_a_ring_all_reduce_what_it_costs(tmp_path):
     """By ring all-reduce a lone site exchanges nothing and k sites move 2 (k − 1) / k updates
     over their links; charging the hub's exchange instead put the bound above every policy."""
     path = write_scenario(
-        tmp_path, [10, 10, 10, 10], rtt_ms=[1, 30, 60, 120],
-        network={"allreduce": "ring", "rtt_factor": 2.0}, workload={"model_bytes": 1e9},
-    )  # fmt: skip
+        tmp_path,
+        [10, 10, 10, 10],
+        rtt_ms=[1, 30, 60, 120],
+        network={"allreduce": "ring", "rtt_factor": 2.0},
+        workload={"model_bytes": 1e9},
+    )
     env = gym.make("PowerTrip-v0", scenario=str(path), split="test", jitter=False)
     for seed in (0, 1):
         for policy in (AllSites(), PowerTrip(), MyopicOptimal(), BestFixedSet()):
@@ -286,8 +295,10 @@ def test_beam_planner_starts_from_the_policies_episodes_and_never_loses_to_them(
     beam too narrow to find them itself still plays one of them or better."""
     env = gym.make("PowerTrip-v0", scenario=str(small), split="test", jitter=jitter)
     for seed in SEEDS:
-        real = {policy.name: play(env, policy, seed)["tta_h"]
-                for policy in (PowerTrip(), MyopicOptimal(), BestFixedSet())}  # fmt: skip
+        real = {
+            policy.name: play(env, policy, seed)["tta_h"]
+            for policy in (PowerTrip(), MyopicOptimal(), BestFixedSet())
+        }
         planner = BeamPlanner(width=1, lookahead=1, top_k=1)
         end = play(env, planner, seed)
         assert end["tta_h"] <= min(real.values()) + 1e-9, (seed, end["tta_h"], real)

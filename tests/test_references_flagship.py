@@ -111,8 +111,9 @@ def variant(folder: Path, name: str) -> Path:
     ],
 )
 def test_lower_bound_holds_on_flagship_variants(tmp_path, name, jitter, seeds):
-    env = gym.make("PowerTrip-v0", scenario=str(variant(tmp_path, name)), split="test",
-                   jitter=jitter)  # fmt: skip
+    env = gym.make(
+        "PowerTrip-v0", scenario=str(variant(tmp_path, name)), split="test", jitter=jitter
+    )
     p = env.unwrapped.params
     assert p.fixed_time == name.startswith("fixed_time")
     assert p.ring == (name != "hub")  # the flagship's all-reduce is a ring

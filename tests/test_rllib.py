@@ -121,15 +121,28 @@ def test_drawn_catalogues_go_by_name_and_vectorise_one_env_each() -> None:
 
 def test_the_site_module_refuses_flat_observations_with_a_hint() -> None:
     with pytest.raises(ValueError, match="obs_mode='dict'"):
-        rllib.SiteRLModule(observation_space=gym.spaces.Box(0, 1, (66,)),
-                           action_space=gym.spaces.MultiDiscrete([2] * 4))  # fmt: skip
+        rllib.SiteRLModule(
+            observation_space=gym.spaces.Box(0, 1, (66,)),
+            action_space=gym.spaces.MultiDiscrete([2] * 4),
+        )
 
 
 def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     """The example, as a user runs it: a fresh interpreter, its own local Ray instance."""
     example = str(ROOT / "examples" / "rllib_ppo.py")
-    command = [sys.executable, example, "--iterations", "2", "--num-env-runners", "1",
-               "--episodes", "2", "--out", str(tmp_path / "run"), *args]  # fmt: skip
+    command = [
+        sys.executable,
+        example,
+        "--iterations",
+        "2",
+        "--num-env-runners",
+        "1",
+        "--episodes",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
 
 
@@ -148,11 +161,29 @@ def test_the_example_trains_with_a_remote_runner_and_compares_the_checkpoint(tmp
     # command line
     out = tmp_path / "again"
     cli = subprocess.run(
-        [sys.executable, "-m", "powertrip_env.harness.evaluation.evaluate", "--env", "PowerTrip-v0",
-         "--policies", "PowerTrip", "--model", str(run / "rllib_ppo"), "--algo", "rllib",
-         "--episodes", "1", "--out", str(out), "--no-progress"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "powertrip_env.harness.evaluation.evaluate",
+            "--env",
+            "PowerTrip-v0",
+            "--policies",
+            "PowerTrip",
+            "--model",
+            str(run / "rllib_ppo"),
+            "--algo",
+            "rllib",
+            "--episodes",
+            "1",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert "| rllib_ppo |" in (out / "summary.md").read_text()
 

@@ -10,16 +10,24 @@ from powertrip_env.harness.reports import room
 
 
 def test_the_rooms_come_from_the_means() -> None:
-    mean = {"HorizonRule": 30.0, "ForecastMPC": 29.0, "AdaptiveHorizon": 28.0,
-            "AdaptiveMPC": 27.5, "ExploringHorizon": 28.5, "Informed": 27.0, "InformedMPC": 27.2,
-            **{room.told_name(k): 30.0 for k in room.TOLD}}  # fmt: skip
+    mean = {
+        "HorizonRule": 30.0,
+        "ForecastMPC": 29.0,
+        "AdaptiveHorizon": 28.0,
+        "AdaptiveMPC": 27.5,
+        "ExploringHorizon": 28.5,
+        "Informed": 27.0,
+        "InformedMPC": 27.2,
+        **{room.told_name(k): 30.0 for k in room.TOLD},
+    }
     mean[room.told_name("throughput")] = 27.6  # closes 80% of HorizonRule's 3 h
     out = room.rooms(mean)
     assert out["stated_room"] == pytest.approx(29.0 / 27.0)
     assert out["learnable_room"] == pytest.approx(27.5 / 27.0)
     assert out["recovered"] == pytest.approx(1.5 / 2.0)
-    assert out["told_share"] == pytest.approx({"throughput": 0.8, "links": 0.0, "joins": 0.0,
-                                               "job": 0.0})  # fmt: skip
+    assert out["told_share"] == pytest.approx(
+        {"throughput": 0.8, "links": 0.0, "joins": 0.0, "job": 0.0}
+    )
 
 
 def test_the_command_reports_the_task_and_a_sweep(capsys) -> None:

@@ -31,10 +31,13 @@ def tracked_files() -> list[Path]:
     except (OSError, subprocess.CalledProcessError):
         files = [p for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts]
     return [
-        f for f in files
-        if f.is_file() and f.suffix in TEXT_SUFFIXES and f.name != Path(__file__).name
+        f
+        for f in files
+        if f.is_file()
+        and f.suffix in TEXT_SUFFIXES
+        and f.name != Path(__file__).name
         and f.stat().st_size < 5_000_000
-    ]  # fmt: skip
+    ]
 
 
 FILES = tracked_files()

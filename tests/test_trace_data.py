@@ -323,8 +323,12 @@ def test_convert_google_reduced_schema_takes_cell_and_pdu_from_the_file_name(
         "index,time,measured_power_util\n0,600000000,0.699\n1,900000000,0.696\n"
     )
     out = tmp_path / "cella.csv"
-    assert convert_google.main([str(tmp_path / "cella_pdu6.csv"), str(tmp_path / "cella_pdu10.csv"),
-                                "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        convert_google.main(
+            [str(tmp_path / "cella_pdu6.csv"), str(tmp_path / "cella_pdu10.csv"), "--out", str(out)]
+        )
+        == 0
+    )
     trace = load_trace(out)
     assert trace.columns == ("cella_pdu6", "cella_pdu10")
     np.testing.assert_array_equal(trace.util, [[0.659, 0.699], [0.657, 0.696]])

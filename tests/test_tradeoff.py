@@ -128,15 +128,22 @@ def test_the_front_refuses_what_it_would_get_wrong():
 
 def test_means_of_averages_each_policy_over_its_episodes_in_first_seen_order():
     episodes = pd.DataFrame(
-        [("B-v0", "Z", 0, 4.0, 10.0, True), ("B-v0", "Z", 1, 6.0, 30.0, False),
-         ("B-v0", "A", 0, 5.0, 20.0, True), ("B-v0", "A", 1, 5.0, 20.0, True),
-         ("A-v0", "Z", 0, 1.0, 2.0, True)],
+        [
+            ("B-v0", "Z", 0, 4.0, 10.0, True),
+            ("B-v0", "Z", 1, 6.0, 30.0, False),
+            ("B-v0", "A", 0, 5.0, 20.0, True),
+            ("B-v0", "A", 1, 5.0, 20.0, True),
+            ("A-v0", "Z", 0, 1.0, 2.0, True),
+        ],
         columns=["task", "policy", "episode", "tta_h", "carbon_kg", "success"],
-    )  # fmt: skip
+    )
     means = means_of(episodes.assign(extra="ignored"))
     assert list(means.columns) == list(MEANS_COLUMNS)
     assert list(zip(means["task"], means["policy"], strict=True)) == [
-        ("B-v0", "Z"), ("B-v0", "A"), ("A-v0", "Z")]  # fmt: skip
+        ("B-v0", "Z"),
+        ("B-v0", "A"),
+        ("A-v0", "Z"),
+    ]
     assert means["tta_h"].tolist() == [5.0, 5.0, 1.0]
     assert means["carbon_kg"].tolist() == [20.0, 20.0, 2.0]
     assert means["success"].tolist() == [0.5, 1.0, 1.0]
@@ -144,10 +151,13 @@ def test_means_of_averages_each_policy_over_its_episodes_in_first_seen_order():
 
 def test_means_of_refuses_means_over_different_episodes():
     base = pd.DataFrame(
-        [("A-v0", "X", 0, 1.0, 1.0, 1.0), ("A-v0", "Y", 0, 1.0, 1.0, 1.0),
-         ("A-v0", "Y", 1, 1.0, 1.0, 1.0)],
+        [
+            ("A-v0", "X", 0, 1.0, 1.0, 1.0),
+            ("A-v0", "Y", 0, 1.0, 1.0, 1.0),
+            ("A-v0", "Y", 1, 1.0, 1.0, 1.0),
+        ],
         columns=["task", "policy", "episode", "tta_h", "carbon_kg", "success"],
-    )  # fmt: skip
+    )
     with pytest.raises(ValueError, match="policy Y played other episodes than X"):
         means_of(base)
     with pytest.raises(ValueError, match="has episode 0 twice"):

@@ -61,8 +61,17 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 @pytest.fixture(scope="module")
 def trained(short_scenario: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("run") / "ppo"
-    argv = ["--scenario", str(short_scenario), "--n-envs", "2", "--vec-env", "subproc",
-            "--out", str(out), *QUICK]  # fmt: skip
+    argv = [
+        "--scenario",
+        str(short_scenario),
+        "--n-envs",
+        "2",
+        "--vec-env",
+        "subproc",
+        "--out",
+        str(out),
+        *QUICK,
+    ]
     torch.set_num_threads(1)
     assert train_agent.main(argv) == 0
     return out
@@ -104,8 +113,18 @@ def test_resume_extends_a_finished_run_into_another_folder(
 ) -> None:
     before = (trained / "config.yaml").read_text(encoding="utf-8")
     branch = tmp_path / "longer"
-    argv = ["--resume", str(trained / "final_model.zip"), "--out", str(branch),
-            "--timesteps", "384", "--vec-env", "dummy", "--final-episodes", "0"]  # fmt: skip
+    argv = [
+        "--resume",
+        str(trained / "final_model.zip"),
+        "--out",
+        str(branch),
+        "--timesteps",
+        "384",
+        "--vec-env",
+        "dummy",
+        "--final-episodes",
+        "0",
+    ]
     code, _, err = run(argv, capsys)
     assert code == 0, err
     model = PPO.load(branch / "final_model.zip", device="cpu")
@@ -124,10 +143,24 @@ def test_saved_model_evaluates_through_the_harness_cli(
 ) -> None:
     # The run above used the short scenario, which extends "lora" and so has the spaces of
     # PowerTrip-LoRA-v0: its model evaluates on that registered ID.
-    cmd = [sys.executable, "-m", "powertrip_env.harness.evaluation.evaluate",
-           "--env", "PowerTrip-LoRA-v0", "--policies", "PowerTrip", "--episodes", "1", "--model",
-           str(trained / "final_model.zip"), "--algo", "ppo", "--out", str(tmp_path),
-           "--no-progress"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "powertrip_env.harness.evaluation.evaluate",
+        "--env",
+        "PowerTrip-LoRA-v0",
+        "--policies",
+        "PowerTrip",
+        "--episodes",
+        "1",
+        "--model",
+        str(trained / "final_model.zip"),
+        "--algo",
+        "ppo",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "| final_model |" in done.stdout
@@ -146,8 +179,19 @@ def test_ctrl_c_saves_interrupted_model_and_exits_130(
         return True
 
     monkeypatch.setattr(callbacks.PowerTripMetrics, "_on_step", press_ctrl_c)
-    argv = ["--scenario", str(short_scenario), "--n-envs", "1", "--out", str(tmp_path),
-            "--algo", "maskable_ppo", "--extractor", "sites", *QUICK]  # fmt: skip
+    argv = [
+        "--scenario",
+        str(short_scenario),
+        "--n-envs",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--algo",
+        "maskable_ppo",
+        "--extractor",
+        "sites",
+        *QUICK,
+    ]
     code, out, _ = run(argv, capsys)
     assert code == 130
     assert f"model saved to {tmp_path / 'interrupted.zip'}" in out
@@ -158,9 +202,27 @@ def test_ctrl_c_saves_interrupted_model_and_exits_130(
 def test_a2c_with_the_flat_mlp_policy_trains(
     short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["--scenario", str(short_scenario), "--algo", "a2c", "--extractor", "mlp",
-            "--n-envs", "2", "--timesteps", "64", "--eval-freq", "32", "--eval-episodes", "1",
-            "--final-episodes", "0", "--out", str(tmp_path), "--no-progress"]  # fmt: skip
+    argv = [
+        "--scenario",
+        str(short_scenario),
+        "--algo",
+        "a2c",
+        "--extractor",
+        "mlp",
+        "--n-envs",
+        "2",
+        "--timesteps",
+        "64",
+        "--eval-freq",
+        "32",
+        "--eval-episodes",
+        "1",
+        "--final-episodes",
+        "0",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     code, _, err = run(argv, capsys)
     assert code == 0, err
     model = A2C.load(tmp_path / "final_model.zip", device="cpu")
@@ -355,11 +417,21 @@ def test_the_printed_command_names_the_run_and_finishes_it(
     command = shlex.split(line.removeprefix("continue with: "))
     assert command[:2] == ["python", "train_agent.py"]
     shown = " ".join(command)
-    for setting in ("--timesteps 192", "--n-envs 2", "--seed 3", "--eval-freq 64",
-                    "--final-episodes 1", "--hp gamma=0.95", "--eval-episodes 1",
-                    "--checkpoint-freq 64", "--final-policies PowerTrip", "--algo ppo",
-                    "--extractor candidates", f"--resume {first / 'interrupted.zip'}",
-                    f"--out {first}"):  # fmt: skip
+    for setting in (
+        "--timesteps 192",
+        "--n-envs 2",
+        "--seed 3",
+        "--eval-freq 64",
+        "--final-episodes 1",
+        "--hp gamma=0.95",
+        "--eval-episodes 1",
+        "--checkpoint-freq 64",
+        "--final-policies PowerTrip",
+        "--algo ppo",
+        "--extractor candidates",
+        f"--resume {first / 'interrupted.zip'}",
+        f"--out {first}",
+    ):
         assert setting in shown, setting
     folder = copy_of(first, tmp_path)
     argv = [arg.replace(str(first), str(folder)) for arg in command[2:]]
@@ -402,8 +474,16 @@ def test_a_resume_may_extend_the_run_and_change_its_final_table(
     interrupted: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = copy_of(interrupted[0], tmp_path)
-    argv = ["--resume", str(folder / "interrupted.zip"), "--timesteps", "256",
-            "--final-episodes", "0", "--checkpoint-freq", "0"]  # fmt: skip
+    argv = [
+        "--resume",
+        str(folder / "interrupted.zip"),
+        "--timesteps",
+        "256",
+        "--final-episodes",
+        "0",
+        "--checkpoint-freq",
+        "0",
+    ]
     code, _, err = run(argv, capsys)  # --out: the run's own folder
     assert code == 0, err
     assert PPO.load(folder / "final_model.zip", device="cpu").num_timesteps == 256
@@ -508,16 +588,44 @@ def test_force_replaces_the_earlier_run_with_only_the_new_one(
     short_scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = old_run(tmp_path / "run")
-    argv = ["--scenario", str(short_scenario), "--n-envs", "1", "--timesteps", "64",
-            "--hp", "n_steps=64", "--hp", "batch_size=64", "--eval-freq", "0",
-            "--checkpoint-freq", "64", "--final-episodes", "1", "--final-policies", "PowerTrip",
-            "--no-progress", "--out", str(folder), "--force"]  # fmt: skip
+    argv = [
+        "--scenario",
+        str(short_scenario),
+        "--n-envs",
+        "1",
+        "--timesteps",
+        "64",
+        "--hp",
+        "n_steps=64",
+        "--hp",
+        "batch_size=64",
+        "--eval-freq",
+        "0",
+        "--checkpoint-freq",
+        "64",
+        "--final-episodes",
+        "1",
+        "--final-policies",
+        "PowerTrip",
+        "--no-progress",
+        "--out",
+        str(folder),
+        "--force",
+    ]
     code, _, err = run(argv, capsys)
     assert code == 0, err
     names = {name for name in files_in(folder) if not name.startswith("tb/")}
-    assert names == {"config.yaml", "final_model.zip", "checkpoints/model_64_steps.zip",
-                     "summary.md", "episodes.csv", "tta.png", "tta_paired.png",
-                     "accuracy_vs_time.png", "timeline.png"}  # fmt: skip
+    assert names == {
+        "config.yaml",
+        "final_model.zip",
+        "checkpoints/model_64_steps.zip",
+        "summary.md",
+        "episodes.csv",
+        "tta.png",
+        "tta_paired.png",
+        "accuracy_vs_time.png",
+        "timeline.png",
+    }
     assert [p.name for p in (folder / "tb").iterdir()] == ["ppo_1"]
     assert (folder / "tb" / "ppo_1" / "events").exists() is False
     assert "| ppo (final_model) |" in (folder / "summary.md").read_text(encoding="utf-8")
@@ -580,9 +688,20 @@ def test_a_stopped_final_comparison_leaves_the_earlier_results_whole(
     monkeypatch.setattr(
         powertrip_env.harness.evaluation.evaluate, "write_files", stopped_after_the_csv
     )
-    argv = ["--resume", str(folder / "final_model.zip"), "--timesteps", "384",
-            "--vec-env", "dummy", "--scenario", str(short_scenario), "--n-envs", "2",
-            "--out", str(folder)]  # fmt: skip
+    argv = [
+        "--resume",
+        str(folder / "final_model.zip"),
+        "--timesteps",
+        "384",
+        "--vec-env",
+        "dummy",
+        "--scenario",
+        str(short_scenario),
+        "--n-envs",
+        "2",
+        "--out",
+        str(folder),
+    ]
     assert train_agent.main(argv) == 130
     assert (folder / "summary.md").read_bytes() == summary
     assert (folder / "episodes.csv").read_bytes() == episodes  # not a new one beside it
@@ -609,9 +728,21 @@ def test_a_full_disk_while_the_final_table_is_written_keeps_the_table(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(powertrip_env.harness.evaluation.evaluate, "write_files", disk_full)
-    argv = ["--resume", str(folder / "final_model.zip"), "--timesteps", "384",
-            "--vec-env", "dummy", "--scenario", str(short_scenario), "--n-envs", "2",
-            "--out", str(folder), "--no-progress"]  # fmt: skip
+    argv = [
+        "--resume",
+        str(folder / "final_model.zip"),
+        "--timesteps",
+        "384",
+        "--vec-env",
+        "dummy",
+        "--scenario",
+        str(short_scenario),
+        "--n-envs",
+        "2",
+        "--out",
+        str(folder),
+        "--no-progress",
+    ]
     code, out, err = run(argv, capsys)
     assert code == 1
     assert (

@@ -37,8 +37,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def one_site_scenario(folder: Path) -> Path:
     """The flagship's job on Berlin alone."""
     berlin = dataclasses.asdict(load_scenario("default").sites[0])
-    doc = {"extends": "default", "name": "one-site",
-           "sites": {"hub": berlin["name"], "site": [{**berlin, "data_share": 1.0}]}}  # fmt: skip
+    doc = {
+        "extends": "default",
+        "name": "one-site",
+        "sites": {"hub": berlin["name"], "site": [{**berlin, "data_share": 1.0}]},
+    }
     path = folder / "one-site.toml"
     path.write_text(dump_toml(doc), encoding="utf-8")
     return path
@@ -230,11 +233,33 @@ def test_padded_encoder_and_head_ignore_padding_and_follow_the_sites() -> None:
 def padded_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A few hundred PPO steps of the site policy on drawn catalogues, padded to 16 sites."""
     out = tmp_path_factory.mktemp("padded")
-    argv = ["--env", "PowerTrip-Random-v0", "--max-sites", "16", "--n-envs", "2",
-            "--extractor", "sites",
-            "--timesteps", "256", "--hp", "n_steps=64", "--hp", "batch_size=64",
-            "--eval-freq", "0", "--checkpoint-freq", "0", "--final-episodes", "1",
-            "--final-policies", "PowerTrip", "--out", str(out), "--no-progress"]  # fmt: skip
+    argv = [
+        "--env",
+        "PowerTrip-Random-v0",
+        "--max-sites",
+        "16",
+        "--n-envs",
+        "2",
+        "--extractor",
+        "sites",
+        "--timesteps",
+        "256",
+        "--hp",
+        "n_steps=64",
+        "--hp",
+        "batch_size=64",
+        "--eval-freq",
+        "0",
+        "--checkpoint-freq",
+        "0",
+        "--final-episodes",
+        "1",
+        "--final-policies",
+        "PowerTrip",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert train_agent.main(argv) == 0
     return out / "final_model.zip"
 
@@ -256,17 +281,42 @@ def test_a_padded_model_runs_on_1_7_and_12_sites(padded_model: Path, tmp_path: P
 
 def test_a_scenario_larger_than_the_padding_is_a_clear_error(padded_model: Path) -> None:
     with pytest.raises(EvaluationError, match=r"cannot run on PowerTrip-Large-v0: max_sites=16"):
-        evaluate("PowerTrip-Large-v0", ["PowerTrip"], episodes=1,
-                 models=[(str(padded_model), "ppo")], progress=False)  # fmt: skip
+        evaluate(
+            "PowerTrip-Large-v0",
+            ["PowerTrip"],
+            episodes=1,
+            models=[(str(padded_model), "ppo")],
+            progress=False,
+        )
 
 
 def test_training_on_several_scenario_files_pads_to_the_largest(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    argv = ["--scenario", str(HELD_OUT[0]), "--scenario", str(HELD_OUT[1]), "--n-envs", "2",
-            "--extractor", "sites", "--timesteps", "128", "--hp", "n_steps=64",
-            "--hp", "batch_size=64",
-            "--eval-freq", "0", "--checkpoint-freq", "0", "--final-episodes", "0",
-            "--out", str(out), "--no-progress"]  # fmt: skip
+    argv = [
+        "--scenario",
+        str(HELD_OUT[0]),
+        "--scenario",
+        str(HELD_OUT[1]),
+        "--n-envs",
+        "2",
+        "--extractor",
+        "sites",
+        "--timesteps",
+        "128",
+        "--hp",
+        "n_steps=64",
+        "--hp",
+        "batch_size=64",
+        "--eval-freq",
+        "0",
+        "--checkpoint-freq",
+        "0",
+        "--final-episodes",
+        "0",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert train_agent.main(argv) == 0
     from stable_baselines3 import PPO
 
@@ -276,8 +326,14 @@ def test_training_on_several_scenario_files_pads_to_the_largest(tmp_path: Path) 
 
 def test_the_pretrained_agent_is_shipped_and_evaluates_by_name() -> None:
     assert pretrained_model_path().is_file()
-    result = evaluate("PowerTrip-Large-v0", [], episodes=1, models=[("pretrained", "ppo")],
-                      env_kwargs={"jitter": False}, progress=False)  # fmt: skip
+    result = evaluate(
+        "PowerTrip-Large-v0",
+        [],
+        episodes=1,
+        models=[("pretrained", "ppo")],
+        env_kwargs={"jitter": False},
+        progress=False,
+    )
     assert list(result.summary["policy"]) == ["pretrained"]
     assert result.summary["success_rate"].iloc[0] == 1.0
 
@@ -295,8 +351,16 @@ def test_too_small_max_sites_is_a_usage_error_naming_the_argument(
 def test_more_scenario_files_than_training_envs_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["--scenario", str(HELD_OUT[0]), "--scenario", str(HELD_OUT[1]), "--n-envs", "1",
-            "--out", str(tmp_path)]  # fmt: skip
+    argv = [
+        "--scenario",
+        str(HELD_OUT[0]),
+        "--scenario",
+        str(HELD_OUT[1]),
+        "--n-envs",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     assert train_agent.main(argv) == 2
     assert "argument --n-envs: 1 training envs for 2 --scenario files" in capsys.readouterr().err
 
@@ -308,8 +372,17 @@ def test_the_pretrain_command_teaches_one_student_on_every_suite_task(
     command and the run's summary beside it (a short run: the shipped arguments, fewer steps)."""
     env_ids = pretrain.IMITATION_ARGS[1 : 2 * len(powertrip_env.SUITE_IDS) : 2]
     assert env_ids == list(powertrip_env.SUITE_IDS)
-    short = [*pretrain.IMITATION_ARGS[: 2 * len(env_ids)], "--n-envs", "2", "--steps", "1",
-             "--dagger", "0", "--epochs", "1"]  # fmt: skip
+    short = [
+        *pretrain.IMITATION_ARGS[: 2 * len(env_ids)],
+        "--n-envs",
+        "2",
+        "--steps",
+        "1",
+        "--dagger",
+        "0",
+        "--epochs",
+        "1",
+    ]
     monkeypatch.setattr(pretrain, "IMITATION_ARGS", short)
     dest = tmp_path / "shipped"
     dest.mkdir()
@@ -348,8 +421,20 @@ def test_the_docs_show_the_beyond_16_table_the_pretrained_agent_achieved() -> No
 def test_evaluate_cli_runs_the_pretrained_agent(tmp_path: Path) -> None:
     from powertrip_env.harness.evaluation.evaluate import main
 
-    argv = ["--env", "PowerTrip-v0", "--scenario", str(HELD_OUT[0]), "--model", "pretrained",
-            "--policies", "PowerTrip", "--episodes", "1", "--out", str(tmp_path),
-            "--no-progress"]  # fmt: skip
+    argv = [
+        "--env",
+        "PowerTrip-v0",
+        "--scenario",
+        str(HELD_OUT[0]),
+        "--model",
+        "pretrained",
+        "--policies",
+        "PowerTrip",
+        "--episodes",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     assert "| pretrained |" in (tmp_path / "summary.md").read_text(encoding="utf-8")

@@ -27,8 +27,15 @@ def _frame(real: dict[str, list[float]], surrogate: dict[str, float]) -> pd.Data
         for policy, values in tta.items():
             for e, (day, value) in enumerate(zip(DAYS, values, strict=True)):
                 start = f"{day}T{6 + e:02d}:30:00Z"
-                rows.append({"learner": learner, "policy": policy, "episode": e,
-                             "start_time": start, "tta_h": value})  # fmt: skip
+                rows.append(
+                    {
+                        "learner": learner,
+                        "policy": policy,
+                        "episode": e,
+                        "start_time": start,
+                        "tta_h": value,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -47,8 +54,13 @@ def test_tau_over_separated_pairs_ignores_the_pair_tied_within_intervals():
     summary = summarise(_frame(REAL, SURROGATE), env_id="PowerTrip-Digits-v1")
     assert summary["kendall_tau"] == pytest.approx((5 - 1) / 6, abs=1e-4)  # A-B discordant
     assert summary["kendall_tau_separated"] == 1.0
-    assert summary["separated_pairs"] == [["A", "C"], ["A", "D"], ["B", "C"], ["B", "D"],
-                                          ["C", "D"]]  # fmt: skip
+    assert summary["separated_pairs"] == [
+        ["A", "C"],
+        ["A", "D"],
+        ["B", "C"],
+        ["B", "D"],
+        ["C", "D"],
+    ]
     assert summary["pairs"] == 6 and summary["start_days"] == 5 and summary["episodes"] == 5
     low_a, high_a = summary["policies"]["A"]["real_ci95_h"]
     low_b, high_b = summary["policies"]["B"]["real_ci95_h"]
@@ -61,8 +73,7 @@ def test_tau_over_separated_pairs_ignores_the_pair_tied_within_intervals():
 
 
 def test_separated_pairs_are_listed_faster_first():
-    summary = summarise(_frame({"D": REAL["D"], "A": REAL["A"]}, {"D": 1.0, "A": 2.0}),
-                        env_id="X")  # fmt: skip
+    summary = summarise(_frame({"D": REAL["D"], "A": REAL["A"]}, {"D": 1.0, "A": 2.0}), env_id="X")
     assert summary["separated_pairs"] == [["A", "D"]]
     assert summary["kendall_tau_separated"] == -1.0  # the surrogate has them the wrong way round
 

@@ -167,10 +167,16 @@ def test_make_vec_builds_the_native_vector_env(env_id):
 
 def test_make_vec_passes_keyword_arguments_through(dark_site_path):
     venv = gym.make_vec(
-        "PowerTrip-v0", num_envs=2, scenario=dark_site_path, reward_mode="gain_rate",
-        obs_mode="dict", action_mode="multidiscrete", split="all", jitter=False,
+        "PowerTrip-v0",
+        num_envs=2,
+        scenario=dark_site_path,
+        reward_mode="gain_rate",
+        obs_mode="dict",
+        action_mode="multidiscrete",
+        split="all",
+        jitter=False,
         max_episode_steps=5,
-    )  # fmt: skip
+    )
     unwrapped = venv.unwrapped
     assert [s.name for s in unwrapped.scenario.sites] == ["a", "dark", "c"]
     assert unwrapped.reward_mode == "gain_rate" and unwrapped.split == "all"
@@ -286,9 +292,12 @@ def test_vector_infos_have_the_same_numeric_keys_at_reset_and_every_step(
     """TorchRL, Tianshou and skrl read vector infos as arrays: the native vector env and
     Gymnasium's SyncVectorEnv give every key for every sub-env at every step, all numbers."""
     venv = gym.make_vec(
-        "PowerTrip-v0", num_envs=3, vectorization_mode=vectorization_mode,
-        scenario=short_scenario(tmp_path), **kwargs,
-    )  # fmt: skip
+        "PowerTrip-v0",
+        num_envs=3,
+        vectorization_mode=vectorization_mode,
+        scenario=short_scenario(tmp_path),
+        **kwargs,
+    )
     _, info = venv.reset(seed=1)
     keys = INFO_KEYS | {f"_{key}" for key in INFO_KEYS}
     assert set(info) == keys, set(info) ^ keys

@@ -147,15 +147,29 @@ def record(
                 mask = rule(rng, env.unwrapped.available(), fixed)
                 _, _, terminated, truncated, info = env.step(mask)
                 done = info["selected"] & ~info["dropped"]
-                rows.append((s_to_h(info["elapsed_s"]), done, not (info["idle"] or info["cut"]),
-                             info["idle"], info["accuracy"]))  # fmt: skip
+                rows.append(
+                    (
+                        s_to_h(info["elapsed_s"]),
+                        done,
+                        not (info["idle"] or info["cut"]),
+                        info["idle"],
+                        info["accuracy"],
+                    )
+                )
                 if terminated or truncated or len(rows) >= max_rounds:
                     break
-            out.append(Recorded(
-                name, e, np.array([x[0] for x in rows]), np.array([x[1] for x in rows]),
-                np.array([x[2] for x in rows]), np.array([x[3] for x in rows]),
-                np.array([x[4] for x in rows]), start,
-            ))  # fmt: skip
+            out.append(
+                Recorded(
+                    name,
+                    e,
+                    np.array([x[0] for x in rows]),
+                    np.array([x[1] for x in rows]),
+                    np.array([x[2] for x in rows]),
+                    np.array([x[3] for x in rows]),
+                    np.array([x[4] for x in rows]),
+                    start,
+                )
+            )
     env.close()
     return out
 
@@ -257,13 +271,18 @@ def _unconstrained_start(params: Any) -> dict[str, float]:
     """The scenario's values of the fitted parameters, as the unconstrained numbers Adam moves
     (the inverse of ``_constrained``), so that every step keeps each parameter in its range."""
     return {
-        "a0": _logit(params.a0), "a_max": _logit((params.a_max - params.a0) / (1 - params.a0)),
-        "p0": math.log(params.p0), "alpha": math.log(params.alpha),
-        "noise_b0": math.log(max(params.noise_b0, 1e-6)), "noise_p_b": math.log(params.noise_p_b),
-        "noise_gamma": _logit(params.noise_gamma / 4.0), "eta_local": _logit(params.eta_local),
-        "non_iid": _logit(params.non_iid), "coverage_tau_rounds": math.log(params.coverage_tau),
+        "a0": _logit(params.a0),
+        "a_max": _logit((params.a_max - params.a0) / (1 - params.a0)),
+        "p0": math.log(params.p0),
+        "alpha": math.log(params.alpha),
+        "noise_b0": math.log(max(params.noise_b0, 1e-6)),
+        "noise_p_b": math.log(params.noise_p_b),
+        "noise_gamma": _logit(params.noise_gamma / 4.0),
+        "eta_local": _logit(params.eta_local),
+        "non_iid": _logit(params.non_iid),
+        "coverage_tau_rounds": math.log(params.coverage_tau),
         "coverage_ceiling": _inverse_softplus(params.coverage_ceiling),
-    }  # fmt: skip
+    }
 
 
 def _constrained(raw: dict[str, Any]) -> dict[str, Any]:
@@ -273,14 +292,18 @@ def _constrained(raw: dict[str, Any]) -> dict[str, Any]:
 
     a0 = torch.sigmoid(raw["a0"])
     return {
-        "a0": a0, "a_max": a0 + (1 - a0) * torch.sigmoid(raw["a_max"]),
-        "p0": torch.exp(raw["p0"]), "alpha": torch.exp(raw["alpha"]),
-        "noise_b0": torch.exp(raw["noise_b0"]), "noise_p_b": torch.exp(raw["noise_p_b"]),
+        "a0": a0,
+        "a_max": a0 + (1 - a0) * torch.sigmoid(raw["a_max"]),
+        "p0": torch.exp(raw["p0"]),
+        "alpha": torch.exp(raw["alpha"]),
+        "noise_b0": torch.exp(raw["noise_b0"]),
+        "noise_p_b": torch.exp(raw["noise_p_b"]),
         "noise_gamma": 4.0 * torch.sigmoid(raw["noise_gamma"]),
-        "eta_local": torch.sigmoid(raw["eta_local"]), "non_iid": torch.sigmoid(raw["non_iid"]),
+        "eta_local": torch.sigmoid(raw["eta_local"]),
+        "non_iid": torch.sigmoid(raw["non_iid"]),
         "coverage_tau_rounds": torch.exp(raw["coverage_tau_rounds"]),
         "coverage_ceiling": torch.nn.functional.softplus(raw["coverage_ceiling"]),
-    }  # fmt: skip
+    }
 
 
 def _inverse_softplus(x: float) -> float:
@@ -357,8 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     params = load_simulation(scenario).params  # the model's parameters, which the fit starts from
     env.close()
     if params.fixed_time:
-        print("error: calibration replays fixed_quota rounds; this scenario is fixed_time",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "error: calibration replays fixed_quota rounds; this scenario is fixed_time",
+            file=sys.stderr,
+        )
         return 2
     try:
         out = check_output_dir(args.out, force=args.force)  # now, not after the long run
@@ -372,8 +397,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         recorded = record(args.env, args.episodes, args.seed, args.scenario, args.max_rounds)
         fitted = fit(recorded, params, args.iterations)
         summary = {k: v for k, v in fitted.items() if not k.startswith("_")}
-        summary.update(env=args.env, scenario=args.scenario, episodes=len(recorded),
-                       rounds=int(sum(len(r.accuracy) for r in recorded)))  # fmt: skip
+        summary.update(
+            env=args.env,
+            scenario=args.scenario,
+            episodes=len(recorded),
+            rounds=int(sum(len(r.accuracy) for r in recorded)),
+        )
         print(calibrated_toml(fitted, str(base), command))  # first: a failed write keeps it
         with result_dir(out, force=args.force) as tmp:  # every file, or none
             plotted = _write_results(tmp, recorded, fitted, summary, str(base), command)
@@ -399,8 +428,10 @@ def _write_results(
     rows = ["rule,episode,round,hours,sites,accuracy,surrogate"]
     for e, r in enumerate(recorded):
         for t in range(len(r.accuracy)):
-            rows.append(f"{r.rule},{r.episode},{t + 1},{r.hours[t]:.6f},{int(r.done[t].sum())},"
-                        f"{r.accuracy[t]:.6f},{fitted['_predicted'][e, t]:.6f}")  # fmt: skip
+            rows.append(
+                f"{r.rule},{r.episode},{t + 1},{r.hours[t]:.6f},{int(r.done[t].sum())},"
+                f"{r.accuracy[t]:.6f},{fitted['_predicted'][e, t]:.6f}"
+            )
     write_text(folder / "rounds.csv", "\n".join(rows) + "\n")
     write_text(folder / "fit.json", json.dumps(summary, indent=2) + "\n")
     return plot(recorded, fitted["_predicted"], folder / "real_vs_surrogate.png")

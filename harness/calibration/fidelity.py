@@ -200,10 +200,14 @@ def to_markdown(report: dict[str, Any]) -> str:
     )
     lo, hi = INTELLECT1_COMM_SHARE
     for name, share in report["comm_share"].items():
-        anchor = (f"{OPENDILOCO_COMM_SHARE:.3f}" if name.startswith("Fixed-")
-                  else f"{lo:.3f}–{hi:.3f}")  # fmt: skip
-        source = ("OpenDiLoCo, 4 workers" if name.startswith("Fixed-")
-                  else "INTELLECT-1, Table 2 (US to global)")  # fmt: skip
+        anchor = (
+            f"{OPENDILOCO_COMM_SHARE:.3f}" if name.startswith("Fixed-") else f"{lo:.3f}–{hi:.3f}"
+        )
+        source = (
+            "OpenDiLoCo, 4 workers"
+            if name.startswith("Fixed-")
+            else "INTELLECT-1, Table 2 (US to global)"
+        )
         rows.append(f"| communication share, {name} | {share:.3f} | {anchor} | {source} |")
     rows.append(
         f"| join time, mean over sites (s) | {report['join_s']:.0f} | ≥ "
@@ -235,10 +239,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     return report_cli(
-        lambda: fidelity(args.env, episodes=args.episodes, seed=args.seed,
-                         scenario=args.scenario, progress=sys.stderr.isatty()),
+        lambda: fidelity(
+            args.env,
+            episodes=args.episodes,
+            seed=args.seed,
+            scenario=args.scenario,
+            progress=sys.stderr.isatty(),
+        ),
         to_markdown,
-    )  # fmt: skip
+    )
 
 
 if __name__ == "__main__":

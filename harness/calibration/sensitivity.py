@@ -113,8 +113,9 @@ def write_setting(setting: Setting, env_id: str, folder: Path) -> str | None:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
-        sections.setdefault("sites", {}).update({"catalogue": path.name,
-                                                 "hub": scenario.network.hub})  # fmt: skip
+        sections.setdefault("sites", {}).update(
+            {"catalogue": path.name, "hub": scenario.network.hub}
+        )
     lines = [f'extends = "{base}"', f'name = "{scenario.name}-sensitivity"']
     for section, values in sections.items():
         lines.append(f"[{section}]")
@@ -142,9 +143,15 @@ def sensitivity(
                 env_id, episodes=episodes, seed=seed, scenario=scenario, progress=progress
             )
             success = frame.groupby("policy")["success"].mean()
-            rows.append({"knob": setting.knob, "value": setting.value,
-                         "mean_tta_h": summary["mean_tta_h"], "headroom": summary["beam_headroom"],
-                         "all_sites_success": round(float(success["AllSites"]), 3)})  # fmt: skip
+            rows.append(
+                {
+                    "knob": setting.knob,
+                    "value": setting.value,
+                    "mean_tta_h": summary["mean_tta_h"],
+                    "headroom": summary["beam_headroom"],
+                    "all_sites_success": round(float(success["AllSites"]), 3),
+                }
+            )
     names = [p for p in POLICIES if p in rows[0]["mean_tta_h"]]
     reference = [rows[0]["mean_tta_h"][p] for p in names]
     for row in rows:
@@ -160,10 +167,11 @@ def to_markdown(report: dict[str, Any]) -> str:
     for row in report["settings"]:
         cells = [f"{row['mean_tta_h'][p]:.2f}" for p in names]
         lines.append(
-            f"| {row['knob']} | {row['value']} | " + " | ".join(cells)
+            f"| {row['knob']} | {row['value']} | "
+            + " | ".join(cells)
             + f" | {row['headroom']:.3f} | {row['all_sites_success']:.0%} | "
             f"{row['kendall_tau']:.2f} |"
-        )  # fmt: skip
+        )
     lines += [
         "",
         f"Mean time to accuracy (h) over {report['episodes']} paired test episodes without time "
@@ -182,10 +190,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     return report_cli(
-        lambda: sensitivity(args.env, episodes=args.episodes, seed=args.seed,
-                            progress=sys.stderr.isatty()),
+        lambda: sensitivity(
+            args.env, episodes=args.episodes, seed=args.seed, progress=sys.stderr.isatty()
+        ),
         to_markdown,
-    )  # fmt: skip
+    )
 
 
 if __name__ == "__main__":

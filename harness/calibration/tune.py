@@ -26,11 +26,21 @@ from powertrip_env.harness.arguments import add_env, add_episodes, add_seed
 from powertrip_env.harness.evaluation.evaluate import evaluate
 
 GRIDS: dict[str, tuple[str, Sequence[float], str, Sequence[float], Callable[..., Policy]]] = {
-    "HorizonRule": ("horizon", (4, 6, 8, 10, 12, 16, 24), "margin", (0.0, 0.02, 0.05, 0.1),
-                    lambda a, b: HorizonRule(a, b)),
-    "ForecastMPC": ("lookahead", (4, 6, 8, 12), "margin", (0.0, 0.03, 0.05, 0.1),
-                    lambda a, b: ForecastMPC(int(a), b)),
-}  # fmt: skip
+    "HorizonRule": (
+        "horizon",
+        (4, 6, 8, 10, 12, 16, 24),
+        "margin",
+        (0.0, 0.02, 0.05, 0.1),
+        lambda a, b: HorizonRule(a, b),
+    ),
+    "ForecastMPC": (
+        "lookahead",
+        (4, 6, 8, 12),
+        "margin",
+        (0.0, 0.03, 0.05, 0.1),
+        lambda a, b: ForecastMPC(int(a), b),
+    ),
+}
 
 
 def tune(env_id: str, episodes: int, seed: int = 0) -> dict[str, Any]:

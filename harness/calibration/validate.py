@@ -207,9 +207,13 @@ def validate(
     columns = ["policy", "episode", "seed", "start_time", "tta_h", "success", "rounds"]
     for learner in ("torch", "surrogate"):
         result = evaluate(
-            env_id, policies, episodes=episodes, seed=seed, progress=progress,
+            env_id,
+            policies,
+            episodes=episodes,
+            seed=seed,
+            progress=progress,
             env_kwargs={**base, "learner": learner},
-        )  # fmt: skip
+        )
         frame = result.episodes[columns].copy()
         frame.insert(0, "learner", "real" if learner == "torch" else "surrogate")
         frames.append(frame)
@@ -289,8 +293,9 @@ def plot(summary: dict[str, Any], path: Path) -> bool:
     ax.plot([0, top], [0, top], color="grey", lw=0.8, ls="--")
     ax.set_xlabel("mean TTA with real training (h)")
     ax.set_ylabel("mean TTA with the surrogate (h)")
-    ax.set_title(f"τ = {summary['kendall_tau']:.2f}, median |error| = "
-                 f"{summary['median_abs_tta_error']:.0%}")  # fmt: skip
+    ax.set_title(
+        f"τ = {summary['kendall_tau']:.2f}, median |error| = {summary['median_abs_tta_error']:.0%}"
+    )
     save_png(fig, path)
     return True
 
@@ -298,8 +303,9 @@ def plot(summary: dict[str, Any], path: Path) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; 0 on success, 2 for bad arguments and for results that could
     not be written (the table is printed first, so a full disk does not lose it)."""
-    p = argparse.ArgumentParser(prog="powertrip validate",
-                                description="The surrogate against real training.")  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="powertrip validate", description="The surrogate against real training."
+    )
     add_env(p, "PowerTrip-Digits-v1", fixed_sites=REAL_TRAINING, scenario_hint=True)
     p.add_argument("--scenario", default=None, help="the (calibrated) scenario for both runs")
     p.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated policy names")
@@ -321,9 +327,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = None
     with stop_codes(EvaluationError, OutputDirError) as stop:
         summary, frame = validate(
-            args.env, policies, episodes=args.episodes, seed=args.seed, scenario=args.scenario,
+            args.env,
+            policies,
+            episodes=args.episodes,
+            seed=args.seed,
+            scenario=args.scenario,
             progress=not args.no_progress,
-        )  # fmt: skip
+        )
         table = to_markdown(summary)
         print(table)  # before the write: a failed one must not lose the table
         with result_dir(out, force=args.force) as tmp:  # the three files, or none

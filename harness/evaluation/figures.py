@@ -34,8 +34,15 @@ def tta_figure(result: Evaluation) -> Any:
     # The percentile interval need not be symmetric about the mean: draw its two ends.
     below = np.nan_to_num(means - result.summary["ci95_lo_h"].to_numpy()).clip(min=0.0)
     above = np.nan_to_num(result.summary["ci95_hi_h"].to_numpy() - means).clip(min=0.0)
-    ax.errorbar(pos, means, yerr=[below, above], fmt="o", color="tab:red", capsize=4,
-                label="mean and 95% CI")  # fmt: skip
+    ax.errorbar(
+        pos,
+        means,
+        yerr=[below, above],
+        fmt="o",
+        color="tab:red",
+        capsize=4,
+        label="mean and 95% CI",
+    )
     ax.set_xticks(pos, labels, rotation=40, ha="right")
     ax.set_ylabel("time to accuracy (h)")
     ax.set_title(f"{result.title}, {result.split} split: TTA per policy")
@@ -111,11 +118,15 @@ def paired_figure(result: Evaluation) -> Any:
     ax.set_title(f"{result.title}, {result.split} split: TTA per episode against {ref}")
     ax.grid(alpha=0.3)
     if not others:
-        ax.text(0.5, 0.5, f"only {ref} was evaluated: nothing to pair", transform=ax.transAxes,
-                ha="center")  # fmt: skip
+        ax.text(
+            0.5,
+            0.5,
+            f"only {ref} was evaluated: nothing to pair",
+            transform=ax.transAxes,
+            ha="center",
+        )
     key = f"above the diagonal: slower than {ref}\nhollow: target not reached (TTA at budget)"
-    fig.legend(loc="outside right upper", fontsize="small", title=key,
-               title_fontsize="small")  # fmt: skip
+    fig.legend(loc="outside right upper", fontsize="small", title=key, title_fontsize="small")
     return fig
 
 

@@ -33,12 +33,14 @@ def start_days(start_times: Sequence[str] | pd.Series) -> np.ndarray:
     return times.dt.strftime("%Y-%m-%d").to_numpy(dtype=str)
 
 
-def _bootstrap_seed(labels: np.ndarray, counts: np.ndarray) -> int:
+def bootstrap_seed(labels: np.ndarray, counts: np.ndarray) -> int:
     """A seed from the days and their episode counts, never from the TTAs.
 
     Every policy of one evaluation ran the same start times, so every policy gets the same
     resampled days (a paired bootstrap), and a rerun of the same episodes gets the same
-    interval bit for bit. ``hashlib`` is stable across processes, unlike ``hash``.
+    interval bit for bit. ``hashlib`` is stable across processes, unlike ``hash``. Public
+    because the scores' bootstrap over several tasks (``reports.scores``) seeds its draws the
+    same way, from every task's labels and counts.
     """
     text = ",".join(f"{day}:{n}" for day, n in zip(labels, counts, strict=True))
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
@@ -58,7 +60,7 @@ def day_bootstrap_ci95(
     A t-interval over episodes would treat the 30 test episodes of PowerTrip-v0 as independent
     although they start on about 7 days and share each day's weather, and overstate precision.
 
-    The draws are reproducible: the seed comes from the days (``_bootstrap_seed``) and the
+    The draws are reproducible: the seed comes from the days (``bootstrap_seed``) and the
     indices from the raw output of PCG64, whose stream NumPy keeps fixed across versions
     (``Generator`` methods may change), reduced modulo the number of days (a bias of order
     days / 2**64).
@@ -74,15 +76,16 @@ def day_bootstrap_ci95(
         no information on how the mean varies from day to day.
     """
     x = np.asarray(values, dtype=np.float64)
-    labels, block, counts = np.unique(np.asarray(days, dtype=str), return_inverse=True,
-                                      return_counts=True)  # fmt: skip
+    labels, block, counts = np.unique(
+        np.asarray(days, dtype=str), return_inverse=True, return_counts=True
+    )
     if x.shape[0] != block.shape[0]:
         raise ValueError(f"{x.shape[0]} values but {block.shape[0]} days")
     if labels.shape[0] < 2:
         return math.nan, math.nan
     # Sums of deviations from one episode's value: an exact zero when every TTA is the same.
     sums = np.bincount(block, weights=x - x[0], minlength=labels.shape[0])
-    raw = np.random.PCG64(_bootstrap_seed(labels, counts)).random_raw((resamples, labels.size))
+    raw = np.random.PCG64(bootstrap_seed(labels, counts)).random_raw((resamples, labels.size))
     drawn = (raw % np.uint64(labels.size)).astype(np.intp)
     means = x[0] + sums[drawn].sum(axis=1) / counts[drawn].sum(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])

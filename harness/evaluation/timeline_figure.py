@@ -115,8 +115,16 @@ def timeline_figure(timeline: Timeline, heading: str) -> Any:
         f"{timeline.start_time}), one panel per policy"
     )  # the legend's title, which keeps the two together in the header
     handles = _legend_handles(colour)
-    fig.legend(handles=handles, loc="upper center", ncol=5, fontsize=9, title=title,
-               title_fontsize=12, frameon=False, bbox_to_anchor=(0.5, 1.0))  # fmt: skip
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        ncol=5,
+        fontsize=9,
+        title=title,
+        title_fontsize=12,
+        frameon=False,
+        bbox_to_anchor=(0.5, 1.0),
+    )
     if colour is not None:
         _colorbar(fig, axes[0], colour)
     return fig
@@ -274,8 +282,16 @@ def _legend_handles(colour: Any = None) -> list[Any]:
         Patch(color="tab:green", alpha=0.28, label="power: share of its GPUs powered"),
         Patch(color="0.88", label="no power"),
         trained,
-        Line2D([], [], color="tab:red", marker="x", lw=6,
-               label="dropped out: power failed, work lost"),
-        Line2D([], [], color="black", marker="|", ls="", ms=10,
-               label="join: had not completed the round before"),
-    ]  # fmt: skip
+        Line2D(
+            [], [], color="tab:red", marker="x", lw=6, label="dropped out: power failed, work lost"
+        ),
+        Line2D(
+            [],
+            [],
+            color="black",
+            marker="|",
+            ls="",
+            ms=10,
+            label="join: had not completed the round before",
+        ),
+    ]

@@ -204,15 +204,18 @@ def _load_sb3(
         known = sorted({name for names in POLICY_CLASSES.values() for name in names})
         what = f"names the class {policy}" if policy else "holds a class stored by value"
         raise unsafe(
-            file, "policy_class",
+            file,
+            "policy_class",
             f"{what}, not one of the policy classes evaluate loads ({', '.join(known)}"
             f"{plugin_note()})",
-        )  # fmt: skip
+        )
     saved = algo_of(data)
     if saved != algo or algo not in algos:
-        hint = f"it was saved by {saved}; pass --algo {saved}" if saved in ALGOS else (
-            f"it was not saved by any of {', '.join(ALGOS)}"
-        )  # fmt: skip
+        hint = (
+            f"it was saved by {saved}; pass --algo {saved}"
+            if saved in ALGOS
+            else (f"it was not saved by any of {', '.join(ALGOS)}")
+        )
         raise EvaluationError(f"model {str(file)!r} does not match --algo {algo}: {hint}")
     shapes = {}
     for key in ("observation_space", "action_space"):

@@ -157,7 +157,14 @@ def network_classes() -> dict[str, type]:
     from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
     from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
 
-    classes = [*(getattr(th.nn, name) for name in _TORCH_ACTIVATIONS), th.optim.Adam,
-               th.optim.AdamW, th.optim.RMSprop, RMSpropTFLike, FlattenExtractor,
-               CombinedExtractor, *_NETWORK_CLASSES]  # fmt: skip
+    classes = [
+        *(getattr(th.nn, name) for name in _TORCH_ACTIVATIONS),
+        th.optim.Adam,
+        th.optim.AdamW,
+        th.optim.RMSprop,
+        RMSpropTFLike,
+        FlattenExtractor,
+        CombinedExtractor,
+        *_NETWORK_CLASSES,
+    ]
     return {f"<class '{name}'>": cls for cls in classes for name in _names(cls)}

@@ -51,8 +51,10 @@ def saved_space_shape(item: Any) -> tuple[Any, ...] | None:
         boxes = _BOX_IN_DICT.findall(text) if isinstance(text, str) else []
         if not boxes or len(boxes) != len(_SPACE_IN_DICT.findall(text)):
             return None  # a sub-space other than a Box, or a repr this cannot read
-        parts = ((key, ("Box", tuple(int(d) for d in dims.split(",") if d.strip())))
-                 for key, dims in boxes)  # fmt: skip
+        parts = (
+            (key, ("Box", tuple(int(d) for d in dims.split(",") if d.strip())))
+            for key, dims in boxes
+        )
         return ("Dict", tuple(sorted(parts)))
     shape = item.get("_shape")
     if not isinstance(shape, list) or not all(type(d) is int for d in shape):

@@ -96,9 +96,15 @@ def headroom(
         n_sites = probe.unwrapped.n_sites
         names = [p for p in POLICIES if p != "MyopicOptimal" or n_sites <= MAX_EXHAUSTIVE_SITES]
         result = evaluate(
-            env_id, names, episodes=episodes, split="test", seed=seed, env_kwargs=kwargs,
-            progress=progress, probe=probe,
-        )  # fmt: skip
+            env_id,
+            names,
+            episodes=episodes,
+            split="test",
+            seed=seed,
+            env_kwargs=kwargs,
+            progress=progress,
+            probe=probe,
+        )
         bounds = bound_rows(probe, episodes, seed)
     finally:
         probe.close()
@@ -168,10 +174,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Sequential headroom: the best fixed set against a clairvoyant planner.",
     )
     add_env(
-        parser, None, repeat=True, also=("all",), scenario_hint=True,
+        parser,
+        None,
+        repeat=True,
+        also=("all",),
+        scenario_hint=True,
         fixed_sites=CLAIRVOYANT,
         default_text="PowerTrip-v0; 'all': every ID of powertrip_env.ENV_IDS",
-    )  # fmt: skip
+    )
     parser.add_argument("--scenario", default=None, help="a scenario name or TOML file")
     add_episodes(parser, 30)
     add_seed(parser)
@@ -190,9 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_output_dir(out, force=args.force)  # now, not after the long run
         for env_id in env_ids:
             summary, frame = headroom(
-                env_id, episodes=args.episodes, seed=args.seed, scenario=args.scenario,
-                jitter=args.jitter, progress=not args.no_progress,
-            )  # fmt: skip
+                env_id,
+                episodes=args.episodes,
+                seed=args.seed,
+                scenario=args.scenario,
+                jitter=args.jitter,
+                progress=not args.no_progress,
+            )
             summaries.append(summary)
             frames.append(frame)
         table = to_markdown(summaries)

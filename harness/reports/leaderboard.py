@@ -281,9 +281,11 @@ def to_markdown(
     ``episodes`` is the frame of ``board`` or a ``Board`` made from it (whose own ``zero``,
     ``top`` and ``resamples`` then hold, the arguments unused).
     """
-    b = episodes if isinstance(episodes, Board) else board(
-        episodes, zero, top, resamples=resamples, aggregated=aggregated
-    )  # fmt: skip
+    b = (
+        episodes
+        if isinstance(episodes, Board)
+        else board(episodes, zero, top, resamples=resamples, aggregated=aggregated)
+    )
     lines = [f"# {title}", "", caption(b.zero, b.top, b.measure), "", *_aggregate_lines(b)]
     for task in b.tasks:
         lines += _task_lines(task, b.table[b.table["task"] == task], b.measure)
@@ -414,9 +416,11 @@ def to_json(
     intervals with no task of two start days). Policies are listed by score, best first; the
     aggregate in order of first appearance. ``episodes`` is as for ``to_markdown``.
     """
-    b = episodes if isinstance(episodes, Board) else board(
-        episodes, zero, top, resamples=resamples, aggregated=aggregated
-    )  # fmt: skip
+    b = (
+        episodes
+        if isinstance(episodes, Board)
+        else board(episodes, zero, top, resamples=resamples, aggregated=aggregated)
+    )
     if any(not np.isfinite(v) for row in b.aggregate.values() for v in row["ci95"]):
         raise ValueError(
             "the aggregate's 95% intervals are undefined (no task has episodes on two start "

@@ -20,7 +20,7 @@ performance profile (the fraction of episodes whose score exceeds a threshold τ
 The intervals follow ``powertrip_env.harness.evaluation.evaluate``: episodes that start on the same
 day share
 its sun and wind, so the start day, not the episode, is what is resampled, and the draws are seeded
-from the days (``_bootstrap_seed``), never from the TTAs, so a rerun is identical bit for bit and
+from the days (``bootstrap_seed``), never from the TTAs, so a rerun is identical bit for bit and
 every policy gets the same draws (a paired bootstrap). The input is one frame with a row per (task,
 policy, episode) and the columns of ``COLUMNS``; episode ``e`` of a task is the same start time
 for every policy. Nothing here runs an environment or draws anything.
@@ -39,7 +39,7 @@ import pandas as pd
 from powertrip_env.harness.evaluation.results import ZERO
 from powertrip_env.harness.evaluation.statistics import (
     BOOTSTRAP_RESAMPLES,
-    _bootstrap_seed,
+    bootstrap_seed,
     day_bootstrap_ci95,
     start_days,
 )
@@ -341,7 +341,7 @@ def _bootstrap(board: _Board, resamples: int) -> tuple[np.ndarray, np.ndarray] |
     tasks have one day; with no task of two days or more there is no interval at all
     (``None``).
 
-    The seed comes from every task's ID, days and episode counts (``_bootstrap_seed``, as for
+    The seed comes from every task's ID, days and episode counts (``bootstrap_seed``, as for
     the per-task intervals), and the draws from PCG64's raw stream, as in
     ``day_bootstrap_ci95``. Adding or removing a policy changes no other policy's interval.
     """
@@ -349,7 +349,7 @@ def _bootstrap(board: _Board, resamples: int) -> tuple[np.ndarray, np.ndarray] |
     if all(t.labels.size < 2 for t in tasks):
         return None
     names = np.array([f"{t.name}|{day}" for t in tasks for day in t.labels], dtype=str)
-    seed = _bootstrap_seed(names, np.concatenate([t.counts for t in tasks]))
+    seed = bootstrap_seed(names, np.concatenate([t.counts for t in tasks]))
     raw = np.random.PCG64(seed).random_raw((resamples, names.size))
     iz, it, n_pol = board.iz, board.it, len(board.policies)
     rows = np.arange(resamples)[:, None]

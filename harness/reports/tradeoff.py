@@ -227,17 +227,25 @@ def _place_labels(fig: Any, ax: Any, named: pd.DataFrame, every: pd.DataFrame) -
     renderer = fig.canvas.get_renderer()
     inside = ax.get_window_extent(renderer)
     xy = ax.transData.transform(every[["tta_h", "carbon_kg"]].to_numpy(dtype=np.float64))
-    taken = [Bbox.from_extents(x - _MARKER_PX, y - _MARKER_PX, x + _MARKER_PX, y + _MARKER_PX)
-             for x, y in xy]  # fmt: skip
+    taken = [
+        Bbox.from_extents(x - _MARKER_PX, y - _MARKER_PX, x + _MARKER_PX, y + _MARKER_PX)
+        for x, y in xy
+    ]
     taken += [text.get_window_extent(renderer) for text in ax.texts]  # the deadline's
     for row in named.itertuples(index=False):
         point = (float(row.tta_h), float(row.carbon_kg))
         best: tuple[float, Any, Any] | None = None
         for dx, dy, ha, va in _OFFSETS:
             text = ax.annotate(
-                str(row.policy), point, xytext=(dx, dy), textcoords="offset points",
-                ha=ha, va=va, fontsize=LABEL_FONTSIZE, color="0.15",
-            )  # fmt: skip
+                str(row.policy),
+                point,
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va=va,
+                fontsize=LABEL_FONTSIZE,
+                color="0.15",
+            )
             text.set_in_layout(False)
             box = text.get_window_extent(renderer)
             cost = sum(_overlap(box, other) for other in taken)
@@ -322,25 +330,55 @@ def _panel(
     deadline = float(sub["deadline_h"].iloc[0])
     is_ref = sub["policy"].isin(refs).to_numpy()
     finished = sub["success"].to_numpy(dtype=np.float64) >= 1.0
-    for ref, marker, colour, size in ((False, "o", POLICY_COLOUR, 22),
-                                      (True, "D", REFERENCE_COLOUR, 26)):  # fmt: skip
+    for ref, marker, colour, size in (
+        (False, "o", POLICY_COLOUR, 22),
+        (True, "D", REFERENCE_COLOUR, 26),
+    ):
         for done in (True, False):
             rows = sub[(is_ref == ref) & (finished == done)]
             ax.scatter(
-                rows["tta_h"], rows["carbon_kg"], s=size, marker=marker, linewidths=1.0,
-                facecolors=colour if done else "none", edgecolors=colour, zorder=3,
-            )  # fmt: skip
+                rows["tta_h"],
+                rows["carbon_kg"],
+                s=size,
+                marker=marker,
+                linewidths=1.0,
+                facecolors=colour if done else "none",
+                edgecolors=colour,
+                zorder=3,
+            )
     front = pareto_front(sub[is_ref]) if is_ref.any() else sub.iloc[:0]
     if len(front):
-        ax.step(front["tta_h"], front["carbon_kg"], where="post", color=REFERENCE_COLOUR,
-                lw=1.2, alpha=0.8, zorder=2)  # fmt: skip
-        ax.scatter(front["tta_h"], front["carbon_kg"], s=90, marker="o", facecolors="none",
-                   edgecolors=REFERENCE_COLOUR, linewidths=1.0, zorder=2)  # fmt: skip
+        ax.step(
+            front["tta_h"],
+            front["carbon_kg"],
+            where="post",
+            color=REFERENCE_COLOUR,
+            lw=1.2,
+            alpha=0.8,
+            zorder=2,
+        )
+        ax.scatter(
+            front["tta_h"],
+            front["carbon_kg"],
+            s=90,
+            marker="o",
+            facecolors="none",
+            edgecolors=REFERENCE_COLOUR,
+            linewidths=1.0,
+            zorder=2,
+        )
     ax.axvline(deadline, color=DEADLINE_COLOUR, ls="--", lw=1.0, zorder=1)
-    ax.text(deadline, 0.99, " deadline", transform=ax.get_xaxis_transform(), ha="left",
-            va="top", fontsize=7, color=DEADLINE_COLOUR)  # fmt: skip
-    ax.set_xlim(*_limits(np.append(sub["tta_h"].to_numpy(dtype=np.float64), deadline),
-                         (0.08, 0.2)))  # fmt: skip
+    ax.text(
+        deadline,
+        0.99,
+        " deadline",
+        transform=ax.get_xaxis_transform(),
+        ha="left",
+        va="top",
+        fontsize=7,
+        color=DEADLINE_COLOUR,
+    )
+    ax.set_xlim(*_limits(np.append(sub["tta_h"].to_numpy(dtype=np.float64), deadline), (0.08, 0.2)))
     ax.set_ylim(*_limits(sub["carbon_kg"].to_numpy(dtype=np.float64), (0.1, 0.12)))
     ax.set_title(task, fontsize=9)
     ax.set_xlabel("mean time to accuracy (h)", fontsize=8)

@@ -439,13 +439,47 @@ def _describe(sets, m, tb, available, joined, current, power_w, fc_rate, gpu_rat
 
 
 @jit
-def _build_batch(c, site, forecast, available_tab, rate_tab, powered_tab, wall_w, gpu_rate,
-                 exchange_s, state, belief, horizons, margins, masks, features, pool, pool_size,
-                 times):  # fmt: skip
+def _build_batch(
+    c,
+    site,
+    forecast,
+    available_tab,
+    rate_tab,
+    powered_tab,
+    wall_w,
+    gpu_rate,
+    exchange_s,
+    state,
+    belief,
+    horizons,
+    margins,
+    masks,
+    features,
+    pool,
+    pool_size,
+    times,
+):
     for b in range(state.shape[0]):
-        pool_size[b] = _build_one(c, site, forecast, available_tab, rate_tab, powered_tab,
-                                  wall_w, gpu_rate, exchange_s, state, belief, b, horizons,
-                                  margins, masks, features, pool, times)  # fmt: skip
+        pool_size[b] = _build_one(
+            c,
+            site,
+            forecast,
+            available_tab,
+            rate_tab,
+            powered_tab,
+            wall_w,
+            gpu_rate,
+            exchange_s,
+            state,
+            belief,
+            b,
+            horizons,
+            margins,
+            masks,
+            features,
+            pool,
+            times,
+        )
 
 
 def build_candidates(
@@ -474,8 +508,23 @@ def build_candidates(
     pool_size = np.zeros(b, dtype=np.int64)
     times = np.zeros((len(POOL_FIELDS), b, rows))
     _build_batch(
-        params.consts, params.site, params.forecast_rate, params.available, params.rate,
-        params.powered, params.gpu_wall_w, params.gpu_rate, params.exchange_s, state.data,
-        belief_rows(belief, b, n), horizons, margins, masks, features, pool, pool_size, times,
-    )  # fmt: skip
+        params.consts,
+        params.site,
+        params.forecast_rate,
+        params.available,
+        params.rate,
+        params.powered,
+        params.gpu_wall_w,
+        params.gpu_rate,
+        params.exchange_s,
+        state.data,
+        belief_rows(belief, b, n),
+        horizons,
+        margins,
+        masks,
+        features,
+        pool,
+        pool_size,
+        times,
+    )
     return CandidateBatch(masks, features, pool, pool_size, times)

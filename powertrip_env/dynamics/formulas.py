@@ -116,9 +116,10 @@ def comm_time_s(params: SimParams, n_done: Any, rtt_s: Any, site_tx_s: Any) -> n
     """The kernel's communication time of a round before jitter, elementwise (arguments
     broadcast), for tools that bound or report it without stepping a round."""
     k, r, x = np.broadcast_arrays(
-        np.asarray(n_done, np.float64), np.asarray(rtt_s, np.float64),
+        np.asarray(n_done, np.float64),
+        np.asarray(rtt_s, np.float64),
         np.asarray(site_tx_s, np.float64),
-    )  # fmt: skip
+    )
     out = np.empty(k.size)
     _comm_time_many(params.consts, k.ravel(), r.ravel(), x.ravel(), out)
     return out.reshape(k.shape)
@@ -167,10 +168,16 @@ def least_round_ends(params: SimParams, finish: np.ndarray, comm_factor: float =
     tx = np.ascontiguousarray(params.site_tx_s, dtype=np.float64)
     out = np.empty(finish.shape)
     _least_round_ends(
-        params.consts, np.ascontiguousarray(finish, np.float64), rtt, tx,
-        _groups(rtt, ROUND_END_RTT_GROUPS), _groups(tx, ROUND_END_TX_GROUPS),
-        float(comm_factor), params.aggregation_s, out,
-    )  # fmt: skip
+        params.consts,
+        np.ascontiguousarray(finish, np.float64),
+        rtt,
+        tx,
+        _groups(rtt, ROUND_END_RTT_GROUPS),
+        _groups(tx, ROUND_END_TX_GROUPS),
+        float(comm_factor),
+        params.aggregation_s,
+        out,
+    )
     return out
 
 
@@ -241,10 +248,19 @@ def join_bound_dp(
     t_begin, step_s = grid
     return float(
         _join_dp(
-            params.consts, float(progress), float(need), fin_in, fin_out, round_extra_s, batch,
-            float(t_begin), float(step_s), int(joined), int(idle_cells),
+            params.consts,
+            float(progress),
+            float(need),
+            fin_in,
+            fin_out,
+            round_extra_s,
+            batch,
+            float(t_begin),
+            float(step_s),
+            int(joined),
+            int(idle_cells),
         )
-    )  # fmt: skip
+    )
 
 
 @jit
@@ -275,8 +291,9 @@ def _round_dp(consts, progress, need, end, cell, batch):
 
 
 @jit
-def _join_dp(consts, progress, need, fin_in, fin_out, comm, batch, t_begin, step_s, joined,
-             idle_cells):  # fmt: skip
+def _join_dp(
+    consts, progress, need, fin_in, fin_out, comm, batch, t_begin, step_s, joined, idle_cells
+):
     """``join_bound_h``'s DP: states (cell, joined set as bits, progress) expanded by cell."""
     cells, n = fin_in.shape
     full = 1 << n

@@ -8,7 +8,8 @@ same three arrays (``Info``), and the single env's step pays for no numpy arithm
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -160,6 +161,52 @@ def _fill_info(c, table, state, rec, srec, values, flags, powered, telemetry):
             powered[b, i] = 0
             for q in range(telemetry.shape[1]):
                 telemetry[b, q, i] = 0.0
+
+
+def first_info(info: Info, whole: Sequence[np.int64]) -> dict[str, Any]:
+    """The first episode's info by key (``interface.INFO_KEYS``, in order), as the single env
+    reports it: numpy float64 scalars, int64 scalars for the whole numbers, 0-d bool arrays
+    for the yes/no keys (``interface.INFO_FLAGS``) and (width,) per-site arrays.
+
+    The single env pays for this at every step, so it is written out for speed, here beside
+    the layout it reads: the row is read into Python once (``tolist``, exact), each float made
+    from it (cheaper than indexing the array); a whole number n is ``whole[n + 1]``, a shared
+    int64 scalar (``whole`` holds -1, 0, 1, ... up to the round limit and the site count;
+    rounds past it are made afresh); the flags are fresh 0-d arrays, since Gymnasium's checker
+    warns of an info that shares an array with another.
+    """
+    v, flags, tm = info.values[0], info.flags[0], info.telemetry[0]
+    w, ints, flag = v.tolist(), whole, np.array
+    rounds = int(w[I_ROUNDS])
+    return {
+        "round_time_s": v[I_ROUND_S],
+        "compute_s": v[I_COMPUTE_S],
+        "comm_s": v[I_COMM_S],
+        "elapsed_s": v[I_ELAPSED],
+        "start_time_s": v[I_START],
+        "trace_time": v[I_TRACE_TIME],
+        "accuracy": v[I_ACC],
+        "selected": flags[IF_SELECTED],
+        "n_selected": ints[int(w[I_N_SELECTED]) + 1],
+        "dropped": flags[IF_DROPPED],
+        "invalid_selections": ints[int(w[I_INVALID]) + 1],
+        "idle": flag(w[I_IDLE] > 0.0),  # 0-d (INFO_FLAGS)
+        "cut": flag(w[I_CUT] > 0.0),
+        "powered_gpus": info.powered[0],
+        "available": flags[IF_AVAILABLE],
+        "straggler": ints[int(w[I_STRAGGLER]) + 1],
+        "round_energy_kwh": v[I_ROUND_KWH],
+        "energy_kwh": v[I_KWH],
+        "rounds": ints[rounds + 1] if rounds < len(ints) - 1 else np.int64(rounds),
+        "tta_h": v[I_TTA_H],
+        "success": flag(w[I_SUCCESS] > 0.0),
+        "delta_progress": v[I_DELTA_PROGRESS],
+        "measured_compute_s": tm[0],
+        "measured_transfer_s": tm[1],
+        "measured_join_s": tm[2],
+        "round_carbon_kg": v[I_ROUND_CARBON_KG],
+        "carbon_kg": v[I_CARBON_KG],
+    }
 
 
 def no_round(batch: int, n_sites: int) -> tuple[np.ndarray, np.ndarray]:

@@ -137,9 +137,23 @@ def _step_observe_parallel(
     for ch in numba.prange(chunks):
         lo, hi = ch * b // chunks, (ch + 1) * b // chunks
         _step_observe(
-            c, site, table, site_obs, state[lo:hi], masks[lo:hi], NO_JITTER, rec[lo:hi],
-            srec[lo:hi], out[lo:hi], width, valid, iv[lo:hi], fl[lo:hi], pw[lo:hi], tm[lo:hi],
-        )  # fmt: skip
+            c,
+            site,
+            table,
+            site_obs,
+            state[lo:hi],
+            masks[lo:hi],
+            NO_JITTER,
+            rec[lo:hi],
+            srec[lo:hi],
+            out[lo:hi],
+            width,
+            valid,
+            iv[lo:hi],
+            fl[lo:hi],
+            pw[lo:hi],
+            tm[lo:hi],
+        )
 
 
 def site_features(params: SimParams) -> int:
@@ -175,10 +189,11 @@ def step_observe(
     data = state.data.copy()
     obs = np.empty(scratch.obs_shape, np.float32)
     info = Info(
-        scratch.values, np.empty(scratch.flags_shape, np.bool_),
+        scratch.values,
+        np.empty(scratch.flags_shape, np.bool_),
         np.empty(scratch.powered_shape, np.int64),
         np.empty((b, len(INFO_TELEMETRY), scratch.powered_shape[1])),
-    )  # fmt: skip
+    )
     if mask.dtype != np.bool_ or not mask.flags.c_contiguous:
         mask = _c_bool(mask)
     args = (params.consts, params.site, params.table, params.site_obs, data, mask)

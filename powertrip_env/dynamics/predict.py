@@ -207,9 +207,15 @@ def predict_round(
     out = np.empty((len(RoundPrediction._fields), mask.shape[0], mask.shape[1]))
     rows = belief_rows(belief, mask.shape[0], params.n_sites)
     _predict_batch(
-        params.consts, params.site, params.forecast_rate, state.data, rows, mask,
-        bool(steady_state), out,
-    )  # fmt: skip
+        params.consts,
+        params.site,
+        params.forecast_rate,
+        state.data,
+        rows,
+        mask,
+        bool(steady_state),
+        out,
+    )
     if squeeze:
         out = out[:, :, 0]
     return RoundPrediction(*out)

@@ -165,9 +165,15 @@ def _tally_site(c, site, t, i, finish, drop_at, dropped, samples, rtt, tx):
     if dropped:
         last_drop = max(t.last_drop, drop_at)
         return Tally(
-            t.completing, t.latest, t.straggler, last_drop, t.rtt, t.site_tx, t.batch,
+            t.completing,
+            t.latest,
+            t.straggler,
+            last_drop,
+            t.rtt,
+            t.site_tx,
+            t.batch,
             t.first_fetch,
-        )  # fmt: skip
+        )
     later = finish > t.latest
     return Tally(
         t.completing + 1.0,

@@ -104,8 +104,10 @@ def _link(site, u, i):
     """Site ``i``'s RTT and ``M / bw_i`` with the factors of the unknowns (or belief) ``u``, in
     the order `unknowns.fold` multiplies them."""
     n = site.shape[1]
-    return (site[S_RTT, i] * _site_factor(u, n, U_RTT, i),
-            site[S_TX, i] / _site_factor(u, n, U_BANDWIDTH, i))  # fmt: skip
+    return (
+        site[S_RTT, i] * _site_factor(u, n, U_RTT, i),
+        site[S_TX, i] / _site_factor(u, n, U_BANDWIDTH, i),
+    )
 
 
 @jit
@@ -256,8 +258,10 @@ class UnknownFactors:
     def from_vector(cls, u: np.ndarray) -> UnknownFactors:
         u = np.asarray(u, dtype=np.float64)
         n = (u.shape[0] - UNKNOWN_SCALARS) // len(UNKNOWN_SITE_FIELDS)
-        blocks = [u[UNKNOWN_SCALARS + f * n : UNKNOWN_SCALARS + (f + 1) * n].copy() for f in
-                  range(len(UNKNOWN_SITE_FIELDS))]  # fmt: skip
+        blocks = [
+            u[UNKNOWN_SCALARS + f * n : UNKNOWN_SCALARS + (f + 1) * n].copy()
+            for f in range(len(UNKNOWN_SITE_FIELDS))
+        ]
         return cls(float(u[U_PACE]), float(u[U_NOISE]), *blocks)
 
     @classmethod

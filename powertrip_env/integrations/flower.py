@@ -387,9 +387,18 @@ class _Run:
         elapsed_h = s_to_h(float(state.time_s[i] - state.start_s[i]))
         chosen = tuple(names[s] for s in selected)
         self.rounds.append(
-            FederatedRound(number, chosen, tuple(completed), tuple(excluded), idle, cut,
-                           elapsed_h, self.accuracy, metrics)
-        )  # fmt: skip
+            FederatedRound(
+                number,
+                chosen,
+                tuple(completed),
+                tuple(excluded),
+                idle,
+                cut,
+                elapsed_h,
+                self.accuracy,
+                metrics,
+            )
+        )
         return self.accuracy
 
     # ------------------------------------------------------------------ Flower
@@ -475,17 +484,24 @@ def evaluate_federated(
     for item in policies:
         policy, algo = item if isinstance(item, tuple) else (item, None)
         strategy = PowerTripStrategy(
-            policy, env_id, inner=inner() if inner is not None else None, seed=seed, split=split,
-            algo=algo, initial_model=initial_model, env_kwargs=env_kwargs,
-        )  # fmt: skip
+            policy,
+            env_id,
+            inner=inner() if inner is not None else None,
+            seed=seed,
+            split=split,
+            algo=algo,
+            initial_model=initial_model,
+            env_kwargs=env_kwargs,
+        )
         label = strategy.name
         if label in curves:
             raise ValueError(f"policy {label!r} appears twice; give each policy once")
         order.append(label)
         curves[label] = []
         for e in range(episodes):
-            strategy.start(grid, initial_arrays, timeout=timeout, evaluate_fn=evaluate_fn,
-                           seed=seed + e)  # fmt: skip
+            strategy.start(
+                grid, initial_arrays, timeout=timeout, evaluate_fn=evaluate_fn, seed=seed + e
+            )
             row = {"policy": label, "episode": e, **strategy.episode}
             rows.append(row)
             curves[label].append(strategy.curve)

@@ -123,8 +123,15 @@ def client_app(env_id: str = DEFAULT_ENV, **env_kwargs: Any) -> ClientApp:
         if len(y):
             seed = round_seed(int(config["seed"]), int(config["server-round"]), site)
             generator = torch.Generator().manual_seed(seed)
-            loss = local_sgd(model, x, y, int(config["local-steps"]), int(config["batch-size"]),
-                             float(config["lr"]), generator)  # fmt: skip
+            loss = local_sgd(
+                model,
+                x,
+                y,
+                int(config["local-steps"]),
+                int(config["batch-size"]),
+                float(config["lr"]),
+                generator,
+            )
         metrics = MetricRecord({"num-examples": len(y), "train-loss": loss})
         content = RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics})
         return Message(content, reply_to=message)

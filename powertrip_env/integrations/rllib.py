@@ -189,8 +189,9 @@ class SiteRLModule(TorchRLModule, ValueFunctionAPI):
         g = space["global"].shape[0]
         k, c = int(cfg["site_out"]), int(cfg["context_dim"])
         self.n_sites = n
-        self.encoder = nn.Sequential(_mlp([f, *cfg["site_hidden"]]),
-                                     nn.Linear(cfg["site_hidden"][-1], k), nn.Tanh())  # fmt: skip
+        self.encoder = nn.Sequential(
+            _mlp([f, *cfg["site_hidden"]]), nn.Linear(cfg["site_hidden"][-1], k), nn.Tanh()
+        )
         self.context = _mlp([2 * k + g, c])
         head = [k + c, *cfg["head_hidden"]]
         self.head = nn.Sequential(_mlp(head), nn.Linear(head[-1], 2))
@@ -215,8 +216,10 @@ class SiteRLModule(TorchRLModule, ValueFunctionAPI):
         logits = self.head(per_site)  # (B, N, 2): [skip, take] for each site
         if self.padded:  # a padded site never takes part
             logits = mask_padded_logits(logits, self._valid(batch))
-        return {Columns.ACTION_DIST_INPUTS: logits.reshape(logits.shape[0], -1),
-                Columns.EMBEDDINGS: context}  # fmt: skip
+        return {
+            Columns.ACTION_DIST_INPUTS: logits.reshape(logits.shape[0], -1),
+            Columns.EMBEDDINGS: context,
+        }
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any | None = None) -> Any:
         if embeddings is None:

@@ -93,9 +93,12 @@ def scenario_data(scenario: Scenario, cfg: LearnerConfig) -> tuple[list[Dataset]
     """
     shares = [float(site.data_share) for site in scenario.sites]
     return split_data(
-        load_digits(), shares, test_fraction=cfg.test_fraction,
-        dirichlet_alpha=cfg.dirichlet_alpha, seed=cfg.data_seed,
-    )  # fmt: skip
+        load_digits(),
+        shares,
+        test_fraction=cfg.test_fraction,
+        dirichlet_alpha=cfg.dirichlet_alpha,
+        seed=cfg.data_seed,
+    )
 
 
 def local_sgd(

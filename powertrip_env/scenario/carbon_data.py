@@ -8,10 +8,11 @@ from Electricity Maps' data (docs/data.md, "Carbon intensity").
 
 Why it is a loader of its own, strict and cached like ``power_data``: carbon intensity is not a
 fraction of capacity, so the power traces' [0, 1] check does not fit it, and a carbon-aware task
-needs it per zone, not per site. It shares ``power_data``'s reading, header, timestamp and grid
-checks and its cache, so a bad file fails at load time with a ``TraceError`` that names the
-file, the line (line 1 is the header), the column and the value, and says what is allowed; and
-every env in a process shares one read-only copy.
+needs it per zone, not per site. It reads through ``power_data``'s reader (``GridCsv``: the
+header, timestamp and grid checks), cache (``load_cached``) and column lookup
+(``find_columns``), so a bad file fails at load time with a ``TraceError`` that names the file,
+the line (line 1 is the header), the column and the value, and says what is allowed; and every
+env in a process shares one read-only copy.
 """
 
 from __future__ import annotations
@@ -27,14 +28,10 @@ import pandas as pd
 from powertrip_env.errors import TraceError
 from powertrip_env.scenario.power_data import (
     TIMESTAMP,
-    PowerTrace,
-    _cached,
-    _parse_timestamps,
-    _raw_cell,
-    _read_frame,
-    _read_header,
-    _regular_step,
+    GridCsv,
+    find_columns,
     iso_utc,
+    load_cached,
 )
 from powertrip_env.units import s_to_h
 
@@ -82,7 +79,9 @@ class CarbonIntensity:
         ``source`` says who asked (a scenario and site), so that a zone the file does not hold is
         reported where it was named, with the zones it does hold.
         """
-        return PowerTrace.column_indices(self, names, source=source)  # type: ignore[arg-type]
+        return find_columns(
+            self.zones, names, lambda name: self._missing_column_message(name, source)
+        )
 
     def _missing_column_message(self, name: str, source: str) -> str:
         prefix = f"{source}: " if source else ""
@@ -99,7 +98,7 @@ def load_carbon(path: str | Path) -> CarbonIntensity:
 
     Cached like ``power_data.load_trace``: by resolved path, modification time and size.
     """
-    return _cached(path, "carbon intensity", _read_carbon)
+    return load_cached(path, "carbon intensity", _read_carbon)
 
 
 def check_covers(carbon: CarbonIntensity, start_s: float, end_s: float, source: str) -> None:
@@ -130,12 +129,13 @@ def check_covers(carbon: CarbonIntensity, start_s: float, end_s: float, source: 
 
 
 def _read_carbon(path: Path) -> CarbonIntensity:
-    names = _read_header(path)
+    grid = GridCsv(path)
+    names = grid.names
     zones = _zones(path, names)
-    frame = _read_frame(path, names, (TIMESTAMP,))
-    ts = _parse_timestamps(path, frame[TIMESTAMP])
+    frame = grid.rows()
+    ts = grid.times(frame[TIMESTAMP])
     columns = [name for name in names if name != TIMESTAMP]
-    values = _parse_intensity(path, frame, columns, names)
+    values = _parse_intensity(grid, frame, columns)
     direct = np.ascontiguousarray(values[:, [columns.index(z + DIRECT) for z in zones]])
     lca = np.ascontiguousarray(values[:, [columns.index(z + LCA) for z in zones]])
     if len(frame) < 2:
@@ -143,7 +143,7 @@ def _read_carbon(path: Path) -> CarbonIntensity:
             f"{path}: carbon intensity file has only one data row; at least two are needed to "
             "know the time step"
         )
-    step = _regular_step(path, frame[TIMESTAMP], ts, TIMESTAMP)
+    step = grid.step(frame[TIMESTAMP], ts)
     times = ts.astype(np.float64)
     for array in (times, direct, lca):
         array.setflags(write=False)
@@ -175,9 +175,7 @@ def _zones(path: Path, names: list[str]) -> tuple[str, ...]:
     return tuple(zones)
 
 
-def _parse_intensity(
-    path: Path, frame: pd.DataFrame, columns: list[str], names: list[str]
-) -> np.ndarray:
+def _parse_intensity(grid: GridCsv, frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """The ``columns`` (in header order) as a (T, C) float64 array; the first bad cell in file
     order (text, empty or NaN, infinite, negative) is reported with its line and raw text."""
     out = np.empty((len(frame), len(columns)), dtype=np.float64)
@@ -194,8 +192,8 @@ def _parse_intensity(
         return out
     row, j = first_bad
     name, line, value = columns[j], row + 2, out[row, j]
-    raw = _raw_cell(path, line, names.index(name))
-    where = f"{path}, line {line}, column {name!r}"
+    raw = grid.cell(line, grid.names.index(name))
+    where = f"{grid.path}, line {line}, column {name!r}"
     if np.isnan(value) and frame[name].isna().iloc[row]:
         raise TraceError(f"{where}: empty or NaN value {raw!r}; every cell needs {_ALLOWED}")
     if np.isnan(value):

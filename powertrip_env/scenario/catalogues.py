@@ -88,10 +88,18 @@ REQUIRED_SITE_FIELDS = (
     "wan_gbps", "data_share", "trace_column",
 )  # fmt: skip
 SITE_KINDS: dict[str, type] = {
-    "name": str, "region": str, "latitude": float, "longitude": float, "gpu": str,
-    "gpu_count": int, "capacity_kw": float, "pue": float, "wan_gbps": float,
-    "data_share": float, "trace_column": str,
-}  # fmt: skip
+    "name": str,
+    "region": str,
+    "latitude": float,
+    "longitude": float,
+    "gpu": str,
+    "gpu_count": int,
+    "capacity_kw": float,
+    "pue": float,
+    "wan_gbps": float,
+    "data_share": float,
+    "trace_column": str,
+}
 _SITE_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "latitude": (-90.0, 90.0, False),
     "longitude": (-180.0, 180.0, False),

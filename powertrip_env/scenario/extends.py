@@ -46,8 +46,12 @@ TIED_FIELDS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     # The grid trace: its time zone and shift, the PV data laid on its calendar, and the day
     # split counted on that calendar.
     ("trace", "file"): (
-        ("trace", "utc_offset_h"), ("trace", "shift_days"), ("trace", "pv_file"),
-        ("trace", "pv_forecast_file"), *_SPLIT_DAYS, *_CARBON,
+        ("trace", "utc_offset_h"),
+        ("trace", "shift_days"),
+        ("trace", "pv_file"),
+        ("trace", "pv_forecast_file"),
+        *_SPLIT_DAYS,
+        *_CARBON,
     ),
     # The PV trace: its forecasts; and the calendar (where every file has data) moves with it.
     ("trace", "pv_file"): (("trace", "pv_forecast_file"), *_SPLIT_DAYS),
@@ -57,7 +61,7 @@ TIED_FIELDS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     ("sites", "site"): (("sites", "catalogue"), *_SITE_LISTS, *_CARBON),
     # The hub: rtt_to_hub_ms are round trips to it.
     ("sites", "hub"): (("network", "rtt_to_hub_ms"),),
-}  # fmt: skip
+}
 
 
 @dataclass

@@ -80,8 +80,13 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     unknowns = load_unknowns(table("unknowns", {}), workload)
     top.finish()
     data_files = [
-        gpu_file, site_file, trace.file, trace.pv_file, trace.pv_forecast_file, trace.carbon_file,
-    ]  # fmt: skip
+        gpu_file,
+        site_file,
+        trace.file,
+        trace.pv_file,
+        trace.pv_forecast_file,
+        trace.carbon_file,
+    ]
     inputs = dict.fromkeys([*tomls, *(f for f in data_files if f is not None)])
     return Scenario(
         name=name,

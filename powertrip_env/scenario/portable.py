@@ -167,10 +167,15 @@ def _scenario(data: Any, where: str) -> Scenario:
         or not (-1 <= hub_index < len(sites))
     ):
         raise ScenarioError(f"{where} ['hub_index'] = {hub_index!r}: not -1 or a site index")
-    hub: Any = sites[hub_index].name if hub_index >= 0 else {
-        "name": network["hub"], "latitude": network["hub_latitude"],
-        "longitude": network["hub_longitude"],
-    }  # fmt: skip
+    hub: Any = (
+        sites[hub_index].name
+        if hub_index >= 0
+        else {
+            "name": network["hub"],
+            "latitude": network["hub_latitude"],
+            "longitude": network["hub_longitude"],
+        }
+    )
     link = {k: v for k, v in network.items() if not k.startswith("hub") or k == "hub_gbps"}
     if link.get("rtt_to_hub_ms") is None:
         link.pop("rtt_to_hub_ms", None)
@@ -179,8 +184,10 @@ def _scenario(data: Any, where: str) -> Scenario:
     episode = data["episode"]
     names = tuple(f.name for f in dataclasses.fields(Episode) if f.name not in _LATER_EPISODE)
     _keys(episode, f"{where} ['episode']", names, _LATER_EPISODE)
-    days = {k: list(episode[k]) if isinstance(episode[k], list | tuple) else episode[k]
-            for k in ("train_days", "test_days")}  # fmt: skip
+    days = {
+        k: list(episode[k]) if isinstance(episode[k], list | tuple) else episode[k]
+        for k in ("train_days", "test_days")
+    }
     rest = {k: v for k, v in episode.items() if k not in days}
     ep = load_episode(Table(rest, where, "episode"), Table(days, where, "trace"))
 
@@ -217,8 +224,10 @@ def _gpus(data: Any, where: str) -> dict[str, GpuType]:
         at = f"{where} ['gpus'][{name!r}]"
         _keys(gpu, at, tuple(f.name for f in dataclasses.fields(GpuType)))
         numbers = Table(dict(gpu), at, "gpu")
-        values = {key: numbers.number(key, lo=0.0, lo_open=True)
-                  for key in ("tflops_bf16", "power_w", "memory_gb")}  # fmt: skip
+        values = {
+            key: numbers.number(key, lo=0.0, lo_open=True)
+            for key in ("tflops_bf16", "power_w", "memory_gb")
+        }
         gpus[str(name)] = GpuType(name=str(name), **values)
     return gpus
 
@@ -268,11 +277,12 @@ def _trace_files(data: Any, where: str) -> TraceFiles:
                 None if trace["pv_forecast_file"] is None else Path(trace["pv_forecast_file"])
             ),
             shift_days=_number(trace["shift_days"], int),
-            utc_offset_h=None if trace["utc_offset_h"] is None else _number(
-                trace["utc_offset_h"], float),
+            utc_offset_h=None
+            if trace["utc_offset_h"] is None
+            else _number(trace["utc_offset_h"], float),
             carbon_file=None if trace.get("carbon_file") is None else Path(trace["carbon_file"]),
             carbon_kind=str(trace.get("carbon_kind", "lca")),
-        )  # fmt: skip
+        )
     except (TypeError, ValueError):
         raise ScenarioError(
             f"{where} ['trace']: {dict(trace)!r} has a value of the wrong type"

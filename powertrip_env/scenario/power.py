@@ -85,8 +85,9 @@ class SitePower:
         try:
             first, last = operator.index(first_day), operator.index(last_day)
         except TypeError:
-            raise ScenarioError(f"{where} = [{first_day!r}, {last_day!r}]: days must be whole "
-                                "numbers") from None  # fmt: skip
+            raise ScenarioError(
+                f"{where} = [{first_day!r}, {last_day!r}]: days must be whole numbers"
+            ) from None
         per_day = S_PER_DAY // self.interval_s
         days = math.ceil(self.rows / per_day)
         if not 1 <= first <= last <= days:
@@ -204,8 +205,10 @@ def _calendar(
     grid, pv, forecast = series
     files = scenario.trace
     # The calendar: what every series covers for every site, as [start, end] of row starts.
-    spans = [(int(grid.timestamps_s[0]) - int(shift), int(grid.timestamps_s[-1]) - int(shift))
-             for shift in np.unique(shifts)]  # fmt: skip
+    spans = [
+        (int(grid.timestamps_s[0]) - int(shift), int(grid.timestamps_s[-1]) - int(shift))
+        for shift in np.unique(shifts)
+    ]
     if pv is not None:
         spans.append((int(pv.timestamps_s[0]), int(pv.timestamps_s[-1])))
     if forecast is not None:

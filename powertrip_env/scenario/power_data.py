@@ -26,10 +26,10 @@ import gzip
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -38,11 +38,14 @@ from powertrip_env.errors import TraceError
 from powertrip_env.units import S_PER_DAY
 
 __all__ = [
+    "GridCsv",
     "PowerForecast",
     "PowerTrace",
     "TraceError",
     "clear_trace_cache",
+    "find_columns",
     "iso_utc",
+    "load_cached",
     "load_forecast",
     "load_trace",
 ]
@@ -82,15 +85,9 @@ class PowerTrace:
         ``source`` says who asked (e.g. ``"scenarios/my.toml, site us-east-virginia"``) so that a
         typo in a scenario is reported where it was made.
         """
-        if isinstance(names, str):  # a bare string would be split into characters
-            names = [names]
-        lookup = {name: i for i, name in enumerate(self.columns)}
-        out = np.empty(len(names), dtype=np.int64)
-        for k, name in enumerate(names):
-            if name not in lookup:
-                raise TraceError(self._missing_column_message(str(name), source))
-            out[k] = lookup[name]
-        return out
+        return find_columns(
+            self.columns, names, lambda name: self._missing_column_message(name, source)
+        )
 
     def _missing_column_message(self, name: str, source: str) -> str:
         prefix = f"{source}: " if source else ""
@@ -125,10 +122,33 @@ class PowerForecast:
 
     def column_indices(self, names: Sequence[str], *, source: str = "") -> np.ndarray:
         """As `PowerTrace.column_indices`, for the forecast's columns."""
-        return PowerTrace.column_indices(self, names, source=source)  # type: ignore[arg-type]
+        return find_columns(
+            self.columns, names, lambda name: self._missing_column_message(name, source)
+        )
 
     def _missing_column_message(self, name: str, source: str) -> str:
         return PowerTrace._missing_column_message(self, name, source)  # type: ignore[arg-type]
+
+
+def find_columns(
+    columns: Sequence[str], names: Sequence[str] | str, missing: Callable[[str], str]
+) -> np.ndarray:
+    """Indices of ``names`` in ``columns``, as an int64 array in the order given.
+
+    Every file of named columns looks its columns up this way (a trace's, a forecast's, the
+    zones of ``carbon_data``'s carbon intensity), so a bare string is one name and not its
+    characters in all of them; ``missing(name)`` words the ``TraceError`` of a name the file
+    does not hold, which each kind of file says in its own terms.
+    """
+    if isinstance(names, str):  # a bare string would be split into characters
+        names = [names]
+    lookup = {name: i for i, name in enumerate(columns)}
+    out = np.empty(len(names), dtype=np.int64)
+    for k, name in enumerate(names):
+        if name not in lookup:
+            raise TraceError(missing(str(name)))
+        out[k] = lookup[name]
+    return out
 
 
 def iso_utc(seconds: float) -> str:
@@ -138,6 +158,7 @@ def iso_utc(seconds: float) -> str:
 
 _CACHE: dict[str, tuple[tuple[int, int], Any]] = {}
 _LOCK = threading.Lock()
+_Loaded = TypeVar("_Loaded")
 
 
 def clear_trace_cache() -> None:
@@ -152,15 +173,24 @@ def load_trace(path: str | os.PathLike[str]) -> PowerTrace:
     The cache key is the resolved path plus the file's modification time and size, so an edited
     file is re-read while repeated loads of an unchanged file return the identical object.
     """
-    return _cached(path, "power trace", _read_trace)
+    return load_cached(path, "power trace", _read_trace)
 
 
 def load_forecast(path: str | os.PathLike[str]) -> PowerForecast:
     """Load, validate and cache a forecast file (``issued,timestamp,<columns>``)."""
-    return _cached(path, "forecast", _read_forecast)
+    return load_cached(path, "forecast", _read_forecast)
 
 
-def _cached(path: str | os.PathLike[str], what: str, read: Any) -> Any:
+def load_cached(
+    path: str | os.PathLike[str], what: str, read: Callable[[Path], _Loaded]
+) -> _Loaded:
+    """``read(path)``, once per version of the file: a later call for the same unchanged file
+    (resolved path, modification time and size) returns the identical object.
+
+    Every loader of trace-like files caches through this (``carbon_data`` too), so every env
+    in a process shares one read-only copy of each file; ``what`` names the kind of file in
+    the ``TraceError`` of a path that cannot be read, and keeps kinds apart in the cache.
+    """
     resolved = Path(path).expanduser().resolve()
     try:
         st = resolved.stat()
@@ -180,6 +210,41 @@ def _cached(path: str | os.PathLike[str], what: str, read: Any) -> Any:
         loaded = read(resolved)
         _CACHE[key] = (stamp, loaded)
         return loaded
+
+
+class GridCsv:
+    """One CSV file on a regular time grid, read with the checks every trace file gets.
+
+    Public for the loaders of other series on such a grid (``carbon_data``'s carbon intensity):
+    they read the header, the rows, the times and the step through it, in their own order of
+    checks, and check their values themselves, so a bad file of any kind fails alike, with a
+    ``TraceError`` that names the file, the line (line 1 is the header), the column and the
+    value. Making one reads and checks the header (``names``); the rest is read on request.
+    """
+
+    def __init__(self, path: Path, index_columns: tuple[str, ...] = (TIMESTAMP,)) -> None:
+        self.path = path
+        self.index_columns = index_columns
+        self.names = _read_header(path, index_columns)
+
+    def rows(self) -> pd.DataFrame:
+        """The data rows, the index columns as text; blank trailing lines are dropped and a
+        blank line inside the data is refused."""
+        return _read_frame(self.path, self.names, self.index_columns)
+
+    def times(self, raw: pd.Series, column: str = TIMESTAMP) -> np.ndarray:
+        """``column``'s ISO-8601 text (``raw``) as int64 Unix seconds; naive times are UTC."""
+        return _parse_timestamps(self.path, raw, column)
+
+    def step(self, raw: pd.Series, times: np.ndarray, column: str = TIMESTAMP) -> int:
+        """The one step of ``times`` (parsed from ``raw``), which must increase strictly and
+        evenly; the first row that breaks that is named."""
+        return _regular_step(self.path, raw, times, column)
+
+    def cell(self, line: int, column: int) -> str:
+        """The text of one cell as the file writes it, for an error message ("?" if the file
+        cannot be read again)."""
+        return _raw_cell(self.path, line, column)
 
 
 def _open_text(path: Path) -> Any:
@@ -280,17 +345,18 @@ def _read_frame(path: Path, names: list[str], index_columns: tuple[str, ...]) ->
 
 
 def _read_trace(path: Path) -> PowerTrace:
-    names = _read_header(path)
-    frame = _read_frame(path, names, (TIMESTAMP,))
-    ts = _parse_timestamps(path, frame[TIMESTAMP])
+    grid = GridCsv(path)
+    names = grid.names
+    frame = grid.rows()
+    ts = grid.times(frame[TIMESTAMP])
     columns = [c for c in names if c != TIMESTAMP]
-    util = _parse_values(path, frame, columns, names)
+    util = _parse_values(grid, frame, columns)
     if len(frame) < 2:
         raise TraceError(
             f"{path}: power trace has only one data row; at least two are needed to know the "
             "time step"
         )
-    step = _regular_step(path, frame[TIMESTAMP], ts, TIMESTAMP)
+    step = grid.step(frame[TIMESTAMP], ts)
     ts.setflags(write=False)
     util.setflags(write=False)
     return PowerTrace(str(path), tuple(columns), ts, util, step)
@@ -324,12 +390,12 @@ def _read_forecast(path: Path) -> PowerForecast:
     Rows come grouped by issue time (as forecast providers publish them) and, within an issue,
     by interval; every issue covers the same number of intervals starting at the issue time.
     """
-    names = _read_header(path, (ISSUED, TIMESTAMP))
-    frame = _read_frame(path, names, (ISSUED, TIMESTAMP))
-    issued = _parse_timestamps(path, frame[ISSUED], ISSUED)
-    start = _parse_timestamps(path, frame[TIMESTAMP])
-    columns = [c for c in names if c not in (ISSUED, TIMESTAMP)]
-    values = _parse_values(path, frame, columns, names)
+    grid = GridCsv(path, (ISSUED, TIMESTAMP))
+    frame = grid.rows()
+    issued = grid.times(frame[ISSUED], ISSUED)
+    start = grid.times(frame[TIMESTAMP])
+    columns = [c for c in grid.names if c not in (ISSUED, TIMESTAMP)]
+    values = _parse_values(grid, frame, columns)
     first = np.flatnonzero(np.concatenate([[True], issued[1:] != issued[:-1]]))
     horizons = int(first[1]) if first.size > 1 else len(frame)
     if len(frame) % horizons or not np.array_equal(first, np.arange(0, len(frame), horizons)):
@@ -341,7 +407,7 @@ def _read_forecast(path: Path) -> PowerForecast:
             f"at {frame[ISSUED].iloc[row]!r} breaks that"
         )
     times = issued[first]
-    step = _regular_step(path, frame[ISSUED].iloc[first], times, ISSUED) if times.size > 1 else 0
+    step = grid.step(frame[ISSUED].iloc[first], times, ISSUED) if times.size > 1 else 0
     lead = (start - issued).reshape(-1, horizons)
     if step == 0 and horizons > 1:  # a single issue time: its rows give the interval
         step = int(lead[0, 1] - lead[0, 0])
@@ -386,9 +452,7 @@ def _parse_timestamps(path: Path, raw: pd.Series, column: str = TIMESTAMP) -> np
     return seconds.astype(np.int64)
 
 
-def _parse_values(
-    path: Path, frame: pd.DataFrame, columns: list[str], names: list[str]
-) -> np.ndarray:
+def _parse_values(grid: GridCsv, frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """Check every value is a number in [0, 1]; report the first bad cell in file order."""
     util = np.empty((len(frame), len(columns)), dtype=np.float64)
     first_bad: tuple[int, int, str] | None = None  # (row, column position, kind)
@@ -418,8 +482,8 @@ def _parse_values(
 
     row, j, kind = first_bad
     name, line = columns[j], row + 2
-    raw = _raw_cell(path, line, names.index(name))
-    where = f"{path}, line {line}, column {name!r}"
+    raw = grid.cell(line, grid.names.index(name))
+    where = f"{grid.path}, line {line}, column {name!r}"
     if kind == "non-numeric":
         raise TraceError(
             f"{where}: value {raw!r} is not a number; expected a utilisation in [0, 1]"
