@@ -34,7 +34,8 @@ import numpy as np
 
 from powertrip_env.baselines.base import Policy
 from powertrip_env.dynamics.formulas import noise_scale_array
-from powertrip_env.view import UnknownFactors
+from powertrip_env.scenario import Scenario
+from powertrip_env.view import DecisionView, UnknownFactors
 
 # The smoothing of the per-site estimates: the weight of the newest measurement. A round's
 # compute carries the scenario's jitter (σ = 0.05 on the flagship), so a few rounds average it.
@@ -141,7 +142,7 @@ class Estimator:
         self.n_sites = 0
         self.last: tuple[float, float] | None = None  # (progress, batch) of the round played
 
-    def reset(self, scenario: Any) -> None:
+    def reset(self, scenario: Scenario) -> None:
         """A new episode of ``scenario`` (its stated workload is what the fit starts from)."""
         n = scenario.n_sites
         self.workload = scenario.workload
@@ -153,7 +154,7 @@ class Estimator:
         self.fitted = 0
         self.last = None
 
-    def update(self, now: Any) -> None:
+    def update(self, now: DecisionView) -> None:
         fresh = now.measured_round > self.seen_round
         for f, ratio in enumerate((now.measured_compute, now.measured_transfer)):
             got = fresh & (ratio > 0.0)
@@ -187,7 +188,7 @@ class Estimator:
         self.resid[:, self.fitted] = np.log(gained / stated)
         self.fitted += 1
 
-    def played(self, now: Any, mask: np.ndarray) -> None:
+    def played(self, now: DecisionView, mask: np.ndarray) -> None:
         """Remember the round about to be played: its start's progress and global batch."""
         batch = float(self.workload.site_batch * np.count_nonzero((mask > 0) & now.available))
         self.last = (now.surrogate_progress, batch)
@@ -237,7 +238,7 @@ class Estimates:
     progress it makes is fitted against).
     """
 
-    def __init__(self, scenario: Any, batch: int = 1, optimism: float = 0.0) -> None:
+    def __init__(self, scenario: Scenario, batch: int = 1, optimism: float = 0.0) -> None:
         self.scenario = scenario
         self.optimism = float(optimism)
         self.estimators = [Estimator(optimism, scenario.unknowns) for _ in range(batch)]

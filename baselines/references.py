@@ -36,6 +36,7 @@ from powertrip_env.baselines.policies import (
     MyopicOptimal,
     PowerTrip,
 )  # the plans BeamPlanner starts from
+from powertrip_env.dynamics.params import SimParams
 from powertrip_env.units import h_to_s, s_to_h
 from powertrip_env.view import DecisionView
 
@@ -70,7 +71,7 @@ class PolicyRun:
     carbon_kg: float = float("nan")  # the episode's grid carbon (NaN: not played to the end)
 
 
-def _time_cost(params: Any, out: Any) -> np.ndarray:
+def _time_cost(params: SimParams, out: Any) -> np.ndarray:
     """The time objective of plans played to the end: TTA (h), inf for a plan that fails."""
     return np.where(out.success, out.tta_h, np.inf)
 
@@ -98,9 +99,12 @@ def play_on_copy(env: Any, policy: Policy) -> PolicyRun:
         obs, _, terminated, truncated, info = twin.step(mask)
         if terminated or truncated:
             return PolicyRun(
-                policy.name, np.array(masks), float(info["tta_h"]), bool(terminated),
+                policy.name,
+                np.array(masks),
+                float(info["tta_h"]),
+                bool(terminated),
                 float(info.get("carbon_kg", float("nan"))),
-            )  # fmt: skip
+            )
 
 
 def best_fixed_set(env: Any) -> PolicyRun:

@@ -181,9 +181,11 @@ def job_table(scenario: Scenario) -> list[str]:
     """The workload and the network rules that decide what a round costs and teaches."""
     w, n = scenario.workload, scenario.network
     state = w.model_bytes if w.state_bytes is None else w.state_bytes
-    rounds = "equal steps at every site" if w.round_mode == "fixed_quota" else (
-        f"time-balanced, {w.round_s:g} s of compute a round"
-    )  # fmt: skip
+    rounds = (
+        "equal steps at every site"
+        if w.round_mode == "fixed_quota"
+        else (f"time-balanced, {w.round_s:g} s of compute a round")
+    )
     rows = [
         ("workload", w.name),
         ("parameters", "–" if w.parameters is None else f"{w.parameters:.3g}"),
@@ -221,8 +223,13 @@ def budget_table(scenario: Scenario) -> list[str]:
 
 def sampler_table() -> list[str]:
     """The default `SiteSampler`'s ranges, with what its docstring says of each."""
-    described = dict(re.findall(r"^\s{8}(\w+): (.+?)(?=\n\s{8}\w+:|\Z)", SiteSampler.__doc__ or "",
-                                flags=re.MULTILINE | re.DOTALL))  # fmt: skip
+    described = dict(
+        re.findall(
+            r"^\s{8}(\w+): (.+?)(?=\n\s{8}\w+:|\Z)",
+            SiteSampler.__doc__ or "",
+            flags=re.MULTILINE | re.DOTALL,
+        )
+    )
     rows = ["| range | default | drawn |", "|---|---|---|"]
     for field in dataclasses.fields(SiteSampler):
         meaning = " ".join(described.get(field.name, "").split())

@@ -64,12 +64,17 @@ installed)."""
 # plays it through them), 9.16 h against 8.90 on drawn 32-site catalogues (docs/agents.md).
 IMITATION_ARGS = [
     *(arg for env_id in SUITE_IDS for arg in ("--env", env_id)),
-    "--n-envs", "16",
-    "--steps", "300",
-    "--dagger", "3",
-    "--epochs", "40",
-    "--seed", "0",
-]  # fmt: skip
+    "--n-envs",
+    "16",
+    "--steps",
+    "300",
+    "--dagger",
+    "3",
+    "--epochs",
+    "40",
+    "--seed",
+    "0",
+]
 
 # (label, env ID, scenario file or None): where the table compares the agent.
 TARGETS = [

@@ -100,9 +100,11 @@ def _never_beaten(env_id: str, jitter: bool, episodes: int, reference_runs=None)
 @pytest.mark.parametrize("jitter", [False, True])
 @pytest.mark.parametrize(
     "env_id",  # the flagship in every run, the other tasks in CI's slow stage
-    [pytest.param(i, marks=[] if i == "PowerTrip-v0" else [pytest.mark.slow])
-     for i in powertrip_env.SUITE_IDS],
-)  # fmt: skip
+    [
+        pytest.param(i, marks=[] if i == "PowerTrip-v0" else [pytest.mark.slow])
+        for i in powertrip_env.SUITE_IDS
+    ],
+)
 def test_no_deployable_policy_beats_the_reference(
     env_id: str, jitter: bool, reference_runs
 ) -> None:
@@ -161,9 +163,16 @@ _STARTS = ["2022-06-28T03:00:00Z", "2022-06-29T03:00:00Z"]
 # mean TTA (h) per policy: a known task and a measured one, whose chain runs PowerTrip 30 →
 # HorizonRule 26 → AdaptiveMPC 24 → InformedMPC 23 → Optimiser 22
 _KNOWN = {"PowerTrip": 30.0, "HorizonRule": 25.0, "ForecastMPC": 26.0, "Optimiser": 22.0}
-_MEASURED = {**_KNOWN, "HorizonRule": 26.0, "ForecastMPC": 27.0, "AdaptiveHorizon": 25.0,
-             "AdaptiveMPC": 24.0, "ExploringHorizon": 24.5, "Informed": 23.5,
-             "InformedMPC": 23.0}  # fmt: skip
+_MEASURED = {
+    **_KNOWN,
+    "HorizonRule": 26.0,
+    "ForecastMPC": 27.0,
+    "AdaptiveHorizon": 25.0,
+    "AdaptiveMPC": 24.0,
+    "ExploringHorizon": 24.5,
+    "Informed": 23.5,
+    "InformedMPC": 23.0,
+}
 
 
 def _two_tracks() -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
@@ -172,11 +181,25 @@ def _two_tracks() -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     for task, means, track in (("K-v0", _KNOWN, "known"), ("M-v0", _MEASURED, "measured")):
         for policy, mean in {**means, time.BOUND: 21.0}.items():
             for e, start in enumerate(_STARTS):
-                rows.append({"task": task, "policy": policy, "episode": e, "start_time": start,
-                             "tta_h": mean + (e - 0.5), "success": True})  # fmt: skip
-        facts[task] = {"track": track, "optimiser_headroom": 1.2, "optimum_upper_h": 22.0,
-                       "optimum_lower_h": 21.0, "gap": 22.0 / 21.0, "reference_never_beaten": True,
-                       "n_sites": 10}  # fmt: skip
+                rows.append(
+                    {
+                        "task": task,
+                        "policy": policy,
+                        "episode": e,
+                        "start_time": start,
+                        "tta_h": mean + (e - 0.5),
+                        "success": True,
+                    }
+                )
+        facts[task] = {
+            "track": track,
+            "optimiser_headroom": 1.2,
+            "optimum_upper_h": 22.0,
+            "optimum_lower_h": 21.0,
+            "gap": 22.0 / 21.0,
+            "reference_never_beaten": True,
+            "n_sites": 10,
+        }
         if track == "measured":
             facts[task].update(time.room_chain(pd.Series(means)))
     return pd.DataFrame(rows), facts
@@ -185,8 +208,12 @@ def _two_tracks() -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
 def test_the_room_chain_splits_powertrip_to_the_optimiser() -> None:
     chain = time.room_chain(pd.Series(_MEASURED))
     assert [link["policy"] for link in chain["chain"]] == [
-        "PowerTrip", "HorizonRule", "AdaptiveMPC", "InformedMPC", "Optimiser"
-    ]  # fmt: skip
+        "PowerTrip",
+        "HorizonRule",
+        "AdaptiveMPC",
+        "InformedMPC",
+        "Optimiser",
+    ]
     assert chain["best_adaptive"] == "AdaptiveMPC" and chain["informed_h"] == 23.0
     assert chain["learnable_room"] == pytest.approx(24.0 / 23.0)
     shares = [link["share"] for link in chain["chain"][1:]]
@@ -224,8 +251,10 @@ def test_readme_tables_fills_the_measured_block_from_a_run_of_both_tracks(tmp_pa
     benchmark.write_run(run, frame, markdown, summary)
     names = (readme_tables.LEADERBOARD, readme_tables.SCORES, readme_tables.MEASURED)
     readme = tmp_path / "README.md"
-    readme.write_text("".join(f"<!-- results:{n} -->\nold\n<!-- /results:{n} -->\n"
-                              for n in names), encoding="utf-8")  # fmt: skip
+    readme.write_text(
+        "".join(f"<!-- results:{n} -->\nold\n<!-- /results:{n} -->\n" for n in names),
+        encoding="utf-8",
+    )
     argv = ["--readme", str(readme), "--tables", "leaderboard", "--leaderboard-from", str(run)]
     assert readme_tables.main(argv) == 0
     text = readme.read_text(encoding="utf-8")

@@ -55,8 +55,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("powertrip_env.scenario",),  # scenario files and power data
     # what a scenario and the kernel make: the loaded tables, rewards, progress models, what a
     # policy may see, what a reference may foresee, pictures
-    ("powertrip_env.simulation", "powertrip_env.rewards", "powertrip_env.learners",
-     "powertrip_env.view", "powertrip_env.clairvoyant", "powertrip_env.render"),
+    (
+        "powertrip_env.simulation",
+        "powertrip_env.rewards",
+        "powertrip_env.learners",
+        "powertrip_env.view",
+        "powertrip_env.clairvoyant",
+        "powertrip_env.render",
+    ),
     # the environment's contract, bound once per env: spaces, observations, actions and info;
     # where episodes start
     ("powertrip_env.interface", "powertrip_env.episodes"),
@@ -74,7 +80,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("powertrip_env.cli", "train_agent"),  # the command lines
     # the maintainers' writers (outside the wheel): the site's generator documents every command
     ("maintainers",),
-)  # fmt: skip
+)
 """The project's layers, bottom first: module or package names (a package stands for
 everything under it that no deeper name lists). Extend it as the package grows."""
 
@@ -245,8 +251,12 @@ def cycles(edges: list[Edge]) -> list[list[Edge]]:
 def _layer(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | None:
     """Index of the layer of the deepest listed name that holds ``module`` (itself or a package
     above it), else None."""
-    holders = [(name.count("."), i) for i, names in enumerate(layers) for name in names
-               if module == name or module.startswith(f"{name}.")]  # fmt: skip
+    holders = [
+        (name.count("."), i)
+        for i, names in enumerate(layers)
+        for name in names
+        if module == name or module.startswith(f"{name}.")
+    ]
     return max(holders)[1] if holders else None
 
 
@@ -275,9 +285,14 @@ EDGES = import_graph()
 def test_the_graph_sees_the_project() -> None:
     """The walk finds the modules, as installed, function-level imports and relative imports."""
     modules = project_files()
-    assert {"powertrip_env", "powertrip_env.env", "powertrip_env.harness.evaluation.evaluate",
-            "powertrip_env.agents.site_policy", "powertrip_env.cli",
-            "train_agent"} <= set(modules)  # fmt: skip
+    assert {
+        "powertrip_env",
+        "powertrip_env.env",
+        "powertrip_env.harness.evaluation.evaluate",
+        "powertrip_env.agents.site_policy",
+        "powertrip_env.cli",
+        "train_agent",
+    } <= set(modules)
     evaluate = modules["powertrip_env.harness.evaluation.evaluate"]
     assert evaluate == ROOT / "harness" / "evaluation" / "evaluate.py"
     assert modules["maintainers.docs_site"] == ROOT / "maintainers" / "docs_site.py"

@@ -64,10 +64,18 @@ RETIRED = {
 }
 # digits.toml's surrogate before that refit (commit a864517), which PowerTrip-Digits-v0 ran.
 DIGITS_V0 = {
-    "eta_local": 0.6838, "noise_b0": 158.7, "noise_p_b": 2540.0, "noise_gamma": 0.4249,
-    "a0": 0.003635, "a_max": 0.9959, "p0": 104.9, "alpha": 15.15, "non_iid": 0.9973,
-    "coverage_tau_rounds": 29.01, "coverage_ceiling": 0.08757,
-}  # fmt: skip
+    "eta_local": 0.6838,
+    "noise_b0": 158.7,
+    "noise_p_b": 2540.0,
+    "noise_gamma": 0.4249,
+    "a0": 0.003635,
+    "a_max": 0.9959,
+    "p0": 104.9,
+    "alpha": 15.15,
+    "non_iid": 0.9973,
+    "coverage_tau_rounds": 29.01,
+    "coverage_ceiling": 0.08757,
+}
 
 # (ID, seed) -> (tta_h, rounds, energy_kwh)
 POWERTRIP = {

@@ -330,10 +330,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Record Minari datasets of the references and the strongest baselines.",
     )
     add_env(
-        parser, [], ids=SHIPPED, repeat=True, fixed_sites=CLAIRVOYANT,
+        parser,
+        [],
+        ids=SHIPPED,
+        repeat=True,
+        fixed_sites=CLAIRVOYANT,
         what="a task to record (a dataset names it, for its reader to remake the env)",
         default_text="every ID of powertrip_env.SUITE_IDS",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
@@ -345,9 +349,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_seed(parser)
     add_out(
-        parser, None, what="Minari's data folder",
+        parser,
+        None,
+        what="Minari's data folder",
         default_text="MINARI_DATASETS_PATH or ~/.minari/datasets",
-    )  # fmt: skip
+    )
     add_force(parser, "replace datasets that exist (each once its new one is complete)")
     return parser
 

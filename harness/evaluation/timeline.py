@@ -31,6 +31,7 @@ import numpy as np
 
 from powertrip_env.errors import EvaluationError, is_whole
 from powertrip_env.units import s_to_h
+from powertrip_env.view import DecisionView
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +107,9 @@ def check_timeline_seed(value: Any, seed: int, episodes: int) -> int:
 # --------------------------------------------------------------------------- recording
 
 
-def _sample_power(view: Any, gpus: np.ndarray, rows: dict[int, tuple[float, np.ndarray]]) -> None:
+def _sample_power(
+    view: DecisionView, gpus: np.ndarray, rows: dict[int, tuple[float, np.ndarray]]
+) -> None:
     """Store the current trace row's power share under its absolute row index, which is the
     same for every policy and for the idle run, so their samples merge."""
     row = round((view.clock_s - view.into_row_s) / view.interval_s)

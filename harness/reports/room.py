@@ -94,9 +94,15 @@ def setting(
                 f"{', '.join(powertrip_env.MEASURED_SUITE_IDS)}, or a scenario with [unknowns])"
             )
         result = evaluate(
-            env_id, _policies(inner.n_sites, seed), episodes=episodes, split="test", seed=seed,
-            env_kwargs=kwargs, progress=progress, probe=probe,
-        )  # fmt: skip
+            env_id,
+            _policies(inner.n_sites, seed),
+            episodes=episodes,
+            split="test",
+            seed=seed,
+            env_kwargs=kwargs,
+            progress=progress,
+            probe=probe,
+        )
     finally:
         probe.close()
     mean = result.episodes.groupby("policy")["tta_h"].mean()
@@ -111,9 +117,10 @@ def rooms(mean: dict[str, float]) -> dict[str, Any]:
     horizon_room = mean["HorizonRule"] - mean["Informed"]
     shares = {
         kind: (mean["HorizonRule"] - mean[told_name(kind)]) / horizon_room
-        if horizon_room > 0 else 0.0
+        if horizon_room > 0
+        else 0.0
         for kind in TOLD
-    }  # fmt: skip
+    }
     return {
         "mean_tta_h": mean,
         "stated_room": stated / informed,
@@ -133,9 +140,13 @@ def room(
     progress: bool = False,
 ) -> dict[str, Any]:
     """The report: the task as shipped, then each value of ``sweep`` (field, values)."""
-    settings = [{"field": "shipped", "value": None,
-                 **setting(env_id, episodes=episodes, seed=seed, jitter=jitter,
-                           progress=progress)}]  # fmt: skip
+    settings = [
+        {
+            "field": "shipped",
+            "value": None,
+            **setting(env_id, episodes=episodes, seed=seed, jitter=jitter, progress=progress),
+        }
+    ]
     if sweep is not None:
         field, values = sweep
         base = load_scenario(gym.spec(env_id).kwargs["scenario"]).source
@@ -148,8 +159,14 @@ def room(
                     f"[{table}]\n{field} = {value!r}\n",
                     encoding="utf-8",
                 )
-                out = setting(env_id, episodes=episodes, seed=seed, jitter=jitter,
-                              scenario=str(path), progress=progress)  # fmt: skip
+                out = setting(
+                    env_id,
+                    episodes=episodes,
+                    seed=seed,
+                    jitter=jitter,
+                    scenario=str(path),
+                    progress=progress,
+                )
                 settings.append({"field": field, "value": value, **out})
     return {"env": env_id, "episodes": episodes, "jitter": jitter, "settings": settings}
 
@@ -202,13 +219,17 @@ def _parser() -> argparse.ArgumentParser:
     add_episodes(parser, 30)
     add_seed(parser)
     parser.add_argument(
-        "--sweep", type=_sweep, default=None, metavar="FIELD=V1,V2",
+        "--sweep",
+        type=_sweep,
+        default=None,
+        metavar="FIELD=V1,V2",
         help=f"also run with one of {', '.join(SWEEPABLE)} at each value",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--no-jitter", action="store_true",
+        "--no-jitter",
+        action="store_true",
         help="without time jitter, as the benchmark runs: every measurement exact",
-    )  # fmt: skip
+    )
     return parser
 
 
@@ -216,11 +237,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     return report_cli(
         lambda: room(
-            args.env, episodes=args.episodes, seed=args.seed, jitter=not args.no_jitter,
+            args.env,
+            episodes=args.episodes,
+            seed=args.seed,
+            jitter=not args.no_jitter,
             sweep=args.sweep,
         ),
         to_markdown,
-    )  # fmt: skip
+    )
 
 
 if __name__ == "__main__":

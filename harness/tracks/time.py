@@ -58,8 +58,16 @@ def bound_rows(env: gym.Env, episodes: int, seed: int) -> pd.DataFrame:
     for e in range(episodes):
         env.reset(seed=seed + e)
         bound = lower_bound_h(env.unwrapped)
-        rows.append({"policy": BOUND, "episode": e, "seed": seed + e, "tta_h": bound,
-                     "success": True, "rounds": 0})  # fmt: skip
+        rows.append(
+            {
+                "policy": BOUND,
+                "episode": e,
+                "seed": seed + e,
+                "tta_h": bound,
+                "success": True,
+                "rounds": 0,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -224,10 +232,11 @@ def chain_figure(chains: Facts, path: Path) -> None:
         steps = entry["chain"][::-1]
         hours = [step["tta_h"] for step in steps]
         names = [
-            step["policy"] if step["policy"] == labels[step["step"]]
+            step["policy"]
+            if step["policy"] == labels[step["step"]]
             else f"{labels[step['step']]}: {step['policy']}"
             for step in steps
-        ]  # fmt: skip
+        ]
         ax.barh(range(len(steps)), hours, color=colours[::-1])
         ax.set_yticks(range(len(steps)), names, fontsize=8)
         ax.set_xlim(min(hours) * 0.9, max(hours) * 1.02)
