@@ -24,24 +24,23 @@ from powertrip_env.baselines.references import (
     fixed_set_candidates,
     improve_plan,
 )
-from powertrip_env.dynamics.params import SimParams
 from powertrip_env.units import g_to_kg
 
 
-def carbon_cost_from_kg(params: SimParams, carbon_kg: Any, success: Any) -> np.ndarray:
+def carbon_cost_from_kg(params: Any, carbon_kg: Any, success: Any) -> np.ndarray:
     """The carbon objective of episodes that ended (``rewards.CarbonCost``'s return times
     ``−carbon_ref_kg``): their grid carbon ``carbon_kg`` (as ``info["carbon_kg"]`` and the
     evaluation's episodes give it), plus ``carbon_ref_kg`` for each that missed the deadline."""
     return np.asarray(carbon_kg) + params.carbon_ref_kg * ~np.asarray(success, dtype=bool)
 
 
-def carbon_cost_kg(params: SimParams, carbon_g: Any, success: Any) -> np.ndarray:
+def carbon_cost_kg(params: Any, carbon_g: Any, success: Any) -> np.ndarray:
     """``carbon_cost_from_kg`` of episodes whose carbon is the kernel's grams
     (``state.carbon_g``)."""
     return carbon_cost_from_kg(params, g_to_kg(np.asarray(carbon_g)), success)
 
 
-def _carbon_cost(params: SimParams, out: Any) -> np.ndarray:
+def _carbon_cost(params: Any, out: Any) -> np.ndarray:
     """The carbon objective of plans played to the end (``carbon_cost_kg``); inf for a plan whose
     episode had not ended when its rounds ran out, whose cost the env would not reproduce (it
     goes on playing the last set)."""

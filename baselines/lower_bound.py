@@ -21,7 +21,6 @@ from powertrip_env.dynamics import (
     least_round_ends,
     round_bound_dp,
 )
-from powertrip_env.dynamics.params import SimParams
 from powertrip_env.units import s_to_h
 
 
@@ -118,7 +117,7 @@ class _RoundGrid:
     """What ``round_bound_h`` and ``join_bound_h`` share: the episode's start cells, the least
     jitter, the least communication and the largest batch of k sites."""
 
-    p: SimParams
+    p: Any
     future: Any
     start: float  # the episode's start
     t_begin: float  # now
@@ -244,7 +243,7 @@ def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
 
 
 def _round_table(
-    p: SimParams,
+    p: Any,
     future: Any,
     grid: np.ndarray,
     step_s: float,
@@ -269,7 +268,7 @@ def _round_table(
 
 
 def _integrate(
-    p: SimParams,
+    p: Any,
     grid: np.ndarray,
     step_s: float,
     rounds: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -306,7 +305,7 @@ def _integrate(
 
 
 def _fixed_quota_inv_time(
-    p: SimParams, future: Any, grid: np.ndarray, step_s: float, compute_min: float, comm: np.ndarray
+    p: Any, future: Any, grid: np.ndarray, step_s: float, compute_min: float, comm: np.ndarray
 ) -> np.ndarray:
     """(J, K): one over the least time of a round of k sites that starts in grid cell j.
 
@@ -321,7 +320,7 @@ def _fixed_quota_inv_time(
 
 
 def _fixed_time_rounds(
-    p: SimParams, grid: np.ndarray, step_s: float, window: np.ndarray, comm: np.ndarray
+    p: Any, grid: np.ndarray, step_s: float, window: np.ndarray, comm: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(J, C) largest batches and (C,) one over the least round times of fixed_time rounds.
 

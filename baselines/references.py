@@ -36,7 +36,6 @@ from powertrip_env.baselines.policies import (
     MyopicOptimal,
     PowerTrip,
 )  # the plans BeamPlanner starts from
-from powertrip_env.dynamics.params import SimParams
 from powertrip_env.units import h_to_s, s_to_h
 from powertrip_env.view import DecisionView
 
@@ -71,7 +70,7 @@ class PolicyRun:
     carbon_kg: float = float("nan")  # the episode's grid carbon (NaN: not played to the end)
 
 
-def _time_cost(params: SimParams, out: Any) -> np.ndarray:
+def _time_cost(params: Any, out: Any) -> np.ndarray:
     """The time objective of plans played to the end: TTA (h), inf for a plan that fails."""
     return np.where(out.success, out.tta_h, np.inf)
 
