@@ -83,6 +83,69 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
+def _base_path(base_name: Any, path: Path, source: str, what: str) -> Path:
+    """The scenario file ``base_name`` (a shipped name, or a path relative to ``path``'s folder)
+    names, or a ``ScenarioError`` naming ``what`` wrote it and what is allowed."""
+    if not isinstance(base_name, str):
+        raise ScenarioError(f"{source}: {what} = {base_name!r}: must be a scenario name")
+    names = scenario_names()
+    if base_name not in names:
+        # A name that is neither shipped nor an existing file is most likely a misspelt
+        # scenario name; scenario_path would report a path the user never wrote.
+        candidate = path.parent / os.path.expanduser(base_name)
+        if not candidate.is_file():
+            close = difflib.get_close_matches(Path(base_name).stem, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ScenarioError(
+                f"{source}: {what} = {base_name!r}: not a shipped scenario and no such "
+                f"file ({candidate} not found); allowed: one of {names} or the path of a "
+                f"scenario .toml file, relative to {path.parent}{hint}"
+            )
+        base_name = str(candidate)
+    return scenario_path(base_name)
+
+
+def _table_extends(
+    doc: dict[str, Any],
+    path: Path,
+    source: str,
+    seen: tuple[str, ...],
+    read: list[Path],
+) -> dict[tuple[str, str], str]:
+    """``[table] extends = "measured"``: one table of another scenario, as that scenario
+    resolves it, under this file's own fields of the table. It writes a table shared by
+    scenarios with different bases once (the measured tasks' ``[unknowns]`` spreads); the
+    table's fields then count as this file's own, so they also replace its base's. Returns
+    where each taken field came from (``Lineage.inherited``'s entries)."""
+    taken: dict[tuple[str, str], str] = {}
+    for table, own in list(doc.items()):
+        if not isinstance(own, dict) or "extends" not in own:
+            continue
+        what = f"[{table}] field 'extends'"
+        other_path = _base_path(own.pop("extends"), path, source, what)
+        if str(other_path) in seen:
+            raise ScenarioError(f"{source}: {what} forms a cycle through {other_path}")
+        other = read_toml(other_path, str(other_path))
+        read.append(other_path)
+        other, other_root = apply_extends(
+            other, other_path, str(other_path), (*seen, str(other_path)), read, Lineage()
+        )
+        shared = other.get(table)
+        if not isinstance(shared, dict):
+            raise ScenarioError(
+                f"{source}: {what} = {other_path.stem!r}: {other_path} has no [{table}] table "
+                "to take"
+            )
+        shared = dict(shared)
+        for key in _FILE_KEYS:  # the other file's data files stay findable
+            if key in shared and key not in own:
+                where = f"{other_path}: [{table}] field {key!r}"
+                shared[key] = str(resolve_file(shared[key], other_root, where))
+        taken |= {(table, key): str(other_path) for key in shared if key not in own}
+        doc[table] = {**shared, **own}
+    return taken
+
+
 def apply_extends(
     doc: dict[str, Any],
     path: Path,
@@ -94,31 +157,19 @@ def apply_extends(
     """``extends = "default"`` starts from another scenario and overrides it table by table.
 
     Fields of a table in this file replace the same fields of the base; relative data files
-    keep resolving against the file that names them. The base's fields that describe what this
-    file replaces (``TIED_FIELDS``) are left out. Returns the merged document and the path that
-    relative names in it resolve against; ``lineage`` records where the fields came from.
+    keep resolving against the file that names them. A table may take another scenario's table
+    first (``[unknowns] extends = "measured"``, ``_table_extends``). The base's fields that
+    describe what this file replaces (``TIED_FIELDS``) are left out. Returns the merged
+    document and the path that relative names in it resolve against; ``lineage`` records where
+    the fields came from.
     """
     lineage = lineage if lineage is not None else Lineage()
+    taken = _table_extends(doc, path, source, seen, read)
     base_name = doc.pop("extends", None)
     if base_name is None:
+        lineage.inherited.update(taken)
         return doc, path
-    if not isinstance(base_name, str):
-        raise ScenarioError(f"{source}: field 'extends' = {base_name!r}: must be a scenario name")
-    names = scenario_names()
-    if base_name not in names:
-        # A name that is neither shipped nor an existing file is most likely a misspelt
-        # scenario name; scenario_path would report a path the user never wrote.
-        candidate = path.parent / os.path.expanduser(base_name)
-        if not candidate.is_file():
-            close = difflib.get_close_matches(Path(base_name).stem, names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ScenarioError(
-                f"{source}: field 'extends' = {base_name!r}: not a shipped scenario and no such "
-                f"file ({candidate} not found); allowed: one of {names} or the path of a "
-                f"scenario .toml file, relative to {path.parent}{hint}"
-            )
-        base_name = str(candidate)
-    base_path = scenario_path(base_name)
+    base_path = _base_path(base_name, path, source, "field 'extends'")
     if str(base_path) in seen:
         raise ScenarioError(f"{source}: 'extends' forms a cycle through {base_path}")
     base_doc = read_toml(base_path, str(base_path))
@@ -162,4 +213,5 @@ def apply_extends(
             doc[table] = {**value, **doc[table]}
         elif table not in doc and table not in ("name", "description"):
             doc[table] = value
+    lineage.inherited.update(taken)  # a table's fields taken from another file name it
     return doc, path
