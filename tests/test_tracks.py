@@ -158,3 +158,38 @@ def test_a_tracks_starts_are_what_the_planner_would_pick_unasked(env_id: str) ->
         assert names[0] == names[1]
     finally:
         env.close()
+
+
+class _Played(Exception):
+    """Stops ``evaluate`` once it has resolved what it would play."""
+
+
+@pytest.mark.parametrize(
+    ("env_id", "present", "absent"),
+    [
+        ("PowerTrip-v0", ["HorizonRule"], ["AdaptiveHorizon", "CarbonGreedy"]),
+        ("PowerTrip-Measured-v0", ["AdaptiveHorizon", "ExploringHorizon"], ["CarbonGreedy"]),
+        ("PowerTrip-Carbon-v0", ["CarbonGreedy", "FedZeroExcess"], ["AdaptiveCarbonGreedy"]),
+        ("PowerTrip-Carbon-Measured-v0", ["AdaptiveCarbonGreedy", "AdaptiveMPC"], []),
+    ],
+)
+def test_evaluate_all_plays_the_tasks_track_rules(monkeypatch, env_id, present, absent) -> None:
+    """``--policies all`` is the task's track's rules: the adaptive rules on a measured task, the
+    carbon rules on a carbon task (it once gave the known track's everywhere)."""
+    from powertrip_env.harness.evaluation import evaluate as module
+
+    def stop(env_id, entries, *args):
+        raise _Played([entry.label for entry in entries])
+
+    monkeypatch.setattr(module, "_play_entries", stop)
+    with pytest.raises(_Played) as played:
+        evaluate(env_id, ["all", "references"], episodes=1, progress=False)
+    names = played.value.args[0]
+    env = gym.make(env_id)
+    try:
+        track = track_for(env_id, env)
+        measured = bool(env.unwrapped.params.measured)
+        assert names == [*track.rules(env.unwrapped.n_sites, measured), *track.references]
+    finally:
+        env.close()
+    assert set(present) <= set(names) and not set(absent) & set(names)
