@@ -294,6 +294,8 @@ class PowerTripEnv(EngineViews, gym.Env):
                 info[f"reward_{name}"] = float(term[0])
         else:
             reward = record[column]
+            for name, term in self.reward_fn.term_columns.items():
+                info[f"reward_{name}"] = record[term]
         if self._plots:
             self._history.append((info["elapsed_s"], info["accuracy"]))
         terminated, truncated = record[_TERMINATED] > 0.0, record[_TRUNCATED] > 0.0

@@ -9,10 +9,11 @@ and ``GainRate`` are the two the environment documents; a user's own is a subcla
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from powertrip_env import dynamics
-from powertrip_env.units import kg_to_g
 
 
 class RewardFn:
@@ -29,6 +30,8 @@ class RewardFn:
     # the names of ``terms``' keys, which the envs report from reset on (0 before any round),
     # so every info has the same keys
     term_names: tuple[str, ...] = ()
+    # a built-in reward's terms as the kernel's record columns, by name (``term_names``' order)
+    term_columns: ClassVar[dict[str, int]] = {}
 
     def __call__(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> np.ndarray:
         if self.column is None:
@@ -41,7 +44,7 @@ class RewardFn:
         """The reward's terms, by name, each (B,): they sum to the reward. The envs report each
         in ``info`` as ``reward_<name>``, so a user can weigh them anew; a reward of one term
         reports none."""
-        return {}
+        return {name: result.record[:, col].copy() for name, col in self.term_columns.items()}
 
     def evaluate(
         self, params: dynamics.SimParams, result: dynamics.RoundResult
@@ -88,28 +91,17 @@ class CarbonCost(RewardFn):
     return is one number, ``−(carbon_kg / C_ref + missed)``. ``info`` reports the two terms,
     ``reward_carbon`` and ``reward_deadline``, as Safety-Gymnasium reports a cost beside the
     reward, so a user can price a miss differently or treat it as a constraint. Needs a
-    scenario with a carbon intensity file and ``carbon_ref_kg`` (the carbon tasks)."""
+    scenario with a carbon intensity file and ``carbon_ref_kg`` (the carbon tasks). The kernel
+    computes the terms and their sum into the round's record (``dynamics.learning._rewards``),
+    as it does the time rewards."""
 
     name = "carbon"
-    term_names = ("carbon", "deadline")
-
-    def __call__(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> np.ndarray:
-        return self.evaluate(params, result)[0]
-
-    def evaluate(
-        self, params: dynamics.SimParams, result: dynamics.RoundResult
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        parts = self.terms(params, result)
-        return parts["carbon"] + parts["deadline"], parts
-
-    def terms(
-        self, params: dynamics.SimParams, result: dynamics.RoundResult
-    ) -> dict[str, np.ndarray]:
-        missed = result.truncated & ~result.terminated
-        return {
-            "carbon": result.carbon_g / -kg_to_g(params.carbon_ref_kg),
-            "deadline": np.where(missed, -1.0, 0.0),
-        }
+    column = dynamics.RECORD_FIELDS.index("carbon_reward")
+    term_columns: ClassVar[dict[str, int]] = {
+        "carbon": dynamics.RECORD_FIELDS.index("carbon_term"),
+        "deadline": dynamics.RECORD_FIELDS.index("deadline_term"),
+    }
+    term_names = tuple(term_columns)
 
     def check(self, params: dynamics.SimParams, where: str) -> None:
         if not params.carbon or params.carbon_ref_kg <= 0.0:

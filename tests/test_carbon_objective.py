@@ -87,6 +87,55 @@ def test_the_return_is_minus_carbon_over_c_ref_and_one_per_miss(carbon_env: gym.
     check_episode(env, rewards, infos, missed=False)
 
 
+def test_the_kernel_writes_the_carbon_terms_the_formula_gives_to_the_bit() -> None:
+    """The compiled round computes the carbon reward's terms into its record: the carbon term is
+    exactly ``-carbon_g / C_ref`` in grams, the deadline term −1 only in a round that ends the
+    episode short of the target, and the reward their sum, so moving them from Python into the
+    kernel moved no return by a bit (catches another operation order, or the miss charged on a
+    success)."""
+    from powertrip_env.dynamics.layout import (
+        R_CARBON_G,
+        R_CARBON_REWARD,
+        R_CARBON_TERM,
+        R_DEADLINE_TERM,
+        R_TERMINATED,
+        R_TRUNCATED,
+    )
+    from powertrip_env.rewards import CarbonCost
+    from powertrip_env.units import kg_to_g
+
+    env = gym.make("PowerTrip-Carbon-v0", jitter=False)
+    engine, ref_g = env.unwrapped._engine, kg_to_g(env.unwrapped.params.carbon_ref_kg)
+    rows = []
+    step = engine.step
+
+    def recorded(masks: np.ndarray, *, lend: bool = True):  # the env's own rounds, kept
+        result, obs, report = step(masks, lend=lend)
+        rows.append(result.record[0].copy())
+        assert (
+            CarbonCost().evaluate(env.unwrapped.params, result)[0][0] == rows[-1][R_CARBON_REWARD]
+        )
+        return result, obs, report
+
+    engine.step = recorded
+    outcomes = []
+    for policy in (make_policy("AllSites", 6), make_policy("PowerTrip", 6)):  # a miss, a success
+        rows.clear()
+        rewards, infos, terminated, _ = play(env, policy, seed=1)
+        outcomes.append(terminated)
+        for row, reward, info in zip(rows, rewards, infos, strict=True):
+            assert row[R_CARBON_TERM] == row[R_CARBON_G] / -ref_g
+            missed = row[R_TRUNCATED] > 0.0 and not row[R_TERMINATED] > 0.0
+            assert row[R_DEADLINE_TERM] == (-1.0 if missed else 0.0)
+            assert reward == row[R_CARBON_REWARD] == row[R_CARBON_TERM] + row[R_DEADLINE_TERM]
+            assert (info["reward_carbon"], info["reward_deadline"]) == (
+                row[R_CARBON_TERM],
+                row[R_DEADLINE_TERM],
+            )
+    assert outcomes == [False, True]
+    env.close()
+
+
 def test_vector_env_rewards_and_terms_match_single_envs_through_autoresets(tmp_path: Path) -> None:
     # catches: the vector env computing the reward or its terms otherwise than the single env,
     # leaving out reward_* infos, or a restarting row reporting its old episode's terms (the

@@ -180,12 +180,12 @@ def state_width(n_sites: int) -> int:
 RECORD_FIELDS = (
     "round_time_s", "compute_s", "comm_s", "delta_accuracy", "energy_j", "straggler",
     "invalid", "idle", "cut", "n_selected", "terminated", "truncated", "over", "excess_gain",
-    "gain_rate", "delta_progress", "carbon_g",
+    "gain_rate", "delta_progress", "carbon_g", "carbon_term", "deadline_term", "carbon_reward",
 )  # fmt: skip
 (
     R_ROUND_S, R_COMPUTE_S, R_COMM_S, R_DELTA_ACC, R_ENERGY_J, R_STRAGGLER, R_INVALID, R_IDLE,
     R_CUT, R_N_SELECTED, R_TERMINATED, R_TRUNCATED, R_OVER, R_EXCESS_GAIN, R_GAIN_RATE,
-    R_DELTA_PROGRESS, R_CARBON_G,
+    R_DELTA_PROGRESS, R_CARBON_G, R_CARBON_TERM, R_DEADLINE_TERM, R_CARBON_REWARD,
 ) = range(len(RECORD_FIELDS))  # fmt: skip
 # Per site: whether it started and dropped out, its powered GPUs, and its telemetry of the
 # round: measured compute (0 unless it completed), its own exchange with the hub (0 unless it

@@ -16,6 +16,7 @@ from powertrip_env.dynamics.layout import (
     C_ALPHA,
     C_AMAX,
     C_B0,
+    C_CARBON_REF,
     C_ETA,
     C_GAMMA,
     C_H_REF,
@@ -26,12 +27,19 @@ from powertrip_env.dynamics.layout import (
     C_PB,
     C_SPAN,
     C_TAU,
+    R_CARBON_G,
+    R_CARBON_REWARD,
+    R_CARBON_TERM,
+    R_DEADLINE_TERM,
     R_DELTA_ACC,
     R_EXCESS_GAIN,
     R_GAIN_RATE,
     R_ROUND_S,
+    R_TERMINATED,
+    R_TRUNCATED,
     S_SHARE,
 )
+from powertrip_env.units import G_PER_KG
 
 
 @jit
@@ -102,7 +110,16 @@ def _rewards(c: np.ndarray, rec: np.ndarray) -> None:
       is exactly ``1 − TTA/H_ref``, so maximising the return minimises the time to accuracy.
     * gain rate ``Δa / (a* − a0) · H_ref / T_r``: the literal gain per unit time; 0 for a round
       of no time (only an episode already at its budget has one).
+    * the carbon objective's terms (``rewards.CarbonCost``): ``−carbon / C_ref`` and ``−1`` in
+      the round that ends the episode without reaching the target, and their sum; 0 where the
+      scenario poses no carbon objective (``carbon_ref_kg`` 0). Reached through the record, as
+      the others, they cost a step no Python arithmetic.
     """
     gain = rec[R_DELTA_ACC] / c[C_SPAN]
     rec[R_EXCESS_GAIN] = gain - rec[R_ROUND_S] / c[C_H_REF]
     rec[R_GAIN_RATE] = gain * (c[C_H_REF] / rec[R_ROUND_S]) if rec[R_ROUND_S] > 0.0 else 0.0
+    ref_g = c[C_CARBON_REF] * G_PER_KG
+    rec[R_CARBON_TERM] = rec[R_CARBON_G] / -ref_g if ref_g > 0.0 else 0.0
+    missed = rec[R_TRUNCATED] > 0.0 and not rec[R_TERMINATED] > 0.0
+    rec[R_DEADLINE_TERM] = -1.0 if missed else 0.0
+    rec[R_CARBON_REWARD] = rec[R_CARBON_TERM] + rec[R_DEADLINE_TERM]
