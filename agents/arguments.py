@@ -136,7 +136,13 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
         "(subproc, forkserver); one PowerTrip step is cheaper than the IPC",
     )
     add_seed(p, "seeds the training envs, the network's initialisation and its sampling")
-    p.add_argument("--reward-mode", default="excess_gain", help="excess_gain or gain_rate")
+    p.add_argument(
+        "--reward-mode",
+        default=None,
+        help="the reward the agent trains on: excess_gain, gain_rate or carbon (default: the "
+        "task's own objective, as its ID is registered: carbon on the carbon track, excess_gain "
+        "elsewhere)",
+    )
     p.add_argument(
         "--extractor",
         choices=hyperparams.EXTRACTORS,

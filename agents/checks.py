@@ -49,6 +49,15 @@ def check_env(env_id: str, env_kwargs: Mapping[str, Any]) -> int:
     return n_sites
 
 
+def registered_reward(env_id: str) -> str:
+    """The reward an ID is registered with (its track's objective): the agent trains on it
+    unless ``--reward-mode`` says otherwise."""
+    problem = env_id_problem(env_id)  # every registered PowerTrip ID (harness.arguments)
+    if problem is not None:
+        raise UsageError(f"argument --env: {problem}")
+    return str(gym.spec(env_id).kwargs.get("reward_mode", "excess_gain"))
+
+
 def final_track(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[Track, bool]:
     """The track of the environment (checked by ``check_env``) the final table runs on (the one
     its ID joined, or for a scenario given in its place, measured or known by whether it draws

@@ -132,6 +132,10 @@ def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dic
         )
     if not same_run:
         checks.check_out_dir(out, force=args.force)
+    own = checks.registered_reward(args.env)
+    args.reward_mode = args.reward_mode or own
+    if args.reward_mode != own:  # a choice the user made: said, and recorded in config.yaml
+        print(f"training on --reward-mode {args.reward_mode}; {args.env}'s own objective is {own}")
     env_kwargs: dict[str, Any] = {
         "reward_mode": args.reward_mode,
         "obs_mode": "dict" if args.extractor == "sites" else "flat",

@@ -292,6 +292,30 @@ def test_the_final_policies_default_to_the_final_envs_track(
     assert args.final_policies == ",".join(expected)
 
 
+@pytest.mark.usefixtures("no_training")
+@pytest.mark.parametrize(
+    ("argv", "reward_mode", "final"),
+    [
+        ([], "excess_gain", MEASURED),  # the main job: unchanged
+        (["--env", "PowerTrip-Carbon-v0"], "carbon", CARBON.final_policies.split(",")),
+        # a different reward is the user's choice, and config.yaml records it
+        (["--env", "PowerTrip-Carbon-v0", "--reward-mode", "excess_gain"], "excess_gain", None),
+    ],
+)
+def test_the_agent_trains_on_its_tasks_own_objective_by_default(
+    argv: list[str], reward_mode: str, final: list[str] | None, tmp_path: Path, capsys
+) -> None:
+    """A carbon task trains on its carbon reward unless ``--reward-mode`` says otherwise, and
+    its final table is the carbon track's (it trained on the time reward before)."""
+    args = parse_args([*argv, "--out", str(tmp_path / "run")])
+    run = training.setup(args)
+    assert run["env_kwargs"]["reward_mode"] == args.reward_mode == reward_mode
+    if final is not None:
+        assert run["final_policies"] == final
+    said = capsys.readouterr().out
+    assert ("own objective is carbon" in said) == ("--reward-mode" in argv)
+
+
 def test_help_names_both_default_final_tables(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["--help"], capsys)
     assert code == 0
