@@ -88,6 +88,11 @@ class PowerTripEnv(EngineViews, gym.Env):
     terms are in `info` as `reward_carbon` and `reward_deadline` (docs/carbon.md).
     A `powertrip_env.rewards.RewardFn` instance sets a reward of one's own (a function of the
     round's result, for the whole batch).
+    `shaping="progress"` adds to any of them a potential-based term `Φ(s') − Φ(s)`, with
+    `Φ = (a − a0) / (a* − a0) − elapsed / budget` and `Φ = 0` once the episode ends: a round
+    ahead of the budget's pace earns, an idle round pays, and over an episode the terms sum to
+    zero, so the return is the objective's (Ng, Harada and Russell, ICML '99). It is in `info`
+    as `reward_shaping`, beside the objective's terms.
 
     ## Starting State
 
@@ -160,6 +165,9 @@ class PowerTripEnv(EngineViews, gym.Env):
     |               | or dict       |                 | or a portable scenario (by value)          |
     | `reward_mode` | str or        | `"excess_gain"` | `"excess_gain"`, `"gain_rate"`, `"carbon"` |
     |               | RewardFn      |                 | or a `powertrip_env.rewards.RewardFn`      |
+    | `shaping`     | str or None   | `None`          | `"progress"`: a potential-based shaping    |
+    |               |               |                 | term (rewards.Shaped); the return stays    |
+    |               |               |                 | the objective's                            |
     | `obs_mode`    | str           | `"flat"`        | `"flat"` (Box) or `"dict"` (sites, global) |
     | `action_mode` | str           | `"multibinary"` | `"multibinary"` or `"multidiscrete"`       |
     | `split`       | str           | `"train"`       | days episodes start in: train, test, all   |
@@ -217,6 +225,7 @@ class PowerTripEnv(EngineViews, gym.Env):
         scenario: str | os.PathLike[str] | Scenario | Mapping[str, Any] = "default",
         *,
         reward_mode: str | RewardFn = "excess_gain",
+        shaping: str | None = None,
         obs_mode: str = "flat",
         action_mode: str = "multibinary",
         split: str = "train",
@@ -230,6 +239,7 @@ class PowerTripEnv(EngineViews, gym.Env):
         setup = configure(
             scenario,
             reward_mode=reward_mode,
+            shaping=shaping,
             obs_mode=obs_mode,
             action_mode=action_mode,
             split=split,

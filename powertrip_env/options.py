@@ -24,7 +24,8 @@ from powertrip_env.simulation import Simulation, load_simulation
 
 # the keyword arguments both environments take and `configure` checks
 ENV_OPTIONS = (
-    "reward_mode", "obs_mode", "action_mode", "split", "jitter", "render_mode", "max_sites",
+    "reward_mode", "shaping", "obs_mode", "action_mode", "split", "jitter", "render_mode",
+    "max_sites",
 )  # fmt: skip
 
 
@@ -55,6 +56,7 @@ def configure(
     *,
     render_modes: tuple[str, ...],
     reward_mode: str | RewardFn,
+    shaping: str | None,
     obs_mode: str,
     action_mode: str,
     split: str,
@@ -69,8 +71,12 @@ def configure(
     env reads too.
     """
     sim = load_simulation(scenario).with_jitter(jitter)
-    reward = reward_fn(reward_mode)
-    reward.check(sim.params, f"scenario {sim.scenario.name!r}")
+    where = f"scenario {sim.scenario.name!r}"
+    try:
+        reward = reward_fn(reward_mode, shaping)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (on {where})") from None
+    reward.check(sim.params, where)
     starts = EpisodeStarts(sim, split)  # checks split against the scenario's days now
     if render_mode is not None:
         check_choice("render_mode", render_mode, render_modes)

@@ -115,9 +115,83 @@ class CarbonCost(RewardFn):
 
 REWARDS: dict[str, RewardFn] = {fn.name: fn for fn in (ExcessGain(), GainRate(), CarbonCost())}
 
+SHAPINGS = ("progress",)
+"""The potentials ``Shaped`` adds (``shaping=`` of the envs)."""
 
-def reward_fn(reward_mode: str | RewardFn) -> RewardFn:
-    """The ``reward_mode`` argument of the envs as a ``RewardFn``: a name or an instance."""
+
+class Shaped(RewardFn):
+    """``base`` plus a potential-based shaping term: ``Φ(s') − Φ(s)`` each round, with
+    ``Φ(s) = p − e / T`` (``shaping="progress"``): ``p`` the accuracy's share of the way from
+    ``a0`` to the target, ``e`` the time since the episode started and ``T`` its time budget (a
+    carbon task's deadline), and ``Φ = 0`` in the state that ends the episode.
+
+    A round that gains more than the deadline's pace asks earns, an idle one pays for its time,
+    so a learner meets the deadline's signal every round rather than once at a miss. The terms
+    over a whole episode sum to ``−Φ(s0) = 0``, so the return, and the policies that maximise
+    it, are the objective's (Ng, Harada and Russell, ICML '99, for an undiscounted episode; a
+    learner that discounts by γ < 1 meets the shaping slightly unevenly, as their γΦ(s') − Φ(s)
+    form says). ``info`` reports it as ``reward_shaping`` beside ``base``'s terms (a base of one
+    term reports that term under its name), so the objective can be read apart from it."""
+
+    def __init__(self, base: RewardFn, shaping: str) -> None:
+        if shaping not in SHAPINGS:
+            raise ValueError(
+                f"shaping={shaping!r} is not supported; allowed: "
+                f"{', '.join(map(repr, SHAPINGS))} or None"
+            )
+        self.base = base
+        self.shaping = shaping
+        self.name = base.name
+        self._base_terms = base.term_names or (base.name,)
+        self.term_names = (*self._base_terms, "shaping")
+
+    def __repr__(self) -> str:
+        return f"Shaped({self.base!r}, shaping={self.shaping!r})"
+
+    def __call__(self, params: dynamics.SimParams, result: dynamics.RoundResult) -> np.ndarray:
+        return self.evaluate(params, result)[0]
+
+    def terms(
+        self, params: dynamics.SimParams, result: dynamics.RoundResult
+    ) -> dict[str, np.ndarray]:
+        return self.evaluate(params, result)[1]
+
+    def evaluate(
+        self, params: dynamics.SimParams, result: dynamics.RoundResult
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        reward, parts = self.base.evaluate(params, result)
+        parts = dict(parts) if self.base.term_names else {self.base.name: reward}
+        shaping = self.potential(params, result, after=True) - self.potential(
+            params, result, after=False
+        )
+        parts["shaping"] = shaping
+        return reward + shaping, parts
+
+    @staticmethod
+    def potential(
+        params: dynamics.SimParams, result: dynamics.RoundResult, *, after: bool
+    ) -> np.ndarray:
+        """``Φ`` of the state after the round (0 where it ended the episode) or before it."""
+        state, record = result.state, result.record
+        reached = np.minimum(state.accuracy, params.a_target) - params.a0
+        elapsed = state.time_s - state.start_s
+        if not after:  # the round's gain and time, taken back
+            reached = reached - record[:, dynamics.RECORD_FIELDS.index("delta_accuracy")]
+            elapsed = elapsed - record[:, dynamics.RECORD_FIELDS.index("round_time_s")]
+        phi = reached / params.span - elapsed / params.time_budget_s
+        if after:
+            phi = np.where(result.terminated | result.truncated, 0.0, phi)
+        return phi
+
+    def check(self, params: dynamics.SimParams, where: str) -> None:
+        self.base.check(params, where)
+
+
+def reward_fn(reward_mode: str | RewardFn, shaping: str | None = None) -> RewardFn:
+    """The ``reward_mode`` argument of the envs as a ``RewardFn``: a name or an instance; with
+    ``shaping``, that reward ``Shaped`` by the potential it names."""
+    if shaping is not None:
+        return Shaped(reward_fn(reward_mode), shaping)
     if isinstance(reward_mode, RewardFn):
         return reward_mode
     if isinstance(reward_mode, str) and reward_mode in REWARDS:
