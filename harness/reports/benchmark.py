@@ -24,10 +24,10 @@ when the ID was registered) says what runs and how it is scored:
 
 Scores are normalised per task on the track's measure, 0 = PowerTrip and 1 = its reference's
 feasible plan (``powertrip_env.harness.reports.leaderboard``), and aggregated over each track's
-tasks as a mean
-and an interquartile mean with bootstrap intervals that resample start days within each task;
-beside each score is the share of episodes that reached the target, since a policy that never
-does counts at the time budget everywhere and shares its score with every other such policy.
+tasks as a mean and an interquartile mean with bootstrap intervals that resample start days
+within each task; beside each score is the share of episodes that reached the target, since a
+policy that never does counts at the time budget everywhere and shares its score with every
+other such policy.
 Each track has its own board: its scores mean different things. It writes ``episodes.csv`` (the
 bound's rows included), ``leaderboard.md``, ``leaderboard.json``, ``profile.png`` (a
 performance profile of the first track that ran) and each track's figures (the measured track's
@@ -90,7 +90,7 @@ from powertrip_env.harness.arguments import (
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.models.loading import ALGOS, load_model
 from powertrip_env.harness.reports import leaderboard
-from powertrip_env.harness.tracks import TRACKS, Facts, Track, track_for, track_named
+from powertrip_env.harness.tracks import TRACKS, Facts, Section, Track, track_for, track_named
 from powertrip_env.tasks import suite_ids
 
 QUICK_EPISODES = 2
@@ -207,9 +207,8 @@ def tracks(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
 def facts_lines(facts: Facts) -> list[str]:
     """The tables of every task's facts, each shown once over the tasks of the tracks that show
     it, in the order the tracks are declared."""
-    ran = {name: tasks for name, tasks in tracks(facts).items()}
-    shown: dict[Any, list[str]] = {}
-    for name, tasks in ran.items():
+    shown: dict[Section, list[str]] = {}
+    for name, tasks in tracks(facts).items():
         for section in TRACKS[name].sections():
             shown.setdefault(section, []).extend(tasks)
     lines: list[str] = []
