@@ -81,8 +81,11 @@ class Track:
         final_policies: str = "",
         about: str = "",
     ) -> None:
-        if top not in references:
-            raise ValueError(f"track {name!r}: top={top!r} is not among references {references}")
+        if top not in references or (board_references is not None and top not in board_references):
+            raise ValueError(
+                f"track {name!r}: top={top!r} is not among references {references} (and "
+                f"board_references {board_references}): the board plays its score's 1"
+            )
         self.name = name
         self.title = title
         self._rules = rules
