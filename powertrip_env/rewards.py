@@ -133,6 +133,9 @@ class Shaped(RewardFn):
     form says). ``info`` reports it as ``reward_shaping`` beside ``base``'s terms (a base of one
     term reports that term under its name), so the objective can be read apart from it."""
 
+    _DELTA_ACC = dynamics.RECORD_FIELDS.index("delta_accuracy")
+    _ROUND_S = dynamics.RECORD_FIELDS.index("round_time_s")
+
     def __init__(self, base: RewardFn, shaping: str) -> None:
         if shaping not in SHAPINGS:
             raise ValueError(
@@ -167,17 +170,17 @@ class Shaped(RewardFn):
         parts["shaping"] = shaping
         return reward + shaping, parts
 
-    @staticmethod
+    @classmethod
     def potential(
-        params: dynamics.SimParams, result: dynamics.RoundResult, *, after: bool
+        cls, params: dynamics.SimParams, result: dynamics.RoundResult, *, after: bool
     ) -> np.ndarray:
         """``Φ`` of the state after the round (0 where it ended the episode) or before it."""
         state, record = result.state, result.record
         reached = np.minimum(state.accuracy, params.a_target) - params.a0
         elapsed = state.time_s - state.start_s
         if not after:  # the round's gain and time, taken back
-            reached = reached - record[:, dynamics.RECORD_FIELDS.index("delta_accuracy")]
-            elapsed = elapsed - record[:, dynamics.RECORD_FIELDS.index("round_time_s")]
+            reached = reached - record[:, cls._DELTA_ACC]
+            elapsed = elapsed - record[:, cls._ROUND_S]
         phi = reached / params.span - elapsed / params.time_budget_s
         if after:
             phi = np.where(result.terminated | result.truncated, 0.0, phi)

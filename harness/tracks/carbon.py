@@ -34,7 +34,7 @@ from powertrip_env.baselines.registry import (
 from powertrip_env.dynamics.params import SimParams
 from powertrip_env.harness.evaluation.results import ZERO
 from powertrip_env.harness.reports import measures, tradeoff
-from powertrip_env.harness.tracks.track import Facts, Section, Track, bound_holds, never_beaten
+from powertrip_env.harness.tracks.track import Facts, Section, Track, bracket, with_bound_rows
 from powertrip_env.units import s_to_h
 
 CARBON_TOP, CARBON_FIXED = "CarbonOptimiser", "BestFixedCarbon"  # the track's references
@@ -70,22 +70,19 @@ class CarbonTrack(Track):
         assert bounds is not None  # bound() always gives rows
         frame = played[["policy", "episode", "start_time", "tta_h", "success", "carbon_kg"]].copy()
         frame["cost_kg"] = carbon_cost_from_kg(params, frame["carbon_kg"], frame["success"])
-        starts = frame.loc[frame["policy"] == self.zero, ["episode", "start_time"]]
-        bounds = bounds[["policy", "episode", "cost_kg"]].merge(starts, on="episode")
-        bounds["success"] = True  # as the time bound's rows: it plays no round
-        frame = pd.concat([frame, bounds], ignore_index=True)
+        frame = with_bound_rows(frame, bounds, self.zero, "cost_kg")
         frame.insert(0, "task", env_id)
         cost = frame.pivot(index="episode", columns="policy", values="cost_kg")
-        mean = cost.mean()
         facts = {
             "track": self.name,
-            "optimiser_headroom": float(mean[CARBON_FIXED] / mean[CARBON_TOP]),
-            "optimum_upper_kg": float(mean[CARBON_TOP]),
-            "optimum_lower_kg": float(mean[CARBON_BOUND]),
-            "gap": float(mean[CARBON_TOP] / mean[CARBON_BOUND]),
-            "reference_never_beaten": never_beaten(cost, CARBON_TOP, contenders),
-            "bound_holds": bound_holds(cost, CARBON_BOUND),
-            "episodes": int(cost.shape[0]),
+            **bracket(
+                cost,
+                fixed=CARBON_FIXED,
+                top=CARBON_TOP,
+                bound=CARBON_BOUND,
+                unit="kg",
+                contenders=contenders,
+            ),
             "n_sites": int(params.n_sites),
             "deadline_h": float(s_to_h(params.time_budget_s)),
             "carbon_ref_kg": float(params.carbon_ref_kg),

@@ -29,7 +29,7 @@ from powertrip_env.baselines.registry import (
     common_rules,
 )
 from powertrip_env.dynamics.params import SimParams
-from powertrip_env.harness.tracks.track import Facts, Section, Track, bound_holds, never_beaten
+from powertrip_env.harness.tracks.track import Facts, Section, Track, bracket, with_bound_rows
 
 TOP = "Optimiser"  # the reference: score 1
 FIXED = "BestFixedSet"  # the best fixed set in hindsight: the optimiser headroom's numerator
@@ -92,24 +92,20 @@ class TimeTrack(Track):
         held against ``contenders`` (the rules and those told the draw)."""
         assert bounds is not None  # bound() always gives rows
         frame = played[["policy", "episode", "start_time", "tta_h", "success"]].copy()
-        starts = frame.loc[frame["policy"] == self.zero, ["episode", "start_time"]]
-        bounds = bounds[["policy", "episode", "tta_h", "success"]].merge(starts, on="episode")
-        frame = pd.concat([frame, bounds], ignore_index=True)
+        frame = with_bound_rows(frame, bounds, self.zero, "tta_h")
         frame.insert(0, "task", env_id)
         tta = frame.pivot(index="episode", columns="policy", values="tta_h")
-        mean = tta.mean()
         facts = {
             "track": self.name,
-            "optimiser_headroom": float(mean[FIXED] / mean[TOP]),
-            "optimum_upper_h": float(mean[TOP]),
-            "optimum_lower_h": float(mean[BOUND]),
-            "gap": float(mean[TOP] / mean[BOUND]),
-            "reference_never_beaten": never_beaten(tta, TOP, contenders),
-            "bound_holds": bound_holds(tta, BOUND),
-            "episodes": int(tta.shape[0]),
+            **bracket(tta, fixed=FIXED, top=TOP, bound=BOUND, unit="h", contenders=contenders),
             "n_sites": int(params.n_sites),
+            **self.chain(tta.mean()),
         }
         return frame, facts
+
+    def chain(self, mean: pd.Series) -> dict[str, Any]:
+        """More facts from each policy's mean TTA: none on the known track."""
+        return {}
 
     def sections(self) -> list[Section]:
         return [bracket_lines]
@@ -118,18 +114,8 @@ class TimeTrack(Track):
 class MeasuredTrack(TimeTrack):
     """The time track whose world departs from the scenario: it adds each task's room chain."""
 
-    def score(
-        self,
-        env_id: str,
-        played: pd.DataFrame,
-        bounds: pd.DataFrame | None,
-        params: SimParams,
-        contenders: list[str],
-    ) -> tuple[pd.DataFrame, dict[str, Any]]:
-        frame, facts = super().score(env_id, played, bounds, params, contenders)
-        tta = frame.pivot(index="episode", columns="policy", values="tta_h")
-        facts.update(room_chain(tta.mean()))
-        return frame, facts
+    def chain(self, mean: pd.Series) -> dict[str, Any]:
+        return room_chain(mean)
 
     def sections(self) -> list[Section]:
         return [bracket_lines, chain_lines]

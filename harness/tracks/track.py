@@ -190,6 +190,41 @@ class Track:
         return []
 
 
+def with_bound_rows(frame: pd.DataFrame, bounds: pd.DataFrame, zero: str, key: str) -> pd.DataFrame:
+    """``frame``'s episodes and a bound's rows (its value in column ``key``), each on the start
+    time its episode had (``zero``'s row says it); the bound plays no round and reaches the
+    target by construction."""
+    starts = frame.loc[frame["policy"] == zero, ["episode", "start_time"]]
+    rows = bounds[["policy", "episode", key]].merge(starts, on="episode")
+    rows["success"] = True
+    return pd.concat([frame, rows], ignore_index=True)
+
+
+def bracket(
+    per_episode: pd.DataFrame,
+    *,
+    fixed: str,
+    top: str,
+    bound: str,
+    unit: str,
+    contenders: Sequence[str],
+) -> dict[str, Any]:
+    """A bracketed task's facts from its per-episode values (one column per policy, lower is
+    better): the optimiser headroom ``fixed`` / ``top``, the bracket between ``top``'s feasible
+    plan and ``bound`` (keys in ``unit``), their gap, and whether ``top`` and the bound held
+    against ``contenders`` in every episode."""
+    mean = per_episode.mean()
+    return {
+        "optimiser_headroom": float(mean[fixed] / mean[top]),
+        f"optimum_upper_{unit}": float(mean[top]),
+        f"optimum_lower_{unit}": float(mean[bound]),
+        "gap": float(mean[top] / mean[bound]),
+        "reference_never_beaten": never_beaten(per_episode, top, contenders),
+        "bound_holds": bound_holds(per_episode, bound),
+        "episodes": int(per_episode.shape[0]),
+    }
+
+
 def never_beaten(cost: pd.DataFrame, top: str, contenders: Sequence[str]) -> bool:
     """Whether ``top`` (a column of per-episode costs) is at most every contender's in every
     episode, up to a rounding's 1e-9."""
