@@ -18,7 +18,8 @@ not there. The rules here run those same rules with their what-ifs assuming anot
   win, and its telemetry settles the question.
 * ``Informed``: the belief is the episode's drawn unknowns themselves, read through the
   clairvoyant door: what perfect identification reaches, a reference and not deployable. It
-  knows the world but not the future (the forecast, never future power).
+  knows the world but not the future (the forecast, never future power). On the moving track
+  it also reads every process's present state (a perfect monitor), never its future path.
 
 The gap between the best adaptive rule and ``Informed`` is what measuring costs: the room a
 learning agent may take (the benchmark's learnable room).
@@ -99,22 +100,42 @@ class Informed(_Believing):
     What perfect identification of the sites and the job would reach with this rule. On the
     known track the draw is the stated world and ``Informed`` plays ``inner`` exactly.
     ``told`` names the factors it is told (``UnknownFactors``' fields); the others it believes as
-    stated: which unknown holds the room (``powertrip room``).
+    stated: which unknown holds the room (``powertrip room``). On the moving track
+    (docs/moving.md) it is also a perfect monitor (``monitor``): before each round it reads
+    every process's state at that moment (``Clairvoyant.monitored``), and believes it will
+    last; ``monitor=False`` is told the draw alone.
     """
 
-    def __init__(self, inner: Policy, name: str, told: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        inner: Policy,
+        name: str,
+        told: tuple[str, ...] | None = None,
+        monitor: bool = True,
+    ) -> None:
         super().__init__(inner, name)
         fields = UnknownFactors.__dataclass_fields__
         if told is not None and not set(told) <= set(fields):
             raise ValueError(f"Informed: told={told!r}; the factors are {', '.join(fields)}")
         self.told = told
+        self.monitor = monitor
+        self.moving = False
 
     def first_belief(self) -> UnknownFactors:
-        drawn = self.env.clairvoyant().drawn()
+        door = self.env.clairvoyant()
+        self.moving = self.monitor and bool(door.params.moving)
+        return self._told(door.monitored() if self.moving else door.drawn())
+
+    def _told(self, drawn: UnknownFactors) -> UnknownFactors:
         if self.told is None:
             return drawn
         stated = UnknownFactors.nominal(self.env.decision_view().n_sites)
         return stated.replace(**{name: getattr(drawn, name) for name in self.told})
+
+    def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
+        if self.moving:
+            self.inner.env.belief = self._told(self.env.clairvoyant().monitored())
+        return self.inner.act(obs, info)
 
 
 class Estimator:

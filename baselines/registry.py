@@ -67,6 +67,9 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     ),
     "Informed": lambda n_sites, seed: Informed(_tuned("HorizonRule"), "Informed"),
     "InformedMPC": lambda n_sites, seed: Informed(_tuned("ForecastMPC"), "InformedMPC"),
+    "InformedDraw": lambda n_sites, seed: Informed(
+        _tuned("HorizonRule"), "InformedDraw", monitor=False
+    ),
     "CarbonGreedy": lambda n_sites, seed: CarbonGreedy(),
     "DeadlineHorizon": lambda n_sites, seed: DeadlineHorizon(),
     "FedZeroExcess": lambda n_sites, seed: FedZeroExcess(),
@@ -121,6 +124,17 @@ fed online estimates of what the scenario does not state, one of them exploring.
 INFORMED = ("Informed", "InformedMPC")
 """The lookahead rules told each episode's drawn unknowns (``baselines/adaptive.py``): what
 perfect identification reaches, never the future. References, not deployable."""
+
+
+TRACKING = ("TrackingHorizon", "TrackingMPC")
+"""The moving track's deployable baselines (``baselines/adaptive.py``): the adaptive rules with
+change detection on the telemetry, forgetting, and re-probing of sites whose last
+measurement is old (docs/moving.md)."""
+
+MOVING_TOLD = ("InformedDraw", *INFORMED)
+"""The references of the moving track's room chain: told the draw alone (``InformedDraw``),
+and told the draw and every process's present state (``Informed``, ``InformedMPC``: perfect
+monitors, never the future)."""
 
 
 def _tuned(name: str) -> Policy:
@@ -241,7 +255,7 @@ LOOKAHEAD = ("HorizonRule", "ForecastMPC")
 """The strongest deployable baselines (``baselines/lookahead.py``): rules that charge a join
 over the rounds a set is kept, tuned on train days."""
 
-NEEDS_TELEMETRY = frozenset({*ADAPTIVE, *ADAPTIVE_CARBON, *INFORMED})
+NEEDS_TELEMETRY = frozenset({*ADAPTIVE, *ADAPTIVE_CARBON, *INFORMED, *TRACKING, *MOVING_TOLD})
 """Rules that estimate or are told the drawn unknowns: the planners start from them only where
 the scenario draws unknowns (``DecisionView.measured_track``); elsewhere they repeat their inner
 rule or chase the jitter."""

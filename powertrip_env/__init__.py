@@ -30,7 +30,9 @@ __version__ = "0.5.0"
 # (tests/test_versions.py pins them), as Gymnasium's IDs do. The tracks (docs/benchmark.md):
 # "known", the world as the scenario states it; "measured" (docs/measured.md), sites, links,
 # joins and progress curve departing per episode from what the scenario states ([unknowns]), so a
-# policy must measure them; "carbon" (docs/carbon.md), reach the target before a deadline with the
+# policy must measure them; "moving" (docs/moving.md), the measured track's world with sites that
+# slow down and recover, links that dip and power that is called back while the job runs
+# ([moving]); "carbon" (docs/carbon.md), reach the target before a deadline with the
 # least grid carbon, registered with its objective (reward_mode="carbon").
 _SHIPPED: tuple[tuple[str, str, str, bool, dict[str, object]], ...] = (
     ("PowerTrip-v0", "default", "known", True, {}),  # the flagship: blocking joins, 10 sites
@@ -45,6 +47,8 @@ _SHIPPED: tuple[tuple[str, str, str, bool, dict[str, object]], ...] = (
     ("PowerTrip-Wide-v0", "wide", "known", True, {}),  # 24 sites: beyond exhaustive search
     ("PowerTrip-Measured-v0", "measured", "measured", True, {}),  # the flagship, measured
     ("PowerTrip-Wide-Measured-v0", "wide-measured", "measured", True, {}),  # 24 sites, measured
+    ("PowerTrip-Moving-v0", "moving", "moving", True, {}),  # the flagship, measured and moving
+    ("PowerTrip-Wide-Moving-v0", "wide-moving", "moving", True, {}),  # 24 sites, moving
     # six zoned sites, deadline 1.25x the best TTA; and the same, measured
     ("PowerTrip-Carbon-v0", "carbon", "carbon", True, {"reward_mode": "carbon"}),
     ("PowerTrip-Carbon-Measured-v0", "carbon-measured", "carbon", True, {"reward_mode": "carbon"}),
@@ -69,6 +73,8 @@ SUITE_IDS: tuple[str, ...] = suite_ids("known")
 user's own)."""
 MEASURED_SUITE_IDS: tuple[str, ...] = suite_ids("measured")
 """The shipped tasks of the measured track (docs/measured.md)."""
+MOVING_SUITE_IDS: tuple[str, ...] = suite_ids("moving")
+"""The shipped tasks of the moving track (docs/moving.md)."""
 CARBON_SUITE_IDS: tuple[str, ...] = suite_ids("carbon")
 """The shipped tasks of the carbon track (docs/carbon.md)."""
 
@@ -78,6 +84,7 @@ __all__ = [
     "ENV_IDS",
     "MAX_EPISODE_STEPS",
     "MEASURED_SUITE_IDS",
+    "MOVING_SUITE_IDS",
     "SAMPLED_ENV_IDS",
     "SUITE_IDS",
     "TASKS",

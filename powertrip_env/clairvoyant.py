@@ -34,6 +34,16 @@ class Clairvoyant:
             return self.unknowns
         return dynamics.UnknownFactors.nominal(self.params.n_sites)
 
+    def monitored(self) -> dynamics.UnknownFactors:
+        """The episode's unknowns as a perfect monitor reads them now: the draw, with each
+        site's throughput and bandwidth as the moving world's processes leave them at this
+        moment (``dynamics.path_now``), not as they will be. The draw on a static world."""
+        drawn = self.drawn()
+        if not self.params.moving:
+            return drawn
+        speed, link, _ = dynamics.path_now(self.params, self.state)[0]
+        return drawn.replace(throughput=drawn.throughput * speed, bandwidth=drawn.bandwidth * link)
+
     @property
     def progress_needed(self) -> float:
         """Surrogate progress at which the accuracy reaches the target."""

@@ -54,7 +54,8 @@ class EpisodeStarts:
         Episode ``episodes[b]`` of an environment whose generator gave ``bases[b]``
         (``base_from``) at its last seeding starts at a row drawn from the split with a jitter
         key drawn alike; ``options["start_time"]`` fixes the start instead. On the measured
-        track the episode's unknowns are drawn from its key (``dynamics.draw_unknowns``).
+        track the episode's unknowns are drawn from its key (``dynamics.draw_unknowns``); on the
+        moving track its path starts from its key and start row (``dynamics.start_paths``).
         """
         lo, hi = self.rows
         rows, keys, seeds = dynamics.episode_draws(bases, episodes, lo, hi)
@@ -65,7 +66,10 @@ class EpisodeStarts:
         unknowns = None
         if self.spreads is not None:
             unknowns = dynamics.draw_unknowns(self.spreads, keys, self.params.n_sites)
-        return dynamics.initial_state(self.params, starts, keys, unknowns), seeds
+        state = dynamics.initial_state(self.params, starts, keys, unknowns)
+        if self.params.moving:
+            dynamics.start_paths(self.params, state.data)
+        return state, seeds
 
     def start_time(self, value: Any) -> float:
         """``options["start_time"]``: seconds since trace start, an ISO string or a datetime."""

@@ -20,6 +20,7 @@ from powertrip_env import dynamics
 from powertrip_env.scenario import Scenario, load_scenario, scenario_path
 from powertrip_env.scenario.portable import from_portable
 from powertrip_env.scenario.power import SitePower, site_power
+from powertrip_env.scenario.sections import check_moving_rows
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -29,6 +30,10 @@ class Simulation:
     scenario: Scenario
     power: SitePower
     params: dynamics.SimParams
+
+    def __post_init__(self) -> None:
+        # the one check of a scenario that needs its power data's row length
+        check_moving_rows(self.scenario.moving, self.params.interval_s, self.scenario.source)
 
     def with_jitter(self, jitter: bool | float) -> Simulation:
         """This simulation with the scenario's jitter (True), none (False) or a given sigma."""

@@ -91,7 +91,7 @@ DYNAMICS_LAYERS: tuple[tuple[str, ...], ...] = tuple(
         ("site_table", "learning"),  # the per-row site table; progress and rewards
         ("params",),  # a scenario as the kernel's arrays
         # packed state, power tables, counter-based randomness, the unknowns and telemetry
-        ("state", "tables", "jitter", "unknowns"),
+        ("state", "tables", "jitter", "unknowns", "paths"),
         ("round", "info"),  # a round on the true trace; what an environment reports of it
         ("predict", "observation", "formulas"),  # the what-if, the observation, the formulas
         ("candidates",),  # candidate sets ranked by the what-if

@@ -28,7 +28,7 @@ from powertrip_env.baselines.adaptive import Adaptive, Informed
 from powertrip_env.baselines.references import play_on_copy
 from powertrip_env.baselines.registry import make_policy
 from powertrip_env.dynamics.features import TELEMETRY_FEATURES
-from powertrip_env.dynamics.layout import S_QUOTA, seen_start, unknowns_width
+from powertrip_env.dynamics.layout import S_QUOTA, seen_start, state_width, unknowns_width
 from powertrip_env.dynamics.unknowns import SPREAD_FIELDS
 
 SIGMAS = ("throughput", "rtt", "bandwidth", "join", "pace", "noise")  # {name}_sigma -> .name
@@ -357,7 +357,7 @@ def test_clairvoyant_plays_the_folded_world_from_a_state_of_ones():
     assert np.array_equal(door.params.consts, folded.consts)
     assert not np.array_equal(door.params.site, env.params.site)
     assert np.all(dynamics.episode_unknowns(door.state) == 1.0)
-    assert door.state.data.shape == env.state.data.shape == (1, seen_start(n) + 4 * n)
+    assert door.state.data.shape == env.state.data.shape == (1, state_width(n))
 
 
 @pytest.mark.parametrize("jitter", [False, True])

@@ -54,6 +54,8 @@ FINGERPRINTS = {
     "PowerTrip-Wide-v0": "87cef00b07d338bb",
     "PowerTrip-Measured-v0": "ea104b52b57c1836",
     "PowerTrip-Wide-Measured-v0": "5a51867927172a41",
+    "PowerTrip-Moving-v0": "f58e4cd4e0cdc882",
+    "PowerTrip-Wide-Moving-v0": "a47df43f9e49712e",
     "PowerTrip-Carbon-v0": "64d96cd9e144c829",
     "PowerTrip-Carbon-Measured-v0": "17fc5236f00c3418",
     "PowerTrip-Random-v0": "7bbecafc9acc4e93",
@@ -221,6 +223,8 @@ def fingerprint(env_id: str, scenario: str | Path | None = None) -> str:
         values.pop(key)
     if not loaded.unknowns.drawn:  # the known track: the section's defaults change no result
         values.pop("unknowns")
+    if not loaded.moving.on:  # a static world: nor do [moving]'s
+        values.pop("moving")
     if loaded.trace.carbon_file is None:  # no carbon intensity: nor do the carbon fields'
         for key in ("carbon_file", "carbon_kind"):
             values["trace"].pop(key)
@@ -350,6 +354,7 @@ _LOOKAHEAD = ["HorizonRule", "ForecastMPC"]
 _ADAPTIVE = ["AdaptiveHorizon", "AdaptiveMPC", "ExploringHorizon"]
 _CARBON = ["CarbonGreedy", "DeadlineHorizon", "FedZeroExcess"]
 _INFORMED = ["Informed", "InformedMPC"]
+_TRACKING = ["TrackingHorizon", "TrackingMPC"]
 STARTS = {
     "PowerTrip-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD],
     "PowerTrip-NonBlocking-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD],
@@ -357,6 +362,23 @@ STARTS = {
     "PowerTrip-Wide-v0": [*_COMMON, *_LOOKAHEAD],
     "PowerTrip-Measured-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD, *_ADAPTIVE, *_INFORMED],
     "PowerTrip-Wide-Measured-v0": [*_COMMON, *_LOOKAHEAD, *_ADAPTIVE, *_INFORMED],
+    "PowerTrip-Moving-v0": [
+        *_COMMON,
+        "MyopicOptimal",
+        *_LOOKAHEAD,
+        *_ADAPTIVE,
+        *_TRACKING,
+        "InformedDraw",
+        *_INFORMED,
+    ],
+    "PowerTrip-Wide-Moving-v0": [
+        *_COMMON,
+        *_LOOKAHEAD,
+        *_ADAPTIVE,
+        *_TRACKING,
+        "InformedDraw",
+        *_INFORMED,
+    ],
     "PowerTrip-Carbon-v0": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD, *_CARBON],
     "PowerTrip-Carbon-Measured-v0": [
         *_COMMON,

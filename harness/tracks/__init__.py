@@ -25,11 +25,18 @@ from __future__ import annotations
 import gymnasium as gym
 
 from powertrip_env.harness.tracks.carbon import CARBON, CarbonTrack
-from powertrip_env.harness.tracks.time import KNOWN, MEASURED, MeasuredTrack, TimeTrack
+from powertrip_env.harness.tracks.time import (
+    KNOWN,
+    MEASURED,
+    MOVING,
+    MeasuredTrack,
+    MovingTrack,
+    TimeTrack,
+)
 from powertrip_env.harness.tracks.track import Facts, Section, Track
 from powertrip_env.tasks import task_of
 
-TRACKS: dict[str, Track] = {track.name: track for track in (KNOWN, MEASURED, CARBON)}
+TRACKS: dict[str, Track] = {track.name: track for track in (KNOWN, MEASURED, MOVING, CARBON)}
 """Every track by name, in the order their boards are laid out: the shipped ones, then a
 user's, in the order they were registered."""
 
@@ -65,21 +72,27 @@ def track_of(env_id: str) -> Track | None:
 def track_for(env_id: str, env: gym.Env, scenario_given: bool = False) -> Track:
     """The track that scores episodes of ``env`` (made from ``env_id``): the one its ID joined,
     unless a scenario was given in place of the ID's (``scenario_given``) or the ID joined
-    none; then ``MEASURED`` when the scenario draws unknowns, else ``KNOWN``."""
+    none; then ``MOVING`` when the scenario's world moves, ``MEASURED`` when it draws unknowns,
+    else ``KNOWN``."""
     track = None if scenario_given else track_of(env_id)
     if track is not None:
         return track
-    return MEASURED if env.unwrapped.params.measured else KNOWN
+    params = env.unwrapped.params
+    if params.moving:
+        return MOVING
+    return MEASURED if params.measured else KNOWN
 
 
 __all__ = [
     "CARBON",
     "KNOWN",
     "MEASURED",
+    "MOVING",
     "TRACKS",
     "CarbonTrack",
     "Facts",
     "MeasuredTrack",
+    "MovingTrack",
     "Section",
     "TimeTrack",
     "Track",

@@ -6,6 +6,11 @@
   baselines gain the adaptive rules, the rules told the draw (``Informed``) play beside them,
   and each task's room is split into a chain: PowerTrip → the best rule on the stated model →
   the best adaptive rule → the best rule told the draw → the Optimiser.
+* ``MOVING`` (docs/moving.md): the measured track's world, moving while the job runs (sites
+  slow down and recover, links dip, power is called back: ``[moving]``). Its baselines add
+  change detection (``TRACKING``), and its chain a link: the rule told the draw alone, then
+  the rule that also monitors every process's present state perfectly (``Informed``), whose
+  gap to the best adaptive rule is the learnable room.
 
 Both are bracketed by the ``Optimiser``'s feasible plan (score 1) and ``lower_bound_h`` (a
 relaxation no policy beats), and share one table of those brackets.
@@ -25,7 +30,9 @@ from powertrip_env.baselines.registry import (
     ADAPTIVE,
     INFORMED,
     LOOKAHEAD,
+    MOVING_TOLD,
     REFERENCES,
+    TRACKING,
     common_rules,
 )
 from powertrip_env.dynamics.params import SimParams
@@ -128,24 +135,41 @@ class MeasuredTrack(TimeTrack):
         return [CHAIN]
 
 
-def room_chain(mean: pd.Series) -> dict[str, Any]:
+class MovingTrack(MeasuredTrack):
+    """The measured track's world moving while the job runs: its chain splits being told the
+    draw from monitoring every process's present state."""
+
+    def chain(self, mean: pd.Series) -> dict[str, Any]:
+        return room_chain(mean, adaptive=(*ADAPTIVE, *TRACKING), monitored=True)
+
+
+def room_chain(
+    mean: pd.Series, adaptive: tuple[str, ...] = ADAPTIVE, monitored: bool = False
+) -> dict[str, Any]:
     """A measured task's room, split (docs/measured.md): PowerTrip → the best rule on the
-    stated model → the best adaptive rule → ``Informed`` (the best rule told the draw) →
-    the Optimiser, with each step's share of PowerTrip → Optimiser. ``learnable_room`` is the
-    best adaptive rule over Informed: what measuring costs, and what an agent may take."""
+    stated model → the best of the ``adaptive`` rules → ``Informed`` (the best rule told the
+    draw) → the Optimiser, with each step's share of PowerTrip → Optimiser. ``learnable_room``
+    is the best adaptive rule over Informed: what measuring costs, and what an agent may take.
+    On the moving track (``monitored``, docs/moving.md) ``InformedDraw`` is told the draw
+    alone, and Informed also reads every process's present state (the step
+    "monitor-perfect"), so the learnable room is what a perfect monitor would buy."""
     nominal = min(LOOKAHEAD, key=lambda name: mean[name])
-    adaptive = min(ADAPTIVE, key=lambda name: mean[name])
+    best = min(adaptive, key=lambda name: mean[name])
     informed = min(INFORMED, key=lambda name: mean[name])
-    steps = [("PowerTrip", MEASURED.zero), ("nominal", nominal), ("adaptive", adaptive),
-             ("informed", informed), ("optimiser", TOP)]  # fmt: skip
+    steps = [("PowerTrip", MEASURED.zero), ("nominal", nominal), ("adaptive", best)]
+    if monitored:
+        steps += [("informed", "InformedDraw"), ("monitor-perfect", informed)]
+    else:
+        steps += [("informed", informed)]
+    steps += [("optimiser", TOP)]
     total = float(mean[MEASURED.zero] - mean[TOP])
     chain = [{"step": step, "policy": name, "tta_h": float(mean[name])} for step, name in steps]
     for before, after in itertools.pairwise(chain):
         after["share"] = (before["tta_h"] - after["tta_h"]) / total if total > 0 else 0.0
     return {
         "informed_h": float(mean[informed]),
-        "best_adaptive": adaptive,
-        "learnable_room": float(mean[adaptive] / mean[informed]),
+        "best_adaptive": best,
+        "learnable_room": float(mean[best] / mean[informed]),
         "chain": chain,
     }
 
@@ -212,8 +236,11 @@ def chain_figure(chains: Facts, path: Path) -> None:
     fig = agg_figure(7.0, 1.0 + 1.6 * len(chains), layout="constrained")
     axes = fig.subplots(len(chains), 1, squeeze=False)[:, 0]
     labels = {"PowerTrip": "PowerTrip", "nominal": "stated model", "adaptive": "measuring",
-              "informed": "told the draw", "optimiser": "clairvoyant"}  # fmt: skip
-    colours = ["#999999", "#4c72b0", "#55a868", "#dd8452", "#c44e52"]
+              "informed": "told the draw", "monitor-perfect": "monitor-perfect",
+              "optimiser": "clairvoyant"}  # fmt: skip
+    palette = {"PowerTrip": "#999999", "nominal": "#4c72b0", "adaptive": "#55a868",
+               "informed": "#dd8452", "monitor-perfect": "#8172b3",
+               "optimiser": "#c44e52"}  # fmt: skip
     for ax, (task, entry) in zip(axes, chains.items(), strict=True):
         steps = entry["chain"][::-1]
         hours = [step["tta_h"] for step in steps]
@@ -223,7 +250,7 @@ def chain_figure(chains: Facts, path: Path) -> None:
             else f"{labels[step['step']]}: {step['policy']}"
             for step in steps
         ]
-        ax.barh(range(len(steps)), hours, color=colours[::-1])
+        ax.barh(range(len(steps)), hours, color=[palette[step["step"]] for step in steps])
         ax.set_yticks(range(len(steps)), names, fontsize=8)
         ax.set_xlim(min(hours) * 0.9, max(hours) * 1.02)
         for y, h in enumerate(hours):
@@ -258,3 +285,25 @@ MEASURED = MeasuredTrack(
     "(`powertrip_env.MEASURED_SUITE_IDS`, [the measured track](../measured.md))",
 )
 """What the scenario states, departed from per episode: a policy must measure it."""
+
+
+MOVING_FINAL_POLICIES = (
+    "PowerTrip,ForecastMPC,AdaptiveHorizon,AdaptiveMPC,TrackingHorizon,TrackingMPC,InformedDraw,"
+    "Informed,InformedMPC,Optimiser"
+)
+"""On the moving track: the measured track's table with the change-detecting rules and the rule
+told the draw alone beside the perfect monitors."""
+
+MOVING = MovingTrack(
+    "moving",
+    title="Leaderboard: the moving track",
+    rules=lambda n_sites, measured: [*common_rules(n_sites), *ADAPTIVE, *TRACKING],
+    told=lambda measured: list(MOVING_TOLD),
+    references=REFERENCES,
+    board_references=(FIXED, TOP),
+    top=TOP,
+    final_policies=MOVING_FINAL_POLICIES,
+    about="task of the moving track: the measured track's world moves while the job runs "
+    "(`powertrip_env.MOVING_SUITE_IDS`, [the moving track](../moving.md))",
+)
+"""The measured track's world, moving while the job runs: a policy must keep measuring."""

@@ -26,6 +26,8 @@ parameter, is in docs/model.md. The modules follow it:
   field's name in the ``*_FIELDS`` tuples exported here;
 * ``unknowns``: what a scheduler cannot know before it measures (the measured track), and
   the beliefs the what-ifs take instead;
+* ``paths``: what moves while the job runs (the moving track): each site's path through the
+  fail-slow, link and power-callback processes;
 * ``formulas``: the model's formulas for tools that reason about it;
 * ``jit``: how the kernel is compiled and cached.
 """
@@ -78,6 +80,7 @@ from powertrip_env.dynamics.params import (
     great_circle_km,
     rtt_ms,
 )
+from powertrip_env.dynamics.paths import path_now, path_of, start_paths
 from powertrip_env.dynamics.plans import Trajectory, play_plans, play_rule, predict_plan
 from powertrip_env.dynamics.predict import RoundPrediction, predict_round
 from powertrip_env.dynamics.round import step_round
@@ -154,6 +157,8 @@ __all__ = [
     "noise_scale_array",
     "nominal_belief",
     "observe",
+    "path_now",
+    "path_of",
     "play_plans",
     "play_rule",
     "predict_plan",
@@ -164,6 +169,7 @@ __all__ = [
     "rounds_to_target",
     "rtt_ms",
     "site_features",
+    "start_paths",
     "step_observe",
     "step_round",
     "unknowns_width",

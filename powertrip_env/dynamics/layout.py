@@ -85,13 +85,32 @@ CONSTS = (
     "measured",  # the scenario draws unknowns ([unknowns]): rounds keep each site's telemetry
     "carbon",  # the scenario has carbon intensity ([trace] carbon_file): emissions are known
     "carbon_ref_kg",  # [episode] carbon_ref_kg: the carbon objective's scale (0: none posed)
+    # [moving]: episodic processes per site while the job runs (docs/moving.md); per process,
+    # its onsets per second per site (0: off), its mean duration and its depth, in PROCESSES' order
+    "slow_rate_per_s",
+    "slow_mean_s",
+    "slow_factor",  # fail-slow: throughput over slow_factor
+    "link_rate_per_s",
+    "link_mean_s",
+    "link_depth",  # link excursion: bandwidth times 1 - depth
+    "callback_rate_per_s",
+    "callback_mean_s",
+    "callback_depth",  # power callback: 1 - depth
+    "moving",  # some process is on: rounds apply the episode's path (off in a forecast's world)
 )
 (
     C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
     C_GAMMA, C_A0, C_AMAX, C_TARGET, C_SPAN, C_P0, C_ALPHA, C_NON_IID, C_TAU, C_KAPPA,
     C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
     C_RING, C_GRACE, C_NONBLOCKING, C_MEASURED, C_CARBON, C_CARBON_REF,
+    C_SLOW_RATE, C_SLOW_MEAN, C_SLOW_FACTOR, C_LINK_RATE, C_LINK_MEAN, C_LINK_DEPTH,
+    C_CALLBACK_RATE, C_CALLBACK_MEAN, C_CALLBACK_DEPTH, C_MOVING,
 ) = range(len(CONSTS))  # fmt: skip
+# The episodic processes of [moving], each with (rate, mean duration, depth) at
+# C_PROCESS + 3 · its index; a process's path in the state is PATH_FIELDS' pair at 2 · its index.
+PROCESSES = ("slow", "link", "callback")
+P_SLOW, P_LINK, P_CALLBACK = range(len(PROCESSES))
+C_PROCESS = C_SLOW_RATE
 
 # --------------------------------------------------------------------------- episodes
 
@@ -100,7 +119,7 @@ CONSTS = (
 # of the training state fetched so far) and its rounds absent; then the episode's unknowns (a
 # belief's layout, below: what the world is this episode against the scenario's stated values,
 # drawn at reset, all 1 when the scenario draws none), then the telemetry each site last gave
-# (SEEN_FIELDS, N each).
+# (SEEN_FIELDS, N each), then each process's path (PATH_FIELDS, N each).
 STATE_FIELDS = (
     "time_s", "start_s", "progress", "accuracy", "rounds", "energy_j", "last_round_s",
     "coverage", "key", "carbon_g",
@@ -132,7 +151,13 @@ U_THROUGHPUT, U_RTT, U_BANDWIDTH, U_JOIN = range(len(UNKNOWN_SITE_FIELDS))
 # hub and its join, and the round it was taken in (-1: never).
 SEEN_FIELDS = ("compute_ratio", "transfer_ratio", "join_ratio", "round")
 V_COMPUTE, V_TRANSFER, V_JOIN, V_ROUND = range(len(SEEN_FIELDS))
-STATE_BLOCKS = 2 + len(UNKNOWN_SITE_FIELDS) + len(SEEN_FIELDS)  # state columns per site
+# The episode's path through the [moving] processes (paths.py), per process of PROCESSES: whether
+# the site is in an event, and the calendar row at which that phase ends (inf: never). Keyed to
+# the calendar's rows and the episode's key, advanced as the clock passes them.
+PATH_FIELDS = (
+    "slow_on", "slow_until", "link_on", "link_until", "callback_on", "callback_until",
+)  # fmt: skip
+STATE_BLOCKS = 2 + len(UNKNOWN_SITE_FIELDS) + len(SEEN_FIELDS) + len(PATH_FIELDS)  # per site
 
 
 # The spreads a scenario's [unknowns] gives and the draw takes, in this order (all default 0):
@@ -171,9 +196,15 @@ def seen_start(n_sites: int) -> int:
     return unknowns_start(n_sites) + unknowns_width(n_sites)
 
 
+@jit
+def path_start(n_sites: int) -> int:
+    """The state column where the episode's path (PATH_FIELDS) begins."""
+    return seen_start(n_sites) + len(SEEN_FIELDS) * n_sites
+
+
 def state_width(n_sites: int) -> int:
     """Columns of a batch's state (``SimState.data``) for ``n_sites`` sites."""
-    return seen_start(n_sites) + len(SEEN_FIELDS) * n_sites
+    return path_start(n_sites) + len(PATH_FIELDS) * n_sites
 
 
 # A round's outcome: a (B, len(RECORD_FIELDS)) record and a (B, len(SITE_RECORD), N) one.
@@ -223,8 +254,13 @@ WORK_FIELDS = (
     "end",  # compute would end (the quota processed, or the window over)
     "fetch",  # non-blocking joins: the fetch of the training state ends; -1 if not fetching
     "join",  # the join the site pays before it computes (0: joined already)
+    # the episode's path at the round's start ([moving]; 1 without): what divides the site's
+    # throughput (fail-slow, power callback), its bandwidth (link excursion) and its GPUs' draw
+    "speed",
+    "link",
+    "power",
 )
-W_BEGIN, W_END, W_FETCH, W_JOIN = range(len(WORK_FIELDS))
+W_BEGIN, W_END, W_FETCH, W_JOIN, W_SPEED, W_LINK, W_POWER = range(len(WORK_FIELDS))
 
 # One site's what-if from the forecast (predict._forecast_site): (len(FORECAST_FIELDS),).
 FORECAST_FIELDS = (

@@ -123,6 +123,16 @@ class SimParams:
     measured: bool = field(init=False, repr=False)
     carbon: bool = field(init=False, repr=False)
     carbon_ref_kg: float = field(init=False, repr=False)
+    slow_rate_per_s: float = field(init=False, repr=False)
+    slow_mean_s: float = field(init=False, repr=False)
+    slow_factor: float = field(init=False, repr=False)
+    link_rate_per_s: float = field(init=False, repr=False)
+    link_mean_s: float = field(init=False, repr=False)
+    link_depth: float = field(init=False, repr=False)
+    callback_rate_per_s: float = field(init=False, repr=False)
+    callback_mean_s: float = field(init=False, repr=False)
+    callback_depth: float = field(init=False, repr=False)
+    moving: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: the one place these are set
@@ -310,6 +320,7 @@ def _constants(scenario: Any, power: PowerData, rows: int, time_scale_s: float) 
         "measured": scenario.unknowns.drawn,
         "carbon": power.has_carbon,
         "carbon_ref_kg": ep.carbon_ref_kg,
+        **scenario.moving.constants(),
     }
     return constants
 
@@ -366,8 +377,9 @@ def forecast_world(
 
     Row 0 of the copy is calendar row ``row``; row h holds the forecast issued then for row
     ``row + h`` (h = 0: the row's actual), and the last forecast row holds beyond the forecast's
-    horizon, as ``predict_round`` reads it. Everything else is the scenario's, and the jitter is
-    off: a deterministic what-if of several rounds that reads no future actual. A state moves
+    horizon, as ``predict_round`` reads it. Everything else is the scenario's; the jitter and
+    the [moving] path are off: a deterministic what-if of several rounds that reads no future
+    actual. A state moves
     onto the copy's clock by subtracting ``row · interval_s`` from its time and start.
 
     With carbon intensity (``params.carbon``), the grid's intensity and the PV output that
@@ -384,6 +396,7 @@ def forecast_world(
         ("rows", rate.shape[0]),
         ("trace_t0_s", params.trace_t0_s + row * params.interval_s),
         ("jitter_sigma", 0.0),
+        ("moving", 0.0),  # the forecast knows nothing of the path (docs/moving.md)
     ):
         consts[CONSTS.index(name)] = float(value)
     pv_w = g_per_j = None

@@ -72,9 +72,13 @@ from powertrip_env.dynamics.layout import (
     W_END,
     W_FETCH,
     W_JOIN,
+    W_LINK,
+    W_POWER,
+    W_SPEED,
     WORK_FIELDS,
 )
 from powertrip_env.dynamics.learning import _accuracy, _coverage, _delta_progress, _rewards
+from powertrip_env.dynamics.paths import _path_factors
 from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool, _round_buffers
 from powertrip_env.dynamics.tables import (
     _busy_carbon_at,
@@ -289,8 +293,9 @@ def _run_sites(c, site, table, st, u, jitter, seed, k, srec, work):
         s_begin = _samples_in(c, table, begin, i, k_begin)
         if fixed:  # a slow window stops at the grace deadline: the update goes as it is
             end = begin + c[C_ROUND_S] * min(_factor(c, jitter, seed, i), 1.0 + c[C_GRACE])
-        else:  # the quota at the site's true throughput: the stated quota over its factor
-            quota = site[S_QUOTA, i] / _site_factor(u, n, U_THROUGHPUT, i)
+        else:  # the quota at the site's true throughput: the stated quota over its factor,
+            # then over the path's (1 when calm: the same number as before)
+            quota = site[S_QUOTA, i] / _site_factor(u, n, U_THROUGHPUT, i) / work[W_SPEED, i]
             target = s_begin + quota * _factor(c, jitter, seed, i)
             end = _time_to_reach(c, table, target, i, k_begin)
         drop_at = table[k, OUTAGE_S, i]  # the next row without power; the current row has some
@@ -300,6 +305,7 @@ def _run_sites(c, site, table, st, u, jitter, seed, k, srec, work):
         if fixed and not dropped:
             samples = _samples_at(c, table, min(end, drop_at), i) - s_begin
         rtt, tx = _link(site, u, i)
+        tx = tx / work[W_LINK, i]
         tally = _tally_site(c, site, tally, i, end, drop_at, dropped, samples, rtt, tx)
         work[W_BEGIN, i] = begin
         work[W_END, i] = end
@@ -327,19 +333,22 @@ def _charge(c, site, table, k, t, t_end, srec, work, st, rec):
         drop_at = table[k, OUTAGE_S, i]
         stop = min(min(work[W_END, i], drop_at), t_end)
         busy_s = max(stop - begin, 0.0)
+        share = work[W_POWER, i]  # of its GPUs a power callback leaves it (1 without)
         if busy_s > 0.0:
-            busy_j += _gpu_energy_at(c, table, site, stop, i) - _gpu_energy_at(
-                c, table, site, min(begin, stop), i
+            busy_j += share * (
+                _gpu_energy_at(c, table, site, stop, i)
+                - _gpu_energy_at(c, table, site, min(begin, stop), i)
             )
         held_until = min(drop_at, t_end) if srec[DROPPED, i] > 0.0 else t_end
         waiting_s = max(held_until - t - busy_s, 0.0)
-        idle_w = site[S_IDLE_W, i] * srec[POWERED_NOW, i]
+        idle_w = site[S_IDLE_W, i] * srec[POWERED_NOW, i] * share
         idle_j += idle_w * waiting_s
         if carbon:  # the waiting splits into [t, start of compute) and [stop, held_until)
             start = min(begin, stop)
             if busy_s > 0.0:
-                grams += _busy_carbon_at(c, table, site, stop, i) - _busy_carbon_at(
-                    c, table, site, start, i
+                grams += share * (
+                    _busy_carbon_at(c, table, site, stop, i)
+                    - _busy_carbon_at(c, table, site, start, i)
                 )
             grams += _steady_carbon(c, table, idle_w, t, start, i)
             grams += _steady_carbon(c, table, idle_w, stop, held_until, i)
@@ -403,6 +412,7 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     k = _row(c, t)
     u = _unknowns_of(st, n)
     seed = _round_seed(st[KEY], int(st[ROUNDS]))
+    _path_factors(c, st, n, k, work)  # the world's moving part, as it stands at the start
     n_req, n_sel = _start_sites(table, k, mask, srec)
     tally = _run_sites(c, site, table, st, u, jitter, seed, k, srec, work)
     comm_jitter = _factor(c, jitter, seed, n) if tally.completing > 0 else 1.0

@@ -20,6 +20,7 @@ from powertrip_env.dynamics.layout import (
     JOINED,
     KEY,
     LAST_ROUND,
+    PATH_FIELDS,
     POWERED_NOW,
     PROGRESS,
     R_CARBON_G,
@@ -46,6 +47,7 @@ from powertrip_env.dynamics.layout import (
     TIME,
     UNKNOWN_SCALARS,
     V_ROUND,
+    path_start,
     seen_start,
     state_width,
     unknowns_start,
@@ -146,7 +148,9 @@ def initial_state(
 ) -> SimState:
     """Fresh episodes starting at ``start_s`` (seconds since row 0) with jitter keys ``key``
     (whole numbers below ``KEY_LIMIT``, drawn from each episode's generator) and ``unknowns``
-    ((B, width) factors, ``unknowns.draw_unknowns``; default all 1: the world as stated)."""
+    ((B, width) factors, ``unknowns.draw_unknowns``; default all 1: the world as stated). Its
+    path is calm for good: ``paths.start_paths`` starts a [moving] scenario's from each
+    episode's key and start row."""
     start = np.asarray(start_s, dtype=np.float64).reshape(-1)
     n = params.n_sites
     data = np.zeros((start.shape[0], state_width(n)))
@@ -250,3 +254,7 @@ def initial_unknowns(data: np.ndarray, n_sites: int, unknowns: np.ndarray | None
     seen = seen_start(n_sites)
     data[:, seen : seen + len(SEEN_FIELDS) * n_sites] = 1.0
     data[:, seen + V_ROUND * n_sites : seen + (V_ROUND + 1) * n_sites] = -1.0
+    path = path_start(n_sites)  # calm, and no phase ever ends (PATH_FIELDS in pairs)
+    for p in range(len(PATH_FIELDS) // 2):
+        data[:, path + 2 * p * n_sites : path + (2 * p + 1) * n_sites] = 0.0
+        data[:, path + (2 * p + 1) * n_sites : path + (2 * p + 2) * n_sites] = np.inf

@@ -66,6 +66,7 @@ from powertrip_env.dynamics.layout import (
     W_END,
     W_FETCH,
     W_JOIN,
+    W_LINK,
     seen_start,
     unknowns_start,
     unknowns_width,
@@ -111,11 +112,12 @@ def _link(site, u, i):
 
 
 @jit
-def _own_exchange(c, site, u, i):
+def _own_exchange(c, site, u, i, link):
     """Site ``i``'s own exchange with the hub, before the network jitter: its latency term and
-    its update over its link, there and back (what its telemetry measures)."""
+    its update over its link, there and back (what its telemetry measures); ``link`` divides
+    its bandwidth now (the path's excursion, ``paths.py``; 1 without)."""
     rtt, tx = _link(site, u, i)
-    return c[C_RTT_FACTOR] * rtt + 2.0 * tx
+    return c[C_RTT_FACTOR] * rtt + 2.0 * (tx / link)
 
 
 @jit
@@ -139,7 +141,7 @@ def _telemetry(c, site, table, st, u, srec, work, comm_jitter, cut):
             continue
         begin = work[W_BEGIN, i]
         compute = work[W_END, i] - begin
-        transfer = _own_exchange(c, site, u, i) * comm_jitter
+        transfer = _own_exchange(c, site, u, i, work[W_LINK, i]) * comm_jitter
         srec[T_COMPUTE_S, i] = compute
         srec[T_TRANSFER_S, i] = transfer
         if not measured or cut:

@@ -27,6 +27,7 @@ from powertrip_env.scenario.sections import (
     check_sites,
     load_episode,
     load_learner_config,
+    load_moving,
     load_network,
     load_trace_files,
     load_unknowns,
@@ -78,6 +79,7 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     trace_table.finish()
     learner = load_learner_config(table("learner", {}))
     unknowns = load_unknowns(table("unknowns", {}), workload)
+    moving = load_moving(table("moving", {}), workload)
     top.finish()
     data_files = [
         gpu_file,
@@ -103,6 +105,7 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
         sites_source=sites_source,
         learner=learner,
         unknowns=unknowns,
+        moving=moving,
     )
 
 

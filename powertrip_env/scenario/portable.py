@@ -32,6 +32,7 @@ from powertrip_env.scenario.sections import (
     check_sites,
     load_episode,
     load_learner_config,
+    load_moving,
     load_network,
     load_unknowns,
     load_workload,
@@ -143,8 +144,10 @@ def _number(value: Any, kind: type) -> Any:
 
 def _scenario(data: Any, where: str) -> Scenario:
     """Rebuild a ``Scenario`` through the same checks a scenario file goes through."""
-    fields = [f.name for f in dataclasses.fields(Scenario) if f.name not in ("inputs", "unknowns")]
-    _keys(data, where, tuple(fields), ("unknowns",))  # a portable made before 0.4 has none
+    # a portable made before 0.4 has no unknowns, one made before 0.6 no moving
+    later = ("unknowns", "moving")
+    fields = [f.name for f in dataclasses.fields(Scenario) if f.name not in ("inputs", *later)]
+    _keys(data, where, tuple(fields), later)
     for key in ("name", "description", "source", "sites_source"):
         if not isinstance(data[key], str):
             raise ScenarioError(f"{where} [{key!r}] = {data[key]!r}: must be a string")
@@ -197,6 +200,7 @@ def _scenario(data: Any, where: str) -> Scenario:
         Table({k: v for k, v in dict(data["workload"]).items() if v is not None}, where, "workload")
     )
     unknowns = load_unknowns(Table(dict(data.get("unknowns", {})), where, "unknowns"), workload)
+    moving = load_moving(Table(dict(data.get("moving", {})), where, "moving"), workload)
 
     return Scenario(
         name=data["name"],
@@ -212,6 +216,7 @@ def _scenario(data: Any, where: str) -> Scenario:
         sites_source=data["sites_source"],
         learner=load_learner_config(Table(dict(data["learner"]), where, "learner")),
         unknowns=unknowns,
+        moving=moving,
     )
 
 

@@ -13,6 +13,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from powertrip_env.dynamics.layout import PROCESSES
 from powertrip_env.errors import ScenarioError
 from powertrip_env.scenario.fields import Table
 from powertrip_env.scenario.paths import resolve_file
@@ -22,12 +23,14 @@ from powertrip_env.scenario.types import (
     Episode,
     GpuType,
     LearnerConfig,
+    MovingProcesses,
     Network,
     Site,
     TraceFiles,
     UnknownSpreads,
     Workload,
 )
+from powertrip_env.units import h_to_s, s_to_h
 
 DATASETS = ("digits",)
 AGGREGATIONS = ("fedavg", "diloco")
@@ -226,6 +229,56 @@ def load_unknowns(t: Table, workload: Workload) -> UnknownSpreads:
             "fixed-time round has no quota"
         )
     return unknowns
+
+
+def load_moving(t: Table, workload: Workload) -> MovingProcesses:
+    """``[moving]`` (optional): the processes that move the world while the job runs. A depth
+    of 1 would be a site without power or a link without bandwidth: the power trace models the
+    first (and the forecast sees it), the second is a failure, not an excursion; a slow factor
+    past 10 is far beyond the fail-slows docs/references.md cites. A mean duration must be at
+    least one trace row, the path's step (checked with the trace, ``check_moving_rows``)."""
+    moving = MovingProcesses(
+        slow_per_day=t.number("slow_per_day", 0.0, lo=0.0),
+        slow_hours=t.number("slow_hours", 1.0, lo=0.0, lo_open=True),
+        slow_factor=t.number("slow_factor", 1.0, lo=1.0, hi=10.0),
+        link_per_day=t.number("link_per_day", 0.0, lo=0.0),
+        link_hours=t.number("link_hours", 1.0, lo=0.0, lo_open=True),
+        link_depth=t.number("link_depth", 0.5, lo=0.0, lo_open=True),
+        callback_per_day=t.number("callback_per_day", 0.0, lo=0.0),
+        callback_hours=t.number("callback_hours", 1.0, lo=0.0, lo_open=True),
+        callback_depth=t.number("callback_depth", 0.25, lo=0.0, lo_open=True),
+    )
+    for key in ("link_depth", "callback_depth"):
+        value = getattr(moving, key)
+        if value >= 1.0:
+            raise ScenarioError(
+                f"{t.source}: [moving] field '{key}' = {value!r}: must be in (0, 1), the share "
+                "lost (1 would leave nothing: an outage, which the power trace models)"
+            )
+    if moving.slow_per_day > 0.0 and moving.slow_factor <= 1.0:
+        raise ScenarioError(
+            f"{t.source}: [moving] field 'slow_factor' = {moving.slow_factor!r} with "
+            f"slow_per_day = {moving.slow_per_day!r}: a fail-slow must divide the throughput "
+            "by a factor > 1 (and <= 10)"
+        )
+    t.finish()
+    if moving.on and workload.round_mode == "fixed_time":
+        raise ScenarioError(
+            f"{t.source}: [moving] needs [workload] round_mode = 'fixed_quota' (got "
+            "'fixed_time'): a fail-slow sets how long a site's quota takes, and a fixed-time "
+            "round has no quota"
+        )
+    return moving
+
+
+def check_moving_rows(moving: MovingProcesses, interval_s: float, source: str) -> None:
+    """Refuse a process whose mean duration is below one trace row: the path steps by rows."""
+    for name, (per_day, hours, _) in zip(PROCESSES, moving.processes(), strict=True):
+        if per_day > 0.0 and h_to_s(hours) < interval_s:
+            raise ScenarioError(
+                f"{source}: [moving] field '{name}_hours' = {hours!r}: must be at least one "
+                f"trace row ({s_to_h(interval_s):g} h): the path changes once a row"
+            )
 
 
 def load_network(t: Table, sites: list[Site], sites_table: Table) -> tuple[Network, int]:

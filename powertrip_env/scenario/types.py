@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from powertrip_env.dynamics.layout import SPREAD_FIELDS
+from powertrip_env.dynamics.layout import PROCESSES, SPREAD_FIELDS
 from powertrip_env.units import S_PER_DAY, h_to_s
 
 
@@ -202,6 +202,52 @@ class UnknownSpreads:
 
 
 @dataclass(frozen=True)
+class MovingProcesses:
+    """``[moving]``: what moves while the job runs, per site (docs/moving.md).
+
+    Three processes, each calm or in an event, with exponentially distributed phases: a
+    fail-slow divides the site's throughput by ``slow_factor``; a link excursion leaves its WAN
+    bandwidth ``1 − link_depth`` of itself; a power callback takes ``callback_depth`` of its spare
+    power, and so of the GPUs it can run. Each starts ``*_per_day`` times a day per site on
+    average while calm and lasts ``*_hours`` on average. A rate of 0, the default, turns the
+    process off; all off is the static world of the known and measured tracks.
+    """
+
+    slow_per_day: float = 0.0
+    slow_hours: float = 1.0
+    slow_factor: float = 1.0
+    link_per_day: float = 0.0
+    link_hours: float = 1.0
+    link_depth: float = 0.5
+    callback_per_day: float = 0.0
+    callback_hours: float = 1.0
+    callback_depth: float = 0.25
+
+    @property
+    def on(self) -> bool:
+        """Whether any process runs: the moving track."""
+        return any(rate > 0.0 for rate, _, _ in self.processes())
+
+    def processes(self) -> tuple[tuple[float, float, float], ...]:
+        """(per day, hours, depth or factor) of each process, in layout.PROCESSES' order."""
+        return (
+            (self.slow_per_day, self.slow_hours, self.slow_factor),
+            (self.link_per_day, self.link_hours, self.link_depth),
+            (self.callback_per_day, self.callback_hours, self.callback_depth),
+        )
+
+    def constants(self) -> dict[str, float]:
+        """The kernel's scalars (layout.CONSTS, from ``slow_rate_per_s`` to ``moving``)."""
+        out: dict[str, float] = {}
+        for name, (per_day, hours, depth) in zip(PROCESSES, self.processes(), strict=True):
+            out[f"{name}_rate_per_s"] = per_day / S_PER_DAY
+            out[f"{name}_mean_s"] = h_to_s(hours)
+            out[f"{name}_{'factor' if name == 'slow' else 'depth'}"] = depth
+        out["moving"] = float(self.on)
+        return out
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A complete, validated scenario."""
 
@@ -219,6 +265,7 @@ class Scenario:
     sites_source: str = ""  # where the sites are written: the catalogue CSV or the TOML
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     unknowns: UnknownSpreads = field(default_factory=UnknownSpreads)  # off: the known track
+    moving: MovingProcesses = field(default_factory=MovingProcesses)  # off: a static world
 
     @property
     def trace_file(self) -> Path:
