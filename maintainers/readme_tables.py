@@ -56,7 +56,7 @@ from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.reports import benchmark, headroom, leaderboard, measures
 from powertrip_env.harness.tracks import TRACKS, Track
 from powertrip_env.harness.tracks.carbon import TRADEOFF
-from powertrip_env.harness.tracks.time import CHAIN
+from powertrip_env.harness.tracks.time import CHAIN, MOVING_CHAIN
 
 HEADROOM = "headroom"  # the block of the headroom table
 LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite (docs/benchmark.md)
@@ -64,15 +64,22 @@ SCORES = "leaderboard-scores"  # the known track's board: the aggregate and each
 PROFILE = Path("docs") / "leaderboard-profile.png"  # under the README, as the board shows it
 MEASURED = "leaderboard-measured"  # the measured track's board, with its room chains
 CHAIN_FIGURE = Path("docs") / "measured-chain.png"  # the measured tasks' room chains
+MOVING = "leaderboard-moving"  # the moving track's board, with its room chains
+MOVING_FIGURE = Path("docs") / "moving-chain.png"  # the moving tasks' room chains
 CARBON = "leaderboard-carbon"  # the carbon track's board, scored on the carbon cost
 # README's few lines on each track (its tasks, the reference, the best rule, the agents), laid
 # out from the same board as the track's block, which docs/benchmark.md holds in full
-SUMMARIES = {"known": "summary-known", "measured": "summary-measured", "carbon": "summary-carbon"}
+SUMMARIES = {
+    "known": "summary-known",
+    "measured": "summary-measured",
+    "moving": "summary-moving",
+    "carbon": "summary-carbon",
+}
 TRADEOFF_FIGURE = Path("docs") / "carbon-tradeoff.png"  # the carbon tasks' TTA against carbon
-TRACK_BLOCKS = {"known": SCORES, "measured": MEASURED, "carbon": CARBON}
+TRACK_BLOCKS = {"known": SCORES, "measured": MEASURED, "moving": MOVING, "carbon": CARBON}
 """Each shipped track's board in the docs (SUMMARIES: README's lines on it), by its name (a track
 of a user's has none)."""
-FIGURES = {CHAIN: CHAIN_FIGURE, TRADEOFF: TRADEOFF_FIGURE}
+FIGURES = {CHAIN: CHAIN_FIGURE, MOVING_CHAIN: MOVING_FIGURE, TRADEOFF: TRADEOFF_FIGURE}
 """Where the docs keep each track figure a benchmark run draws, by the run's file name."""
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each

@@ -149,6 +149,7 @@ def test_the_id_sets_and_their_refusals() -> None:
     assert allowed_env_ids(SUITE) == [
         *powertrip_env.SUITE_IDS,
         *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.MOVING_SUITE_IDS,
         *powertrip_env.CARBON_SUITE_IDS,
     ]
     assert set(allowed_env_ids(SHIPPED, fixed_sites=True)) == set(powertrip_env.ENV_IDS)

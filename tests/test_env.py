@@ -189,6 +189,7 @@ def test_the_docstring_says_which_ids_run_on_real_data_from_the_data_s_record():
     assert _ids_in(real) == [
         *powertrip_env.SUITE_IDS,
         *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.MOVING_SUITE_IDS,
         *powertrip_env.CARBON_SUITE_IDS,
         *powertrip_env.SAMPLED_ENV_IDS,
     ]
@@ -196,6 +197,7 @@ def test_the_docstring_says_which_ids_run_on_real_data_from_the_data_s_record():
     tasks = (
         *powertrip_env.SUITE_IDS,
         *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.MOVING_SUITE_IDS,
         *powertrip_env.CARBON_SUITE_IDS,
     )
     rest = [eid for eid in powertrip_env.ENV_IDS if eid not in tasks]

@@ -482,6 +482,7 @@ def test_the_docs_hold_one_results_block_for_every_registered_id() -> None:
     tasks = {
         *powertrip_env.SUITE_IDS,
         *powertrip_env.MEASURED_SUITE_IDS,
+        *powertrip_env.MOVING_SUITE_IDS,
         *powertrip_env.CARBON_SUITE_IDS,
     }
     assert set(powertrip_env.ENV_IDS) - set(RESULT_IDS) <= tasks

@@ -42,6 +42,7 @@ TOP = "Optimiser"  # the reference: score 1
 FIXED = "BestFixedSet"  # the best fixed set in hindsight: the optimiser headroom's numerator
 BOUND = "LowerBound"  # the label of the lower bound's rows
 CHAIN = "chain.png"  # the measured tasks' room chains, drawn with a run
+MOVING_CHAIN = "moving-chain.png"  # the moving tasks' room chains
 
 KNOWN_FINAL_POLICIES = "PowerTrip,MyopicOptimal,HorizonRule,ForecastMPC,BestFixedSet,Optimiser"
 """The agents' final table on the known track: the paper's heuristic, the strongest rules and
@@ -121,6 +122,8 @@ class TimeTrack(Track):
 class MeasuredTrack(TimeTrack):
     """The time track whose world departs from the scenario: it adds each task's room chain."""
 
+    chain_file = CHAIN  # the run's figure of its tasks' chains
+
     def chain(self, mean: pd.Series) -> dict[str, Any]:
         return room_chain(mean)
 
@@ -131,13 +134,15 @@ class MeasuredTrack(TimeTrack):
         chains = {task: entry for task, entry in facts.items() if "chain" in entry}
         if not chains:
             return []
-        chain_figure(chains, folder / CHAIN)
-        return [CHAIN]
+        chain_figure(chains, folder / self.chain_file)
+        return [self.chain_file]
 
 
 class MovingTrack(MeasuredTrack):
     """The measured track's world moving while the job runs: its chain splits being told the
     draw from monitoring every process's present state."""
+
+    chain_file = MOVING_CHAIN
 
     def chain(self, mean: pd.Series) -> dict[str, Any]:
         return room_chain(mean, adaptive=(*ADAPTIVE, *TRACKING), monitored=True)
