@@ -201,6 +201,10 @@ class PowerTripEnv(EngineViews, gym.Env):
 
     ## Version History
 
+    * v0 (`PowerTrip-Moving-v0`, `PowerTrip-Wide-Moving-v0`), 0.6: the moving track. The
+      measured tasks' sites slow down and recover, their links dip and their power is called
+      back while the job runs (`[moving]`), on a path keyed to the episode. The other IDs'
+      results are unchanged.
     * v0 (`PowerTrip-Carbon-v0`, `PowerTrip-Carbon-Measured-v0`), 0.6: the carbon track. Reach
       the target before a deadline with the least grid carbon (`reward_mode="carbon"`); info
       reports `round_carbon_kg` and `carbon_kg` on every ID (0 without a carbon file). The
