@@ -5,7 +5,8 @@
 
 Measures the budgets docs/performance.md states: steps per second of
 ``gym.make("PowerTrip-v0")`` against ``gym.make("CartPole-v1")`` (at least 45%; the carbon task,
-``PowerTrip-Carbon-v0`` with its carbon reward and its terms in info, too), and of the native
+``PowerTrip-Carbon-v0`` with its carbon reward and its terms in info, too; ``PowerTrip-Moving-v0``,
+whose rounds advance and apply the episode's path, is reported beside them), and of the native
 vector env at 1,024 envs against Gymnasium's CartPole vector env (at least 25%); also ``PowerTrip-
 Large-v0``, ``predict_round`` calls per second, MyopicOptimal's decisions per second, and the
 resident memory of 16 env instances (traces are shared, so the first instance costs the data and
@@ -227,6 +228,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "powertrip": single_env_loop("PowerTrip-v0", steps, seed=0),
             # the carbon task with its own reward and its terms in info
             "carbon": single_env_loop("PowerTrip-Carbon-v0", steps, seed=0),
+            # the moving track: each round advances and applies the episode's path
+            "moving": single_env_loop("PowerTrip-Moving-v0", steps, seed=0),
         },
         repeats,
     )
@@ -252,6 +255,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "cartpole_steps_per_s": steps / single["cartpole"],
             "powertrip_steps_per_s": steps / single["powertrip"],
             "carbon_steps_per_s": steps / single["carbon"],
+            "moving_steps_per_s": steps / single["moving"],
             "cartpole_vector_env_steps_per_s": VECTOR_ENVS * vec_steps * 5 / vector["cartpole"],
             "powertrip_vector_env_steps_per_s": VECTOR_ENVS * vec_steps / vector["powertrip"],
             "large_steps_per_s": large_steps / large["large"],
@@ -267,6 +271,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figures.update(gymnasium_benchmark_step(1 if args.quick else 5))
     figures["single_ratio_vs_cartpole"] = (
         figures["powertrip_steps_per_s"] / figures["cartpole_steps_per_s"]
+    )
+    figures["moving_ratio_vs_cartpole"] = (
+        figures["moving_steps_per_s"] / figures["cartpole_steps_per_s"]
     )
     figures["carbon_ratio_vs_cartpole"] = (
         figures["carbon_steps_per_s"] / figures["cartpole_steps_per_s"]
@@ -342,6 +349,8 @@ def print_table(f: dict[str, Any]) -> None:
         f"{'  single ratio (budget >= 0.45)':<44} {f['single_ratio_vs_cartpole']:>14.3f}",
         rate("PowerTrip-Carbon-v0 (carbon reward), gym.make", f["carbon_steps_per_s"], "steps"),
         f"{'  carbon ratio (budget >= 0.45)':<44} {f['carbon_ratio_vs_cartpole']:>14.3f}",
+        rate("PowerTrip-Moving-v0 (a moving world), gym.make", f["moving_steps_per_s"], "steps"),
+        f"{'  moving ratio':<44} {f['moving_ratio_vs_cartpole']:>14.3f}",
         rate(
             "CartPole-v1, Gymnasium's benchmark_step",
             f["gymnasium_benchmark_step_cartpole_per_s"],
