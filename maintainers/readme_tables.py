@@ -8,7 +8,8 @@ the ID; ``headroom`` gets ``powertrip_env.harness.reports.headroom``'s table ove
 ``fidelity`` and ``sensitivity`` the flagship's calibration table
 (``powertrip_env.harness.calibration.fidelity``) and its sweep
 (``powertrip_env.harness.calibration.sensitivity``,
-10 episodes a setting), ``leaderboard`` the benchmark's tables over the suite
+10 episodes a setting), ``sensitivity-moving`` the sweep of the moving flagship's processes
+(``sensitivity.room_sweep``, docs/moving.md), ``leaderboard`` the benchmark's tables over the suite
 (``powertrip_env.harness.reports.benchmark``), and one board a track: ``leaderboard-scores`` the
 known track's (the aggregate and each task's score, with success beside them),
 ``leaderboard-measured`` the measured track's (its room chains, then its own aggregate) and
@@ -82,6 +83,7 @@ of a user's has none)."""
 FIGURES = {CHAIN: CHAIN_FIGURE, MOVING_CHAIN: MOVING_FIGURE, TRADEOFF: TRADEOFF_FIGURE}
 """Where the docs keep each track figure a benchmark run draws, by the run's file name."""
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
+MOVING_SWEEP = "sensitivity-moving"  # where the moving flagship's room is (docs/moving.md)
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
 
 # The IDs with a per-ID table of their own: the flagship and the settings; the other suite
@@ -212,10 +214,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--tables",
-        choices=("all", "results", "headroom", "calibration", "leaderboard"),
+        choices=("all", "results", "headroom", "calibration", "moving", "leaderboard"),
         default="all",
         help="the per-ID baseline tables, the headroom table, the flagship's calibration and "
-        "sensitivity tables, the benchmark's leaderboard, or all of them",
+        "sensitivity tables (with the moving flagship's sweep), that sweep alone, the "
+        "benchmark's leaderboard, or all of them",
     )
     parser.add_argument(
         "--leaderboard-from",
@@ -245,10 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     tabled = [env_id for env_id in env_ids if env_id in RESULT_IDS]
     blocks = {
-        "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES],
+        "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, MOVING_SWEEP, LEADERBOARD, SCORES],
         "results": tabled,
         "headroom": [HEADROOM],
-        "calibration": [FIDELITY, SENSITIVITY],
+        "calibration": [FIDELITY, SENSITIVITY, MOVING_SWEEP],
+        "moving": [MOVING_SWEEP],
         "leaderboard": [LEADERBOARD, SCORES],
     }[args.tables]
     pages = BlockFiles(args.readme)
@@ -272,7 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"--readme {str(args.readme)!r}: {exc}")
     summaries = _summaries(pages, parser, args.readme) if LEADERBOARD in blocks else set()
     progress = not args.no_progress
-    named = (HEADROOM, FIDELITY, SENSITIVITY, LEADERBOARD, SCORES, MEASURED, CARBON)
+    named = (HEADROOM, FIDELITY, SENSITIVITY, MOVING_SWEEP, LEADERBOARD, SCORES, MEASURED, MOVING)
+    named += (CARBON,)
     for env_id in (b for b in blocks if b not in named):
         print(f"evaluating {env_id} ...", file=sys.stderr)
         pages.splice(env_id, table_for(env_id, args.episodes, args.seed, progress))
@@ -290,6 +295,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "PowerTrip-v0", episodes=SENSITIVITY_EPISODES, seed=args.seed, progress=progress
         )
         pages.splice(SENSITIVITY, sensitivity.to_markdown(swept))
+    if MOVING_SWEEP in blocks:
+        print("the moving world's sweep on PowerTrip-Moving-v0 ...", file=sys.stderr)
+        room = sensitivity.room_sweep(
+            "PowerTrip-Moving-v0", episodes=SENSITIVITY_EPISODES, seed=args.seed, progress=progress
+        )
+        pages.splice(MOVING_SWEEP, sensitivity.room_markdown(room))
     if LEADERBOARD in blocks:
         _splice_leaderboard(pages, args, finished, summaries)
     for path in pages.write():
