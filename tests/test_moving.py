@@ -251,6 +251,24 @@ def test_policies_see_the_same_world_whatever_the_path(busy):
     assert info["round_time_s"] != still_info["round_time_s"]  # the rounds see the path
 
 
+def test_a_what_ifs_state_carries_no_path(busy):
+    """``predict_plan``'s trajectory is a deployable policy's to read; on the measured track
+    its unknowns are the belief's, not the draw (``with_belief``). Its path must not be the
+    episode's either: the episode's path columns hold whether each site is in an event now
+    and the calendar row at which each phase ends, the future the forecast knows nothing of."""
+    moving, still = unwrapped(busy), gym.make(MEASURED).unwrapped
+    moving.reset(seed=0)
+    still.reset(seed=0)
+    assert np.any(path_columns(moving) != path_columns(still))  # the episode has a path
+    n = moving.params.n_sites
+    plan = np.ones((2, n), dtype=bool)
+    a, b = moving.predict_plan(plan, 4), still.predict_plan(plan, 4)
+    lo = path_start(n)
+    assert np.array_equal(a.state.data[:, lo:], b.state.data[:, lo:]), (
+        "predict_plan's state carries the episode's path (phase ends: future rows)"
+    )
+
+
 def round_energy_kwh(env: Any, info: dict[str, Any], power: np.ndarray) -> float:
     """A round's energy on constant power (docs/model.md): each started site's powered GPUs at
     wall power while it computes and at idle power the rest of the round, times the share of
