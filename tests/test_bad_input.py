@@ -13,6 +13,7 @@ with its GPU catalogue and trace, so a case shows only its defect. New fields ge
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from scenario_files import GPU_CSV, dump_toml, scenario_doc, site, write_trace
 
 from powertrip_env import ScenarioError, TraceError, load_scenario, scenario_names
+from powertrip_env.scenario.types import MovingProcesses
 from powertrip_env.simulation import load_simulation
 
 Doc = dict[str, Any]
@@ -64,6 +66,7 @@ class Bad:
     allowed: str | None = None  # what the message says is allowed, where it says so
     error: type[ValueError] = ScenarioError
     text: Callable[[str], str] | None = None  # a defect only TOML text can carry
+    built: bool = False  # only the simulation reveals it (the power data's row length)
 
 
 def write_case(folder: Path, edit: Edit, text: Callable[[str], str] | None = None) -> Path:
@@ -186,6 +189,15 @@ def own_sites_extending_base(doc: Doc, folder: Path) -> None:
     doc.clear()
     doc.update(extends=BASE, gpus=toy["gpus"], trace=toy["trace"])
     doc["sites"] = {"site": toy["sites"]["site"]}
+
+
+def moving(**fields: Any) -> Edit:
+    """A ``[moving]`` table of exactly ``fields``."""
+
+    def edit(doc: Doc, folder: Path) -> None:
+        doc["moving"] = dict(fields)
+
+    return edit
 
 
 def case(name: str, value: Any) -> Any:
@@ -481,6 +493,67 @@ POWER = [
          "field 'join_s'", "renamed", "'join_fixed_s'")),
 ]  # fmt: skip
 
+# [moving] (the moving track): a fail-slow needs a factor above 1 to slow anything, a depth of 1
+# would be an outage, and a phase shorter than the trace's row (5 minutes here) would fall
+# between the rows the path steps by.
+SLOW = {"slow_per_day": 1.0, "slow_factor": 1.5}
+DEPTHS = ("link", "callback")  # the processes whose depth is a share lost, in (0, 1)
+
+
+def moving_out_of_range(key: str, value: Any, allowed: str, **also: Any) -> Any:
+    """``[moving] key = value`` outside its range, with the fields ``also`` beside it."""
+    bad = Bad(
+        moving(**also, **{key: value}), SCENARIO, f"[moving] field {key!r}", f"= {value}", allowed
+    )
+    return case(f"moving.{key}={value}", bad)
+
+
+def moving_below_a_row(process: str, **also: Any) -> Any:
+    """A process whose mean phase is 3 minutes: load_scenario takes it, the trace refuses it."""
+    edit = moving(**also, **{f"{process}_per_day": 1.0, f"{process}_hours": 0.05})
+    bad = Bad(
+        edit,
+        SCENARIO,
+        f"[moving] field '{process}_hours'",
+        "= 0.05",
+        "at least one trace row (0.0833333 h)",
+        built=True,
+    )
+    return case(f"moving.{process}_hours=0.05-below-a-row", bad)
+
+
+def moving_on_fixed_time(doc: Doc, folder: Path) -> None:
+    """A fail-slow on rounds of a fixed time, which have no quota for it to stretch."""
+    moving(**SLOW)(doc, folder)
+    doc["workload"].update(round_mode="fixed_time", round_s=240.0)
+
+
+MOVING = [
+    moving_out_of_range("slow_per_day", -1.0, ">= 0"),
+    moving_out_of_range("link_per_day", -0.5, ">= 0"),
+    moving_out_of_range("callback_per_day", -0.1, ">= 0"),
+    moving_out_of_range("slow_hours", 0.0, "> 0", **SLOW),
+    moving_out_of_range("link_hours", -1.0, "> 0"),
+    moving_out_of_range("callback_hours", 0.0, "> 0"),
+    moving_below_a_row("slow", slow_factor=1.5),
+    moving_below_a_row("link"),
+    moving_below_a_row("callback"),
+    *(moving_out_of_range(f"{p}_depth", v, "> 0") for p in DEPTHS for v in (0.0, -0.1)),
+    *(moving_out_of_range(f"{p}_depth", v, "must be in (0, 1)") for p in DEPTHS
+      for v in (1.0, 1.5)),
+    moving_out_of_range("slow_factor", 0.5, ">= 1", slow_per_day=1.0),
+    moving_out_of_range("slow_factor", 12.0, "<= 10", slow_per_day=1.0),
+    case("moving.slow_factor=1.0-with-a-rate", Bad(moving(slow_per_day=2.0, slow_factor=1.0),
+         SCENARIO, "[moving] field 'slow_factor'", "= 1.0 with slow_per_day = 2.0",
+         "a factor > 1 (and <= 10)")),
+    case("moving.slow_per_day-string", Bad(moving(slow_per_day="daily"), SCENARIO,
+         "[moving] field 'slow_per_day'", "'daily'", "must be a number")),
+    case("moving:slow_rate", Bad(moving(slow_rate=1.0), SCENARIO, "[moving]",
+         "['slow_rate']", "'slow_per_day'")),
+    case("moving-with-fixed_time-rounds", Bad(moving_on_fixed_time, SCENARIO, "[moving]",
+         "(got 'fixed_time')", "round_mode = 'fixed_quota'")),
+]  # fmt: skip
+
 BAD_INPUT = [
     *WRONG_TYPES,
     *WORKLOAD_RANGES,
@@ -494,6 +567,7 @@ BAD_INPUT = [
     *EXTENDS,
     *TRACE,
     *POWER,
+    *MOVING,
 ]
 
 
@@ -501,8 +575,9 @@ BAD_INPUT = [
 def test_bad_input_is_refused_naming_file_field_and_value(bad: Bad, tmp_path: Path) -> None:
     path = write_case(tmp_path, bad.edit, bad.text)
     with pytest.raises(ValueError) as info:
-        # Trace content is read when the simulation is built; everything else at load.
-        load_simulation(path) if bad.error is TraceError else load_scenario(path)
+        # Trace content is read when the simulation is built (and with it the row length a moving
+        # phase is checked against); everything else at load.
+        load_simulation(path) if bad.error is TraceError or bad.built else load_scenario(path)
     assert type(info.value) is bad.error, f"{type(info.value).__name__}: {info.value}"
     message = str(info.value)
     for part in (str((tmp_path / bad.file).resolve()), bad.field, bad.value, bad.allowed):
@@ -523,6 +598,9 @@ def test_the_corpus_has_distinct_cases_and_a_range_case_for_every_numeric_field(
         fields = {k for k, v in toy_doc()[table].items() if not isinstance(v, str)} | extra
         covered = {i.split("=")[0].removeprefix(f"{table}.") for i in ids if "=" in i}
         assert fields <= covered, f"[{table}] fields without a range case: {fields - covered}"
+    covered = {i.split("=")[0].removeprefix("moving.") for i in ids if i.startswith("moving.")}
+    fields = {f.name for f in dataclasses.fields(MovingProcesses)}
+    assert fields <= covered, f"[moving] fields without a range case: {fields - covered}"
     columns = {i.split("=")[0].removeprefix("sites.csv:") for i in ids if "=" in i}
     numeric = set(SITE_COLUMNS) - {"name", "region", "gpu", "trace_column"}
     assert numeric <= columns, f"site columns without a range case: {numeric - columns}"

@@ -5,8 +5,9 @@ The kernel's functions (``powertrip_env.dynamics``) are compiled by numba, and
 round in a debugger. This module keeps that path honest: a subprocess with the variable set
 plays episodes of the single env, the vector env (autoresets included), a padded dict env,
 ``predict_round`` over every subset, the forecast what-if of several rounds, the candidate sets,
-the clairvoyant references' simulation and the lower bounds' compiled searches, and everything
-it prints must equal, bit for bit, what the compiled code gives here.
+the clairvoyant references' simulation and the lower bounds' compiled searches, and a moving
+episode (its path, rounds, monitor and clairvoyant simulation), and everything it prints must
+equal, bit for bit, what the compiled code gives here.
 """
 
 from __future__ import annotations
@@ -72,6 +73,24 @@ for _ in range(10):
     obs, r, te, tr, info = padded.step(rng.integers(0, 2, 12))
     psteps.append([obs["sites"].astype(float).tolist(), obs["global"].astype(float).tolist(), r])
 out["padded"] = psteps
+
+from powertrip_env import dynamics
+moving = gym.make("PowerTrip-Moving-v0")
+world = moving.unwrapped
+obs, _ = moving.reset(seed=0)
+out["moving_path"] = dynamics.path_of(world.params, world.state, 600).tolist()
+msteps = []
+for _ in range(12):
+    obs, r, te, tr, info = moving.step((rng.random(10) < 0.7).astype(np.int8))
+    msteps.append([obs.astype(float).tolist(), r, te, tr, info["round_time_s"],
+                   info["energy_kwh"], info["measured_compute_s"].tolist(),
+                   info["measured_transfer_s"].tolist(), world.state.data.tolist(),
+                   dynamics.path_now(world.params, world.state).tolist()])
+out["moving"] = msteps
+door = world.clairvoyant()
+out["moving_monitored"] = door.monitored().vector.tolist()
+ahead = door.simulate(subsets[::97], rounds=6)
+out["moving_simulate"] = [ahead.state.data.tolist(), ahead.tta_h.tolist()]
 json.dump(out, sys.stdout)
 """
 
@@ -101,3 +120,4 @@ def test_plain_python_runs_the_kernel_bit_for_bit_as_compiled() -> None:
         assert plain[key] == compiled[key], key
     assert len(compiled["single"]) == 15 and np.isfinite(compiled["predict"]).all()
     assert any(any(te) or any(tr) for _, _, te, tr in compiled["vector"])  # autoresets ran
+    assert not np.all(np.array(compiled["moving_path"]) == 1.0)  # the moving world moved

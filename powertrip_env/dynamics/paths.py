@@ -169,6 +169,20 @@ def start_paths(params: SimParams, data: np.ndarray) -> None:
     _start_batch(params.consts, data, params.n_sites)
 
 
+def without_path(state: SimState) -> SimState:
+    """A copy of ``state`` whose path is calm for good, as ``initial_state`` leaves it: what a
+    forecast's world plays (``plans.predict_plan``). That world never reads the path, and the
+    trajectory it hands a deployable policy must not carry the episode's back to it (which
+    sites are in an event now, and the rows at which each phase ends)."""
+    data = state.data.copy()
+    n = state.n_sites
+    lo = path_start(n)
+    for p in range(len(PROCESSES)):
+        data[:, lo + 2 * p * n : lo + (2 * p + 1) * n] = 0.0
+        data[:, lo + (2 * p + 1) * n : lo + (2 * p + 2) * n] = math.inf
+    return type(state)(data)
+
+
 def path_now(params: SimParams, state: SimState) -> np.ndarray:
     """CLAIRVOYANT: (B, 3, N) what each episode's path does to each site now: the factors that
     divide its throughput and its bandwidth and multiply its GPUs' draw (1: calm). A perfect

@@ -20,6 +20,7 @@ import numpy as np
 from powertrip_env.dynamics.candidates import build_candidates
 from powertrip_env.dynamics.formulas import progress_needed
 from powertrip_env.dynamics.params import forecast_world
+from powertrip_env.dynamics.paths import without_path
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.tables import current_row
 from powertrip_env.dynamics.unknowns import belief_rows, with_belief
@@ -134,6 +135,8 @@ def predict_plan(
 
     The plans run on ``forecast_world`` from the current row to the end of the time budget (so
     no round outruns its tables); the returned state is moved back onto the calendar's clock.
+    Its unknowns are the belief's and its [moving] path is calm (``paths.without_path``): the
+    episode's draw and path stay out of what a deployable policy is handed.
     """
     iv = params.interval_s
     row = int(current_row(params, state.time_s[:1])[0])
@@ -143,7 +146,9 @@ def predict_plan(
     world = forecast_world(params, row, rows, carbon_forecast)
     here = state.take(np.zeros(1, dtype=np.intp))
     here = here.replace(time_s=here.time_s - offset, start_s=here.start_s - offset)
-    here = with_belief(here, belief_rows(belief, 1, params.n_sites))
+    # the belief's world, not the draw, and no path: the forecast knows neither, and the
+    # trajectory goes back to the policy that asked
+    here = without_path(with_belief(here, belief_rows(belief, 1, params.n_sites)))
     out = play_plans(world, here, plan, rounds)
     moved = out.state.replace(time_s=out.state.time_s + offset, start_s=out.state.start_s + offset)
     return Trajectory(moved, out.success, out.ended, out.tta_h, out.progress_needed)
