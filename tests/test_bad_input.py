@@ -516,7 +516,7 @@ def moving_below_a_row(process: str, **also: Any) -> Any:
         SCENARIO,
         f"[moving] field '{process}_hours'",
         "= 0.05",
-        "at least one trace row (0.0833333 h)",
+        "at least one trace row (0.0833333 h, 300 s)",
         built=True,
     )
     return case(f"moving.{process}_hours=0.05-below-a-row", bad)

@@ -541,15 +541,18 @@ def test_readme_tables_refuses_a_block_held_twice(tmp_path, monkeypatch, capsys)
     assert "2 files" in err and "copy.md" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("tables", ["all", "results", "headroom", "calibration", "leaderboard"])
+@pytest.mark.parametrize(
+    "tables", ["all", "results", "headroom", "calibration", "moving", "leaderboard"]
+)
 def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkeypatch, tables):
     import maintainers.readme_tables as readme_tables
     from powertrip_env.harness.calibration import fidelity, sensitivity
     from powertrip_env.harness.reports import benchmark, headroom, leaderboard
 
     monkeypatch.chdir(tmp_path)
-    names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "leaderboard",
-             "leaderboard-scores", "leaderboard-measured", "leaderboard-carbon")  # fmt: skip
+    names = ("PowerTrip-v0", "headroom", "fidelity", "sensitivity", "sensitivity-moving",
+             "leaderboard", "leaderboard-scores", "leaderboard-measured", "leaderboard-moving",
+             "leaderboard-carbon")  # fmt: skip
     blocks = {name: f"<!-- results:{name} -->\nold\n<!-- /results:{name} -->\n" for name in names}
     starts = ["2022-06-28T03:00:00Z", "2022-06-29T03:00:00Z"]
     frame = pd.DataFrame(
@@ -591,6 +594,8 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
     monkeypatch.setattr(fidelity, "to_markdown", lambda r: f"| fidelity {r['env']} |\n")
     monkeypatch.setattr(sensitivity, "sensitivity", lambda env_id, **kw: {"env": env_id})
     monkeypatch.setattr(sensitivity, "to_markdown", lambda r: f"| swept {r['env']} |\n")
+    monkeypatch.setattr(sensitivity, "room_sweep", lambda env_id, **kw: {"env": env_id})
+    monkeypatch.setattr(sensitivity, "room_markdown", lambda r: f"| room swept {r['env']} |\n")
     argv = ["--env", "PowerTrip-v0", "--tables", tables, "--no-progress"]
     assert readme_tables.main(argv) == 0
     new = {
@@ -598,6 +603,7 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
         "headroom": "| room PowerTrip-v0 |",
         "fidelity": "| fidelity PowerTrip-v0 |",
         "sensitivity": "| swept PowerTrip-v0 |",
+        "sensitivity-moving": "| room swept PowerTrip-Moving-v0 |",
         "leaderboard": readme_tables.board_block(benchmark.report(frame, facts)[0]).rstrip("\n"),
         "leaderboard-scores": readme_tables.board_scores(
             leaderboard.board(benchmark.scored(frame)), facts, KNOWN
@@ -607,7 +613,8 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
         "all": set(new),
         "results": {"PowerTrip-v0"},
         "headroom": {"headroom"},
-        "calibration": {"fidelity", "sensitivity"},
+        "calibration": {"fidelity", "sensitivity", "sensitivity-moving"},
+        "moving": {"sensitivity-moving"},
         "leaderboard": {"leaderboard", "leaderboard-scores"},
     }[tables]
     expected = "# mine\n" + "".join(

@@ -119,7 +119,7 @@ def test_the_moving_ids_are_the_measured_ones_with_moving_processes():
     params = gym.make(MOVING).unwrapped.params
     assert params.moving and params.measured
     consts = load_scenario("moving").moving.constants()
-    assert consts["slow_rate_per_s"] == 1.0 / S_PER_DAY and consts["moving"] == 1.0
+    assert consts["slow_rate_per_s"] == 2.5 / S_PER_DAY and consts["moving"] == 1.0
 
 
 # --------------------------------------------------------------------------- 1. the episode's path
@@ -539,7 +539,7 @@ def test_a_moving_section_with_every_rate_zero_is_its_static_base_bit_for_bit(tm
     measured track's episodes exactly: observations, rewards, infos and the whole state."""
     still = unwrapped(write(tmp_path, "still", STILL))
     base = gym.make(MEASURED).unwrapped
-    assert not still.params.moving and still.scenario.moving.slow_factor == 1.3
+    assert not still.params.moving and still.scenario.moving.slow_factor == 1.6
     n = base.params.n_sites
     rng = np.random.default_rng(0)
     for seed in (0, 7):
@@ -598,12 +598,13 @@ def test_a_portable_with_a_phase_shorter_than_a_row_is_refused():
 
 def test_a_phase_of_one_row_and_a_static_section_on_fixed_time_rounds_load(tmp_path):
     """The limits themselves are allowed: a mean phase of exactly one trace row (5 minutes),
-    and a [moving] section with every rate 0 (its depths set) on fixed_time rounds."""
+    also as the error message writes it (0.0833333 h), and a [moving] section with every rate 0
+    (its depths set) on fixed_time rounds."""
     row = write(
         tmp_path,
         "row",
         'extends = "moving"\n[moving]\nslow_hours = 0.08333333333333333\n'
-        "link_hours = 0.08333333333333333\ncallback_hours = 0.08333333333333333\n",
+        "link_hours = 0.08333333333333333\ncallback_hours = 0.0833333\n",
     )
     assert unwrapped(row).params.slow_mean_s == 300.0
     fixed = write(

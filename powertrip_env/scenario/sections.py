@@ -274,10 +274,13 @@ def load_moving(t: Table, workload: Workload) -> MovingProcesses:
 def check_moving_rows(moving: MovingProcesses, interval_s: float, source: str) -> None:
     """Refuse a process whose mean duration is below one trace row: the path steps by rows."""
     for name, (per_day, hours, _) in zip(PROCESSES, moving.processes(), strict=True):
-        if per_day > 0.0 and h_to_s(hours) < interval_s:
+        # a relative tolerance, so the row written in hours to six digits (5 min: 0.0833333)
+        # is accepted as the row it names
+        if per_day > 0.0 and h_to_s(hours) < interval_s * (1.0 - 1e-6):
             raise ScenarioError(
                 f"{source}: [moving] field '{name}_hours' = {hours!r}: must be at least one "
-                f"trace row ({s_to_h(interval_s):g} h): the path changes once a row"
+                f"trace row ({s_to_h(interval_s):g} h, {interval_s:g} s): the path changes "
+                "once a row"
             )
 
 
