@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -20,11 +21,14 @@ import pytest
 
 import powertrip_env  # noqa: F401  (registers the IDs)
 from powertrip_env.baselines.adaptive import (
+    TUNED_TRACKING,
+    Adaptive,
     Estimates,
     Estimator,
     Tracking,
     TrackingEstimator,
 )
+from powertrip_env.baselines.lookahead import ForecastMPC, HorizonRule
 from powertrip_env.baselines.registry import make_policy
 from powertrip_env.view import DecisionView
 
@@ -195,6 +199,46 @@ def test_on_a_world_that_holds_still_the_belief_is_estimator_s():
             estimator.played(view, mask)
     # the job's pace and noise are fitted alike: nothing there tracks
     assert narrow.pace_noise() == plain.pace_noise()
+
+
+def play(policy: Any, env_id: str, seed: int) -> tuple[float, list[bytes]]:
+    env = gym.make(env_id, split="train").unwrapped
+    obs, info = env.reset(seed=seed)
+    policy.reset(env)
+    actions = []
+    while True:
+        action = policy.act(obs, info)
+        actions.append(np.asarray(action).tobytes())
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return float(info["tta_h"]), actions
+
+
+def test_tracking_horizon_plays_a_moving_episode_to_the_end_reproducibly():
+    n = gym.make("PowerTrip-Moving-v0").unwrapped.n_sites
+    first = play(make_policy("TrackingHorizon", n, 0), "PowerTrip-Moving-v0", seed=2)
+    again = play(make_policy("TrackingHorizon", n, 0), "PowerTrip-Moving-v0", seed=2)
+    assert math.isfinite(first[0]) and first[0] > 0.0
+    assert first == again
+    policy = make_policy("TrackingHorizon", n, 0)
+    play(policy, "PowerTrip-Moving-v0", seed=3)
+    assert play(policy, "PowerTrip-Moving-v0", seed=2) == first  # reset forgets the last
+
+
+def test_the_registry_builds_the_tracking_rules_on_the_tuned_lookahead_rules():
+    horizon = make_policy("TrackingHorizon", 10, 0)
+    mpc = make_policy("TrackingMPC", 10, 0)
+    assert isinstance(horizon, Adaptive) and isinstance(horizon.inner, HorizonRule)
+    assert isinstance(mpc, Adaptive) and isinstance(mpc.inner, ForecastMPC)
+    assert horizon.tracking == mpc.tracking == TUNED_TRACKING
+    assert make_policy("AdaptiveHorizon", 10, 0).tracking is None
+    assert isinstance(horizon.estimator, TrackingEstimator)
+
+
+def test_tracking_mpc_plays_a_moving_episode():
+    n = gym.make("PowerTrip-Moving-v0").unwrapped.n_sites
+    tta, actions = play(make_policy("TrackingMPC", n, 0), "PowerTrip-Moving-v0", seed=0)
+    assert math.isfinite(tta) and len(actions) > 10
 
 
 def test_the_agents_estimates_can_track_too(start):
