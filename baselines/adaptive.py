@@ -46,6 +46,7 @@ import numpy as np
 from powertrip_env.baselines.base import Policy
 from powertrip_env.dynamics.formulas import noise_scale_array
 from powertrip_env.scenario import Scenario
+from powertrip_env.units import s_to_h
 from powertrip_env.view import DecisionView, UnknownFactors
 
 # The smoothing of the per-site estimates: the weight of the newest measurement. A round's
@@ -370,7 +371,7 @@ class TrackingEstimator(Estimator):
         self.measured_s[f] = np.where(got, now.clock_s, self.measured_s[f])
 
     def site_logs(self) -> np.ndarray:
-        age_h = np.maximum(self.clock_s - self.measured_s, 0.0) / 3600.0
+        age_h = s_to_h(np.maximum(self.clock_s - self.measured_s, 0.0))
         kept = np.exp(-age_h / self.tracking.tau_h)
         log = self.log.copy()
         log[:2] = self.base + (self.log[:2] - self.base) * kept

@@ -30,9 +30,10 @@ from powertrip_env.baselines.adaptive import (
 )
 from powertrip_env.baselines.lookahead import ForecastMPC, HorizonRule
 from powertrip_env.baselines.registry import make_policy
+from powertrip_env.units import h_to_s
 from powertrip_env.view import DecisionView
 
-HOUR = 3600.0
+HOUR = h_to_s(1.0)
 TRACK = Tracking(threshold=3.0, tau_h=1.0)  # a band the tests can step across either way
 
 
