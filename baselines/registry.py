@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from powertrip_env.baselines.adaptive import TUNED_OPTIMISM, Adaptive, Informed
+from powertrip_env.baselines.adaptive import TUNED_OPTIMISM, TUNED_TRACKING, Adaptive, Informed
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy
 from powertrip_env.baselines.carbon import CarbonGreedy, DeadlineHorizon, FedZeroExcess
 from powertrip_env.baselines.carbon_references import BestFixedCarbon, CarbonOptimiser
@@ -64,6 +64,12 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "AdaptiveMPC": lambda n_sites, seed: Adaptive(_tuned("ForecastMPC"), "AdaptiveMPC"),
     "ExploringHorizon": lambda n_sites, seed: Adaptive(
         _tuned("HorizonRule"), "ExploringHorizon", optimism=TUNED_OPTIMISM
+    ),
+    "TrackingHorizon": lambda n_sites, seed: Adaptive(
+        _tuned("HorizonRule"), "TrackingHorizon", tracking=TUNED_TRACKING
+    ),
+    "TrackingMPC": lambda n_sites, seed: Adaptive(
+        _tuned("ForecastMPC"), "TrackingMPC", tracking=TUNED_TRACKING
     ),
     "Informed": lambda n_sites, seed: Informed(_tuned("HorizonRule"), "Informed"),
     "InformedMPC": lambda n_sites, seed: Informed(_tuned("ForecastMPC"), "InformedMPC"),
