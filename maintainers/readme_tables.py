@@ -8,12 +8,13 @@ the ID; ``headroom`` gets ``powertrip_env.harness.reports.headroom``'s table ove
 ``fidelity`` and ``sensitivity`` the flagship's calibration table
 (``powertrip_env.harness.calibration.fidelity``) and its sweep
 (``powertrip_env.harness.calibration.sensitivity``,
-10 episodes a setting), ``sensitivity-moving`` the sweep of the moving flagship's processes
-(``sensitivity.room_sweep``, docs/moving.md), ``leaderboard`` the benchmark's tables over the suite
-(``powertrip_env.harness.reports.benchmark``), and one board a track: ``leaderboard-scores`` the
-known track's (the aggregate and each task's score, with success beside them),
-``leaderboard-measured`` the measured track's (its room chains, then its own aggregate) and
-``leaderboard-carbon`` the carbon track's; docs/benchmark.md holds them. README shows each track
+10 episodes a setting), ``sensitivity-moving`` the sweep of each moving task's processes
+(``sensitivity.room_sweep``, 30 episodes a setting, docs/moving.md), ``leaderboard`` the
+benchmark's tables over the suite (``powertrip_env.harness.reports.benchmark``), and one board
+a track: ``leaderboard-scores`` the known track's (the aggregate and each task's score, with
+success beside them), ``leaderboard-measured`` and ``leaderboard-moving`` the measured and
+moving tracks' (their room chains, then their own aggregates) and ``leaderboard-carbon`` the
+carbon track's; docs/benchmark.md holds them. README shows each track
 in a few lines (``summary-known``, ``summary-measured``, ``summary-carbon``: the tasks, the
 reference, the best deployable rule and the agents), laid out from the same board as the track's
 block and filled wherever a page holds them. All are laid out from the benchmark's episodes and
@@ -85,6 +86,7 @@ FIGURES = {CHAIN: CHAIN_FIGURE, MOVING_CHAIN: MOVING_FIGURE, TRADEOFF: TRADEOFF_
 FIDELITY, SENSITIVITY = "fidelity", "sensitivity"  # the flagship's calibration blocks
 MOVING_SWEEP = "sensitivity-moving"  # where the moving flagship's room is (docs/moving.md)
 SENSITIVITY_EPISODES = 10  # per setting: ten settings of the references cost minutes each
+ROOM_EPISODES = 30  # per setting of the moving sweep, as the benchmark's: no reference plans
 
 # The IDs with a per-ID table of their own: the flagship and the settings; the other suite
 # tasks' tables are in the leaderboard.
@@ -296,11 +298,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         pages.splice(SENSITIVITY, sensitivity.to_markdown(swept))
     if MOVING_SWEEP in blocks:
-        print("the moving world's sweep on PowerTrip-Moving-v0 ...", file=sys.stderr)
-        room = sensitivity.room_sweep(
-            "PowerTrip-Moving-v0", episodes=SENSITIVITY_EPISODES, seed=args.seed, progress=progress
-        )
-        pages.splice(MOVING_SWEEP, sensitivity.room_markdown(room))
+        tables = []
+        for env_id in powertrip_env.MOVING_SUITE_IDS:
+            print(f"the moving world's sweep on {env_id} ...", file=sys.stderr)
+            room = sensitivity.room_sweep(
+                env_id, episodes=ROOM_EPISODES, seed=args.seed, progress=progress
+            )
+            tables.append(sensitivity.room_markdown({**room, "titled": True}))
+        pages.splice(MOVING_SWEEP, "\n".join(tables))
     if LEADERBOARD in blocks:
         _splice_leaderboard(pages, args, finished, summaries)
     for path in pages.write():

@@ -603,7 +603,8 @@ def test_readme_tables_updates_the_readme_in_the_current_folder(tmp_path, monkey
         "headroom": "| room PowerTrip-v0 |",
         "fidelity": "| fidelity PowerTrip-v0 |",
         "sensitivity": "| swept PowerTrip-v0 |",
-        "sensitivity-moving": "| room swept PowerTrip-Moving-v0 |",
+        "sensitivity-moving": "| room swept PowerTrip-Moving-v0 |\n\n"
+        "| room swept PowerTrip-Wide-Moving-v0 |",
         "leaderboard": readme_tables.board_block(benchmark.report(frame, facts)[0]).rstrip("\n"),
         "leaderboard-scores": readme_tables.board_scores(
             leaderboard.board(benchmark.scored(frame)), facts, KNOWN

@@ -100,6 +100,8 @@ MOVING_SETTINGS = (
     _moving("fail-slow duration", "10 min", slow_hours=1.0 / 6.0),
     _moving("fail-slow duration", "72 min", slow_hours=1.2),
     _moving("fail-slow factor", "1.1", slow_factor=1.1),
+    _moving("fail-slow factor", "2", slow_factor=2.0),
+    _moving("fail-slow factor", "3", slow_factor=3.0),
     _moving("fail-slow factor", "5", slow_factor=5.0),
     _moving("link excursion", "off", link_per_day=0.0),
     _moving("link rate", "0.013 a day", link_per_day=0.013),
@@ -268,7 +270,8 @@ def room_markdown(report: dict[str, Any]) -> str:
     head = (
         "| knob | setting | " + " | ".join(names) + " | stated room | recovered | learnable room |"
     )
-    lines = [head, "|---|---|" + "---:|" * (len(names) + 3)]
+    lines = [f"`{report['env']}`:", ""] if report.get("titled") else []
+    lines += [head, "|---|---|" + "---:|" * (len(names) + 3)]
     for row in report["room"]:
         cells = [f"{row['mean_tta_h'][p]:.2f}" for p in names]
         lines.append(
