@@ -47,6 +47,7 @@ from powertrip_env.dynamics.layout import (
     WORK_FIELDS,
     path_start,
 )
+from powertrip_env.dynamics.state import calm_paths
 from powertrip_env.dynamics.tables import _row
 
 if TYPE_CHECKING:
@@ -175,11 +176,7 @@ def without_path(state: SimState) -> SimState:
     trajectory it hands a deployable policy must not carry the episode's back to it (which
     sites are in an event now, and the rows at which each phase ends)."""
     data = state.data.copy()
-    n = state.n_sites
-    lo = path_start(n)
-    for p in range(len(PROCESSES)):
-        data[:, lo + 2 * p * n : lo + (2 * p + 1) * n] = 0.0
-        data[:, lo + (2 * p + 1) * n : lo + (2 * p + 2) * n] = math.inf
+    calm_paths(data, state.n_sites)
     return type(state)(data)
 
 

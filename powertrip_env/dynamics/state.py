@@ -254,7 +254,14 @@ def initial_unknowns(data: np.ndarray, n_sites: int, unknowns: np.ndarray | None
     seen = seen_start(n_sites)
     data[:, seen : seen + len(SEEN_FIELDS) * n_sites] = 1.0
     data[:, seen + V_ROUND * n_sites : seen + (V_ROUND + 1) * n_sites] = -1.0
-    path = path_start(n_sites)  # calm, and no phase ever ends (PATH_FIELDS in pairs)
+    calm_paths(data, n_sites)
+
+
+def calm_paths(data: np.ndarray, n_sites: int) -> None:
+    """Set a batch's [moving] paths (PATH_FIELDS, in pairs) calm for good, in place: no site
+    in an event, and no phase that ever ends. A fresh episode's until ``paths.start_paths``
+    starts a moving scenario's; a forecast's world plays this (``paths.without_path``)."""
+    path = path_start(n_sites)
     for p in range(len(PATH_FIELDS) // 2):
         data[:, path + 2 * p * n_sites : path + (2 * p + 1) * n_sites] = 0.0
         data[:, path + (2 * p + 1) * n_sites : path + (2 * p + 2) * n_sites] = np.inf
