@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from scenario_files import write_powered_scenario
-from test_measured import all_available, drawn, unwrapped
+from test_measured import all_available, assert_same_predict_round, drawn, unwrapped
 from test_vector_env import compare_with_single_envs, same
 
 import powertrip_env
@@ -227,14 +227,7 @@ def test_policies_see_the_same_world_whatever_the_path(busy):
     rng = np.random.default_rng(0)
     masks = rng.integers(0, 2, (6, n)).astype(bool)
     masks[0] = True
-    for steady_state in (False, True):
-        a = moving.predict_round(masks, steady_state=steady_state)
-        b = still.predict_round(masks, steady_state=steady_state)
-        for name, x, y in zip(a._fields, a, b, strict=True):
-            assert np.array_equal(x, y), (steady_state, name)
-        assert moving.predict_round(masks[0], steady_state=steady_state) == still.predict_round(
-            masks[0], steady_state=steady_state
-        )
+    assert_same_predict_round(moving, still, masks)
     ahead = path_start(n)  # the what-if's state before the path's columns
     for plan in (masks[:4], rng.integers(0, 2, (3, 4, n)).astype(bool)):
         a, b = moving.predict_plan(plan, 4), still.predict_plan(plan, 4)
