@@ -222,13 +222,20 @@ def load_unknowns(t: Table, workload: Workload) -> UnknownSpreads:
         noise_sigma=t.number("noise_sigma", 0.0, **sigma),
     )
     t.finish()
-    if unknowns.drawn and workload.round_mode == "fixed_time":
-        raise ScenarioError(
-            f"{t.source}: [unknowns] needs [workload] round_mode = 'fixed_quota' (got "
-            "'fixed_time'): a site's unknown throughput sets how long its quota takes, and a "
-            "fixed-time round has no quota"
-        )
+    if unknowns.drawn:
+        _needs_a_quota(t, workload, "a site's unknown throughput")
     return unknowns
+
+
+def _needs_a_quota(t: Table, workload: Workload, what: str) -> None:
+    """Refuse a section that changes how long a site's quota takes (``what`` does) on rounds
+    that have none (``round_mode = "fixed_time"``)."""
+    if workload.round_mode == "fixed_time":
+        raise ScenarioError(
+            f"{t.source}: [{t.section}] needs [workload] round_mode = 'fixed_quota' (got "
+            f"'fixed_time'): {what} sets how long its quota takes, and a fixed-time round has "
+            "no quota"
+        )
 
 
 def load_moving(t: Table, workload: Workload) -> MovingProcesses:
@@ -262,12 +269,8 @@ def load_moving(t: Table, workload: Workload) -> MovingProcesses:
             "by a factor > 1 (and <= 10)"
         )
     t.finish()
-    if moving.on and workload.round_mode == "fixed_time":
-        raise ScenarioError(
-            f"{t.source}: [moving] needs [workload] round_mode = 'fixed_quota' (got "
-            "'fixed_time'): a fail-slow sets how long a site's quota takes, and a fixed-time "
-            "round has no quota"
-        )
+    if moving.on:
+        _needs_a_quota(t, workload, "a fail-slow at a site")
     return moving
 
 
