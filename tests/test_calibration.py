@@ -8,6 +8,7 @@ formulas in docs/model.md, never copied from a run.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -243,6 +244,40 @@ def test_every_sensitivity_setting_changes_only_its_knob(tmp_path):
         }
         expected = set(setting.toml) | ({"sites"} if setting.catalogue else set())
         assert changed == expected, setting
+
+
+def test_every_moving_setting_changes_only_its_process_fields(tmp_path):
+    """The moving sweep's settings write [moving] alone, each its own fields, in range."""
+    shipped = powertrip_env.load_scenario("moving")
+    for setting in sensitivity.MOVING_SETTINGS[1:]:
+        moved = powertrip_env.load_scenario(
+            sensitivity.write_setting(setting, "PowerTrip-Moving-v0", tmp_path)
+        )
+        assert set(setting.toml) == {"moving"}, setting
+        changed = {
+            f.name
+            for f in dataclasses.fields(shipped.moving)
+            if getattr(moved.moving, f.name) != getattr(shipped.moving, f.name)
+        }
+        assert changed == set(setting.toml["moving"]), setting
+        assert moved.unknowns == shipped.unknowns and moved.workload == shipped.workload
+
+
+def test_the_moving_sweep_splits_the_room_and_the_cli_picks_it(capsys):
+    """``powertrip sensitivity`` on a moving task runs the room sweep; its rooms are the
+    ratios of the policies' mean TTA it reports."""
+    settings = (sensitivity.SHIPPED, sensitivity.MOVING_SETTINGS[1])  # the fail-slows off
+    report = sensitivity.room_sweep("PowerTrip-Moving-v0", episodes=1, settings=settings)
+    rows = report["room"]
+    assert [r["knob"] for r in rows] == ["shipped", "fail-slow"]
+    for row in rows:
+        tta = row["mean_tta_h"]
+        best = min(tta["AdaptiveHorizon"], tta["TrackingHorizon"])
+        assert row["learnable_room"] == pytest.approx(best / tta["Informed"], abs=1e-3)
+        assert row["stated_room"] == pytest.approx(tta["HorizonRule"] / tta["Informed"], abs=1e-3)
+        assert row["monitor_room"] == pytest.approx(tta["InformedDraw"] / tta["Informed"], abs=1e-3)
+    assert "| fail-slow | off |" in sensitivity.room_markdown(report)
+    assert sensitivity._moves("PowerTrip-Moving-v0") and not sensitivity._moves("PowerTrip-v0")
 
 
 # --------------------------------------------------------------------------- non-blocking joins
