@@ -147,8 +147,10 @@ def predict_plan(
     here = state.take(np.zeros(1, dtype=np.intp))
     here = here.replace(time_s=here.time_s - offset, start_s=here.start_s - offset)
     # the belief's world, not the draw, and no path: the forecast knows neither, and the
-    # trajectory goes back to the policy that asked
-    here = without_path(with_belief(here, belief_rows(belief, 1, params.n_sites)))
+    # trajectory goes back to the policy that asked (a static world's path is calm already)
+    here = with_belief(here, belief_rows(belief, 1, params.n_sites))
+    if params.moving:
+        here = without_path(here)
     out = play_plans(world, here, plan, rounds)
     moved = out.state.replace(time_s=out.state.time_s + offset, start_s=out.state.start_s + offset)
     return Trajectory(moved, out.success, out.ended, out.tta_h, out.progress_needed)
