@@ -217,9 +217,15 @@ def test_the_known_track_draws_the_stated_world():
 # --------------------------------------------------------------------------- what policies see
 
 
-def assert_same_predict_round(env: Any, twin: Any, masks: np.ndarray) -> None:
-    """``predict_round`` of every set in ``masks`` (the first alone too), steady or not, is the
-    same number in both environments: what a policy's what-ifs read does not tell them apart."""
+def assert_same_what_ifs(env: Any, twin: Any, columns: int) -> None:
+    """Every what-if a policy reads is the same in both environments: ``predict_round`` of some
+    sets (the first alone too), steady or not; ``predict_plan`` of plans kept and plans per
+    round (its trajectories' state up to column ``columns``: what the two may differ in lies
+    after it); and the candidates."""
+    n = env.params.n_sites
+    rng = np.random.default_rng(0)
+    masks = rng.integers(0, 2, (6, n)).astype(bool)
+    masks[0] = True
     for steady_state in (False, True):
         a = env.predict_round(masks, steady_state=steady_state)
         b = twin.predict_round(masks, steady_state=steady_state)
@@ -227,6 +233,14 @@ def assert_same_predict_round(env: Any, twin: Any, masks: np.ndarray) -> None:
             assert np.array_equal(x, y), (steady_state, name)
         one = env.predict_round(masks[0], steady_state=steady_state)
         assert one == twin.predict_round(masks[0], steady_state=steady_state)
+    for plan in (masks[:4], rng.integers(0, 2, (3, 4, n)).astype(bool)):
+        a, b = env.predict_plan(plan, 4), twin.predict_plan(plan, 4)
+        assert np.array_equal(a.state.data[:, :columns], b.state.data[:, :columns])
+        for name in ("success", "ended", "tta_h", "progress_needed"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    a, b = env.candidates(), twin.candidates()
+    for name, x, y in zip(a._fields, a, b, strict=True):
+        assert np.array_equal(x, y), name
 
 
 @pytest.mark.parametrize("other", ["default", "wider"])
@@ -259,20 +273,8 @@ def test_policies_see_the_stated_world_whatever_the_draw(request, other):
             a, b = getattr(view, field.name), getattr(twin_view, field.name)
             assert np.array_equal(a, b), field.name
 
-    n = measured.params.n_sites
-    rng = np.random.default_rng(0)
-    masks = rng.integers(0, 2, (6, n)).astype(bool)
-    masks[0] = True
-    assert_same_predict_round(measured, twin, masks)
-    seen = seen_start(n)  # a what-if's telemetry columns: kept on the measured track only
-    for plan in (masks[:4], rng.integers(0, 2, (3, 4, n)).astype(bool)):
-        a, b = measured.predict_plan(plan, 4), twin.predict_plan(plan, 4)
-        assert np.array_equal(a.state.data[:, :seen], b.state.data[:, :seen])
-        for name in ("success", "ended", "tta_h", "progress_needed"):
-            assert np.array_equal(getattr(a, name), getattr(b, name)), name
-    a, b = measured.candidates(), twin.candidates()
-    for name, x, y in zip(a._fields, a, b, strict=True):
-        assert np.array_equal(x, y), name
+    # a what-if's telemetry columns (from seen_start) are kept on the measured track only
+    assert_same_what_ifs(measured, twin, seen_start(measured.params.n_sites))
 
     mask = all_available(measured)
     *_, info = measured.step(mask)

@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from scenario_files import write_powered_scenario
-from test_measured import all_available, assert_same_predict_round, drawn, unwrapped
+from test_measured import all_available, assert_same_what_ifs, drawn, unwrapped
 from test_vector_env import compare_with_single_envs, same
 
 import powertrip_env
@@ -223,20 +223,8 @@ def test_policies_see_the_same_world_whatever_the_path(busy):
             a, b = getattr(view, field.name), getattr(still_view, field.name)
             assert np.array_equal(a, b), field.name
 
-    n = moving.params.n_sites
-    rng = np.random.default_rng(0)
-    masks = rng.integers(0, 2, (6, n)).astype(bool)
-    masks[0] = True
-    assert_same_predict_round(moving, still, masks)
-    ahead = path_start(n)  # the what-if's state before the path's columns
-    for plan in (masks[:4], rng.integers(0, 2, (3, 4, n)).astype(bool)):
-        a, b = moving.predict_plan(plan, 4), still.predict_plan(plan, 4)
-        assert np.array_equal(a.state.data[:, :ahead], b.state.data[:, :ahead])
-        for name in ("success", "ended", "tta_h", "progress_needed"):
-            assert np.array_equal(getattr(a, name), getattr(b, name)), name
-    a, b = moving.candidates(), still.candidates()
-    for name, x, y in zip(a._fields, a, b, strict=True):
-        assert np.array_equal(x, y), name
+    # the what-if's state up to the path's columns
+    assert_same_what_ifs(moving, still, path_start(moving.params.n_sites))
 
     mask = all_available(moving)
     *_, info = moving.step(mask)
