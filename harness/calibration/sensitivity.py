@@ -140,7 +140,7 @@ def write_setting(setting: Setting, env_id: str, folder: Path) -> str | None:
     """A scenario file for ``setting`` that ``extends`` the ID's own; None for the shipped one."""
     if setting is SHIPPED:
         return None
-    base = gym.spec(env_id).kwargs.get("scenario", "default")
+    base = _scenario_of(env_id)
     scenario = powertrip_env.load_scenario(base)
     sections: dict[str, dict[str, Any]] = {k: dict(v) for k, v in setting.toml.items()}
     if setting.catalogue:
@@ -339,10 +339,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _moves(env_id: str) -> bool:
     """Whether ``env_id``'s scenario has a moving world ([moving])."""
     try:
-        base = gym.spec(env_id).kwargs.get("scenario", "default")
+        base = _scenario_of(env_id)
     except gym.error.Error:
         return False  # report_cli names the unknown ID
     return powertrip_env.load_scenario(base).moving.on
+
+
+def _scenario_of(env_id: str) -> str:
+    """The named scenario ``env_id`` is registered with."""
+    return gym.spec(env_id).kwargs.get("scenario", "default")
 
 
 if __name__ == "__main__":
