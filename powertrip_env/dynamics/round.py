@@ -26,6 +26,7 @@ from powertrip_env.dynamics.layout import (
     C_IDLE_S,
     C_LOCAL_STEPS,
     C_MAX_ROUNDS,
+    C_MOVING,
     C_NONBLOCKING,
     C_RING,
     C_ROUND_S,
@@ -412,7 +413,8 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     k = _row(c, t)
     u = _unknowns_of(st, n)
     seed = _round_seed(st[KEY], int(st[ROUNDS]))
-    _path_factors(c, st, n, k, work)  # the world's moving part, as it stands at the start
+    if c[C_MOVING] > 0.0:  # the world's moving part, as it stands at the start
+        _path_factors(c, st, n, k, work)
     n_req, n_sel = _start_sites(table, k, mask, srec)
     tally = _run_sites(c, site, table, st, u, jitter, seed, k, srec, work)
     comm_jitter = _factor(c, jitter, seed, n) if tally.completing > 0 else 1.0
@@ -470,6 +472,7 @@ def _step_batch(c, site, table, state, masks, jitter, rec, srec):
     the factors, or is empty to take each episode's own from its key."""
     n = site.shape[1]
     work = np.empty((len(WORK_FIELDS), n))
+    work[W_SPEED : W_POWER + 1] = 1.0  # a static world's path: a moving one's rounds set it
     own = np.empty(0)
     for b in range(state.shape[0]):
         given = jitter[b] if jitter.shape[0] > 0 else own
