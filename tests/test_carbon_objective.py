@@ -20,7 +20,12 @@ import pytest
 import powertrip_env
 from powertrip_env.baselines.carbon_references import BestFixedCarbon, carbon_cost_kg
 from powertrip_env.baselines.registry import CARBON, make_policy
-from powertrip_env.dynamics.params import CARBON_FORECASTS, carbon_rows
+from powertrip_env.dynamics.params import (
+    CARBON_FORECASTS,
+    WEEK_DAYS,
+    carbon_rows,
+    carbon_sources,
+)
 from powertrip_env.harness.evaluation.evaluate import run_episode
 from powertrip_env.harness.reports import leaderboard, measures
 from powertrip_env.scenario.carbon_data import load_carbon
@@ -248,12 +253,33 @@ def test_carbon_rows_read_only_the_past(carbon_env: gym.Env) -> None:
         np.testing.assert_array_equal(carbon_rows(params, row, rows, "persistence"), row)
     for row in (0, 5, day - 1):  # no past day yet: persistence
         np.testing.assert_array_equal(carbon_rows(params, row, rows, "yesterday"), row)
-    assert CARBON_FORECASTS == ("yesterday", "persistence")
-    with pytest.raises(ValueError, match=r"'tomorrow'.*yesterday, persistence"):
+    assert CARBON_FORECASTS == ("yesterday", "persistence", "week")
+    with pytest.raises(ValueError, match=r"'tomorrow'.*yesterday, persistence, week"):
         carbon_rows(params, day, rows, "tomorrow")
     carbon_env.reset(seed=0)
-    with pytest.raises(ValueError, match="yesterday, persistence"):
+    with pytest.raises(ValueError, match="yesterday, persistence, week"):
         carbon_env.unwrapped.predict_plan(np.ones((1, 6), bool), 2, carbon_forecast="tomorrow")
+
+
+def test_the_week_forecast_averages_the_last_seven_days_already_past(carbon_env: gym.Env) -> None:
+    # catches: "week" reading a future actual, a day counted twice or left out once the trace
+    # has a week, another time of day, or its first day not yesterday's
+    params = carbon_env.unwrapped.params
+    day = round(86_400.0 / params.interval_s)
+    rows = 2 * day + 3
+    h = np.arange(rows)
+    for row in (10 * day, 10 * day + 131, 12 * day - 1):
+        src = carbon_sources(params, row, rows, "week")
+        assert src.shape == (rows, WEEK_DAYS) and (src[0] == row).all()
+        assert (src <= row).all()
+        assert ((src[1:] - (row + h[1:])[:, None]) % day == 0).all()
+        np.testing.assert_array_equal(src[1:, 0], carbon_rows(params, row, rows, "yesterday")[1:])
+        np.testing.assert_array_equal(np.diff(src[1:], axis=1), -day)  # seven distinct days
+    early = carbon_sources(params, 2 * day + 5, rows, "week")  # two days of past at h = 1
+    assert (early >= 0).all() and set(early[1]) == {6, day + 6}
+    np.testing.assert_array_equal(carbon_sources(params, day - 1, rows, "week"), day - 1)
+    with pytest.raises(ValueError, match="carbon_sources"):
+        carbon_rows(params, day, rows, "week")
 
 
 def test_predict_plan_charges_carbon_close_to_what_the_env_emits(carbon_env: gym.Env) -> None:

@@ -366,8 +366,10 @@ def _power_table(
 
 # How the forecast's world guesses the grid's carbon intensity and the on-site PV that offsets it
 # (no carbon forecast is published with the data, docs/data.md): the same hour yesterday, the
-# seasonal naive forecast, or the current hour's held (persistence). Both read only the past.
-CARBON_FORECASTS = ("yesterday", "persistence")
+# seasonal naive forecast; the mean of the same hour over the last WEEK_DAYS days, the seasonal
+# mean; or the current hour's held (persistence). All read only the past.
+CARBON_FORECASTS = ("yesterday", "persistence", "week")
+WEEK_DAYS = 7
 
 
 def forecast_world(
@@ -385,7 +387,9 @@ def forecast_world(
     With carbon intensity (``params.carbon``), the grid's intensity and the PV output that
     offsets it come from ``carbon_forecast`` (``CARBON_FORECASTS``): "yesterday" repeats the
     last day's rows (row ``row + h − D·⌈h / D⌉``, D rows a day), "persistence" holds row ``row``'s;
-    h = 0 is the actual, and a row before the trace's start falls back to persistence.
+    h = 0 is the actual, and a row before the trace's start falls back to persistence; "week"
+    averages the same hour of the last ``WEEK_DAYS`` days already past (of those the trace
+    has: ``carbon_sources``).
     """
     fc = params.forecast_rate[row]  # (H, N) samples/s
     ahead = np.minimum(np.arange(max(int(rows), 1)), fc.shape[0] - 1)
@@ -401,8 +405,9 @@ def forecast_world(
         consts[CONSTS.index(name)] = float(value)
     pv_w = g_per_j = None
     if params.carbon:
-        source = carbon_rows(params, row, rate.shape[0], carbon_forecast)
-        pv_w, g_per_j = params.table[source, PV_W], params.table[source, G_PER_J]
+        source = carbon_sources(params, row, rate.shape[0], carbon_forecast)
+        pv_w = params.table[source, PV_W].mean(axis=1)
+        g_per_j = params.table[source, G_PER_J].mean(axis=1)
     return SimParams(
         trace_rows=rate.shape[0],
         site=params.site,
@@ -416,15 +421,36 @@ def forecast_world(
 
 def carbon_rows(params: SimParams, row: int, rows: int, carbon_forecast: str) -> np.ndarray:
     """(rows,) the past trace rows whose carbon intensity and PV the forecast issued at ``row``
-    repeats for rows ``row``, ``row + 1``, ... (``forecast_world``)."""
+    repeats for rows ``row``, ``row + 1``, ... (``forecast_world``): one per row, so for the
+    forecasts that repeat one past row ("yesterday", "persistence"); "week" averages several
+    (``carbon_sources``)."""
+    if carbon_forecast == "week":
+        raise ValueError('carbon_forecast="week" averages several rows: use carbon_sources')
+    return carbon_sources(params, row, rows, carbon_forecast)[:, 0]
+
+
+def carbon_sources(params: SimParams, row: int, rows: int, carbon_forecast: str) -> np.ndarray:
+    """(rows, K) the past trace rows whose carbon intensity and PV the forecast issued at
+    ``row`` averages for rows ``row``, ``row + 1``, ... (K = 1 but for "week").
+
+    Row h's sources are h's same time of day on the latest days already past: the one day
+    before (``row + h − D·⌈h / D⌉``, D rows a day) for "yesterday", that day and the
+    ``WEEK_DAYS − 1`` before it for "week" (early in the trace, the days it has, taken in turn),
+    and ``row`` itself for h = 0, for "persistence" and before the trace's first whole day.
+    Every source is at most ``row``: no future actual.
+    """
     if carbon_forecast not in CARBON_FORECASTS:
         raise ValueError(
             f"carbon_forecast={carbon_forecast!r}: allowed: {', '.join(CARBON_FORECASTS)}"
         )
     ahead = np.arange(rows)
-    source = np.full(rows, row, dtype=np.intp)
     day = round(S_PER_DAY / params.interval_s)
-    if carbon_forecast == "yesterday" and row >= day:
-        # row + h's same hour on the latest day already past: h - day * ceil(h / day) <= 0
-        source[1:] = row + ahead[1:] - day * -(-ahead[1:] // day)
+    days = 1 if carbon_forecast == "yesterday" else WEEK_DAYS
+    source = np.full((rows, days if carbon_forecast == "week" else 1), row, dtype=np.intp)
+    if carbon_forecast == "persistence" or row < day:
+        return source
+    latest = row + ahead[1:] - day * -(-ahead[1:] // day)  # the latest same time already past
+    had = latest // day + 1  # the days the trace has at that time of day, up to the latest
+    for d in range(source.shape[1]):
+        source[1:, d] = latest - day * (d % had)
     return source
