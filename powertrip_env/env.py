@@ -179,6 +179,10 @@ class PowerTripEnv(EngineViews, gym.Env):
     | `sites`       | None, str or  | `None`          | `"random"` or a `SiteSampler`: a new site  |
     |               | SiteSampler   |                 | catalogue every episode                    |
     |               |               |                 | (powertrip_env.scenario.sampling)          |
+    | `carbon_obs`  | bool          | `False`         | add what a carbon task is scored on: each  |
+    |               |               |                 | site's grid intensity, its forecasts and   |
+    |               |               |                 | PV share; time left, work left, carbon so  |
+    |               |               |                 | far (the carbon tasks from -v1)            |
 
     ## Any number of sites
 
@@ -238,6 +242,7 @@ class PowerTripEnv(EngineViews, gym.Env):
         learner: str | Learner = "surrogate",
         max_sites: int | None = None,
         sites: str | SiteSampler | None = None,
+        carbon_obs: bool = False,
     ) -> None:
         self.sampler = as_sampler(sites)
         setup = configure(
@@ -250,6 +255,7 @@ class PowerTripEnv(EngineViews, gym.Env):
             jitter=jitter,
             render_mode=render_mode,
             max_sites=max_sites,
+            carbon_obs=carbon_obs,
             render_modes=tuple(self.metadata["render_modes"]),
             sampler=self.sampler,
         )

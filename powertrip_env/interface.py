@@ -56,8 +56,10 @@ class Interface:
         self.n_sites = params.n_sites
         self.padded = max_sites is not None
         self.width = max_sites if self.padded else params.n_sites  # sites in every space
-        # columns per site: the features, and on the measured track its telemetry
+        # columns per site: the features, on a carbon task its carbon columns, and on the
+        # measured track its telemetry; and the global ones (a carbon task's job columns last)
         self.per_site = dynamics.site_features(params)
+        self.n_global = dynamics.global_features(params)
         self.action_space = self._action_space()
         self.observation_space = self._observation_space()
 
@@ -76,21 +78,29 @@ class Interface:
         return spaces.MultiDiscrete(np.full(self.width, 2, dtype=np.int64))
 
     def _observation_space(self) -> spaces.Space:
-        low, high = dynamics.SITE_LOW, dynamics.SITE_HIGH
-        if self.per_site > dynamics.N_SITE_FEATURES:  # the measured track's telemetry
-            low = np.concatenate([low, dynamics.TELEMETRY_LOW])
-            high = np.concatenate([high, dynamics.TELEMETRY_HIGH])
+        low, high = [dynamics.SITE_LOW], [dynamics.SITE_HIGH]
+        glow, ghigh = [dynamics.GLOBAL_LOW], [dynamics.GLOBAL_HIGH]
+        if self.params.carbon_obs:  # a carbon task's columns
+            low.append(dynamics.CARBON_SITE_LOW)
+            high.append(dynamics.CARBON_SITE_HIGH)
+            glow.append(dynamics.CARBON_JOB_LOW)
+            ghigh.append(dynamics.CARBON_JOB_HIGH)
+        if self.params.measured:  # the measured track's telemetry
+            low.append(dynamics.TELEMETRY_LOW)
+            high.append(dynamics.TELEMETRY_HIGH)
+        low, high = np.concatenate(low), np.concatenate(high)
+        glow, ghigh = np.concatenate(glow), np.concatenate(ghigh)
         site_low = np.tile(low, (self.width, 1))
         site_high = np.tile(high, (self.width, 1))
         valid = spaces.Box(0.0, 1.0, (self.width,), dtype=np.float32)
         if self.obs_mode == "dict":
             parts = {
                 "sites": spaces.Box(site_low, site_high, dtype=np.float32),
-                "global": spaces.Box(dynamics.GLOBAL_LOW, dynamics.GLOBAL_HIGH, dtype=np.float32),
+                "global": spaces.Box(glow, ghigh, dtype=np.float32),
             }
             return spaces.Dict({**parts, "valid": valid} if self.padded else parts)
-        low = [site_low.ravel(), dynamics.GLOBAL_LOW]
-        high = [site_high.ravel(), dynamics.GLOBAL_HIGH]
+        low = [site_low.ravel(), glow]
+        high = [site_high.ravel(), ghigh]
         if self.padded:
             low.append(valid.low)
             high.append(valid.high)
@@ -126,10 +136,10 @@ class Interface:
         g = self.width * self.per_site
         out = {
             "sites": flat[:, :g].reshape(-1, self.width, self.per_site).copy(),
-            "global": flat[:, g : g + dynamics.N_GLOBAL].copy(),
+            "global": flat[:, g : g + self.n_global].copy(),
         }
         if self.padded:
-            out["valid"] = flat[:, g + dynamics.N_GLOBAL :].copy()
+            out["valid"] = flat[:, g + self.n_global :].copy()
         return out
 
     def first(self, obs: Any) -> Any:
@@ -204,7 +214,7 @@ class Interface:
     def scratch(self, batch: int) -> dynamics.Scratch:
         """What ``step`` may lend a batch of ``batch`` episodes laid out by this interface."""
         return dynamics.Scratch.fit(
-            None, batch, self.n_sites, self.width, self.padded, self.per_site
+            None, batch, self.n_sites, self.width, self.padded, self.per_site, self.n_global
         )
 
     def report(self, state: dynamics.SimState) -> dynamics.Info:

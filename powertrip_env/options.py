@@ -25,7 +25,7 @@ from powertrip_env.simulation import Simulation, load_simulation
 # the keyword arguments both environments take and `configure` checks
 ENV_OPTIONS = (
     "reward_mode", "shaping", "obs_mode", "action_mode", "split", "jitter", "render_mode",
-    "max_sites",
+    "max_sites", "carbon_obs",
 )  # fmt: skip
 
 
@@ -43,6 +43,7 @@ class EnvSetup:
         """The same arguments on a site catalogue drawn for one episode (``sites=``), with the
         jitter asked for at construction."""
         sim = load_simulation(scenario).with_jitter(self.sim.params.jitter_sigma)
+        sim = _with_carbon_obs(sim, self.sim.params.carbon_obs, f"scenario {scenario.name!r}")
         return dataclasses.replace(
             self,
             sim=sim,
@@ -63,6 +64,7 @@ def configure(
     jitter: bool | float,
     render_mode: str | None,
     max_sites: int | None,
+    carbon_obs: bool = False,
     sampler: SiteSampler | None = None,
 ) -> EnvSetup:
     """Check the keyword arguments of ``PowerTripEnv`` and ``PowerTripVectorEnv``.
@@ -72,6 +74,7 @@ def configure(
     """
     sim = load_simulation(scenario).with_jitter(jitter)
     where = f"scenario {sim.scenario.name!r}"
+    sim = _with_carbon_obs(sim, carbon_obs, where)
     try:
         reward = reward_fn(reward_mode, shaping)
     except ValueError as exc:
@@ -89,6 +92,22 @@ def configure(
     return EnvSetup(
         sim=sim, reward=reward, render_mode=render_mode, interface=interface, starts=starts
     )
+
+
+def _with_carbon_obs(sim: Simulation, carbon_obs: Any, where: str) -> Simulation:
+    """``sim`` whose observations show a carbon task's columns (``carbon_obs=True``), which
+    only a scenario with a carbon intensity file has."""
+    if not isinstance(carbon_obs, bool):
+        raise ValueError(f"carbon_obs={carbon_obs!r}: give True or False")
+    if not carbon_obs:
+        return sim
+    if not sim.params.carbon:
+        raise ValueError(
+            f"carbon_obs=True on {where} ({sim.scenario.source}): the carbon observation needs "
+            "a carbon intensity file ([trace] carbon_file), as the carbon tasks' scenarios have "
+            "(PowerTrip-Carbon-v1); leave carbon_obs=False here"
+        )
+    return dataclasses.replace(sim, params=sim.params.with_constants(carbon_obs=1.0))
 
 
 def _check_max_sites(

@@ -36,6 +36,12 @@ from __future__ import annotations
 
 from powertrip_env.dynamics.candidates import CandidateBatch, build_candidates
 from powertrip_env.dynamics.features import (
+    CARBON_JOB_FEATURES,
+    CARBON_JOB_HIGH,
+    CARBON_JOB_LOW,
+    CARBON_SITE_FEATURES,
+    CARBON_SITE_HIGH,
+    CARBON_SITE_LOW,
     GLOBAL_FEATURES,
     GLOBAL_HIGH,
     GLOBAL_LOW,
@@ -72,7 +78,13 @@ from powertrip_env.dynamics.layout import (
     SITE_RECORD,
     STATE_FIELDS,
 )
-from powertrip_env.dynamics.observation import Scratch, observe, site_features, step_observe
+from powertrip_env.dynamics.observation import (
+    Scratch,
+    global_features,
+    observe,
+    site_features,
+    step_observe,
+)
 from powertrip_env.dynamics.params import (
     SimParams,
     build_params,
@@ -100,6 +112,12 @@ from powertrip_env.dynamics.unknowns import (
 from powertrip_env.units import G_PER_KG, J_PER_KWH, S_PER_H
 
 __all__ = [
+    "CARBON_JOB_FEATURES",
+    "CARBON_JOB_HIGH",
+    "CARBON_JOB_LOW",
+    "CARBON_SITE_FEATURES",
+    "CARBON_SITE_HIGH",
+    "CARBON_SITE_LOW",
     "GLOBAL_FEATURES",
     "GLOBAL_HIGH",
     "GLOBAL_LOW",
@@ -148,6 +166,7 @@ __all__ = [
     "first_info",
     "fold",
     "forecast_world",
+    "global_features",
     "great_circle_km",
     "initial_state",
     "jitter_factors",

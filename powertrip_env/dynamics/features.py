@@ -82,6 +82,39 @@ TELEMETRY_ROWS = (
                f"rounds since its last measurement / {AGE_SCALE_ROUNDS:g}, clipped to 1; 1 if"
                " never measured", 0, 1),
 )  # fmt: skip
+# A carbon task's observation (``carbon_obs=True``, the carbon tasks' IDs from -v1): what it is
+# scored on. Per site, after its features above (and before the measured track's telemetry):
+# the grid's carbon intensity now, two deployable forecasts of it over four windows ahead, built
+# from the past alone (``params.carbon_sources``: "week", the mean of the same hour over the last
+# seven days, and "yesterday"), and the share of its draw its PV covers now. Then, after the
+# global features, the job's: time left, the time the work left takes at the current pace, and
+# the carbon emitted so far. Intensities are in units of INTENSITY_SCALE g CO2eq/kWh.
+INTENSITY_SCALE = 1000.0  # g/kWh: above every zone's hourly life-cycle intensity in the data
+CARBON_WINDOWS_H = ((0.0, 3.0), (3.0, 6.0), (6.0, 12.0), (12.0, 24.0))  # forecast windows ahead
+WEEK_DAYS = 7  # the "week" forecast's days (params.carbon_sources)
+PACE_SCALE = 2.0  # finish_at_pace: twice the time left reads as 1
+_WINDOWS = tuple(f"{a:g}-{b:g}h" for a, b in CARBON_WINDOWS_H)
+CARBON_SITE_ROWS = (
+    FeatureRow(("grid_intensity",), "grid intensity",
+               f"the zone's carbon intensity now, g/kWh / {INTENSITY_SCALE:g}, clipped to 1",
+               0, 1),
+    FeatureRow(tuple(f"intensity_week_{w}" for w in _WINDOWS), "intensity, week forecast",
+               "mean over 0–3, 3–6, 6–12, 12–24 h ahead of the mean of the same hour over the "
+               f"last 7 days already past, g/kWh / {INTENSITY_SCALE:g}, clipped to 1", 0, 1),
+    FeatureRow(tuple(f"intensity_yesterday_{w}" for w in _WINDOWS),
+               "intensity, yesterday's", "the same windows of the same hour yesterday", 0, 1),
+    FeatureRow(("pv_share",), "PV share",
+               "on-site PV output / the draw of the site's powered GPUs, clipped to 1 (0 when "
+               "none is powered)", 0, 1),
+)  # fmt: skip
+CARBON_JOB_ROWS = (
+    FeatureRow(("time_left",), "time left", "(deadline − now) / time budget", 0, 1),
+    FeatureRow(("finish_at_pace",), "work left at pace",
+               "seconds to the target at the progress per second of the last round that taught"
+               f" anything, / time left / {PACE_SCALE:g}, clipped to 1; 1 before one has", 0, 1),
+    FeatureRow(("carbon_so_far",), "carbon so far",
+               "grid carbon emitted / `carbon_ref_kg`, clipped to 1", 0, 1),
+)  # fmt: skip
 TIME_SCALE_NOTE = (
     "`time_scale` is 20 times the fastest site's full-power compute time for one round"
     " (4 · `round_s` in `fixed_time` mode)."
@@ -104,6 +137,13 @@ TELEMETRY_FEATURES = _names(TELEMETRY_ROWS)
 N_TELEMETRY = len(TELEMETRY_FEATURES)
 TELEMETRY_LOW, TELEMETRY_HIGH = _bound(TELEMETRY_ROWS, "low"), _bound(TELEMETRY_ROWS, "high")
 GLOBAL_LOW, GLOBAL_HIGH = _bound(GLOBAL_ROWS, "low"), _bound(GLOBAL_ROWS, "high")
+CARBON_SITE_FEATURES, CARBON_JOB_FEATURES = _names(CARBON_SITE_ROWS), _names(CARBON_JOB_ROWS)
+N_CARBON_SITE, N_CARBON_JOB = len(CARBON_SITE_FEATURES), len(CARBON_JOB_FEATURES)
+CARBON_SITE_LOW, CARBON_SITE_HIGH = (
+    _bound(CARBON_SITE_ROWS, "low"),
+    _bound(CARBON_SITE_ROWS, "high"),
+)
+CARBON_JOB_LOW, CARBON_JOB_HIGH = _bound(CARBON_JOB_ROWS, "low"), _bound(CARBON_JOB_ROWS, "high")
 
 # The slots the kernel writes (numba reads them as constants).
 _site, _global = SITE_FEATURES.index, GLOBAL_FEATURES.index
@@ -125,6 +165,15 @@ G_DAY_SIN = _global("time_of_day_sin")
 G_DAY_COS = _global("time_of_day_cos")
 G_LAST_ROUND = _global("last_round_time")
 G_COVERAGE = _global("data_coverage")
+# a carbon task's: per site from N_SITE_FEATURES, the job's from N_GLOBAL
+_csite, _cjob = CARBON_SITE_FEATURES.index, CARBON_JOB_FEATURES.index
+FC_INTENSITY = _csite("grid_intensity")
+FC_WEEK = _csite(f"intensity_week_{_WINDOWS[0]}")
+FC_YESTERDAY = _csite(f"intensity_yesterday_{_WINDOWS[0]}")
+FC_PV_SHARE = _csite("pv_share")
+GC_TIME_LEFT = _cjob("time_left")
+GC_FINISH = _cjob("finish_at_pace")
+GC_CARBON = _cjob("carbon_so_far")
 
 # --------------------------------------------------------------------------- the docstring's table
 

@@ -97,6 +97,7 @@ CONSTS = (
     "callback_mean_s",
     "callback_depth",  # power callback: 1 - depth
     "moving",  # some process is on: rounds apply the episode's path (off in a forecast's world)
+    "carbon_obs",  # observations add a carbon task's columns (features.CARBON_SITE_ROWS, ...)
 )
 (
     C_IV, C_ROWS, C_T0, C_HUB_TX, C_RTT_FACTOR, C_AGG, C_LOCAL_STEPS, C_ETA, C_B0, C_PB,
@@ -104,7 +105,7 @@ CONSTS = (
     C_FIXED_TIME, C_ROUND_S, C_IDLE_S, C_SIGMA, C_BUDGET, C_MAX_ROUNDS, C_TIME_SCALE, C_H_REF,
     C_RING, C_GRACE, C_NONBLOCKING, C_MEASURED, C_CARBON, C_CARBON_REF,
     C_SLOW_RATE, C_SLOW_MEAN, C_SLOW_FACTOR, C_LINK_RATE, C_LINK_MEAN, C_LINK_DEPTH,
-    C_CALLBACK_RATE, C_CALLBACK_MEAN, C_CALLBACK_DEPTH, C_MOVING,
+    C_CALLBACK_RATE, C_CALLBACK_MEAN, C_CALLBACK_DEPTH, C_MOVING, C_CARBON_OBS,
 ) = range(len(CONSTS))  # fmt: skip
 # The episodic processes of [moving], each with (rate, mean duration, depth) at
 # C_PROCESS + 3 · its index; a process's path in the state is PATH_FIELDS' pair at 2 · its index.
@@ -122,10 +123,10 @@ C_PROCESS = C_SLOW_RATE
 # (SEEN_FIELDS, N each), then each process's path (PATH_FIELDS, N each).
 STATE_FIELDS = (
     "time_s", "start_s", "progress", "accuracy", "rounds", "energy_j", "last_round_s",
-    "coverage", "key", "carbon_g",
+    "coverage", "key", "carbon_g", "last_pace",
 )  # fmt: skip
 (
-    TIME, START, PROGRESS, ACC, ROUNDS, ENERGY, LAST_ROUND, COVERAGE, KEY, CARBON,
+    TIME, START, PROGRESS, ACC, ROUNDS, ENERGY, LAST_ROUND, COVERAGE, KEY, CARBON, LAST_PACE,
 ) = range(len(STATE_FIELDS))  # fmt: skip
 JOINED = len(STATE_FIELDS)  # first of the N joined slots; the N absent counts follow them
 KEY_LIMIT = 2**53  # episode keys are whole numbers below this: exact in the float64 state

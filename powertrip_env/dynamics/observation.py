@@ -25,29 +25,44 @@ from powertrip_env.dynamics.features import (
     G_ELAPSED,
     G_LAST_ROUND,
     G_PROGRESS,
+    GC_CARBON,
+    GC_FINISH,
+    GC_TIME_LEFT,
+    N_CARBON_JOB,
+    N_CARBON_SITE,
     N_GLOBAL,
     N_SITE_FEATURES,
     N_TELEMETRY,
+    PACE_SCALE,
 )
 from powertrip_env.dynamics.info import Info, _fill_info
 from powertrip_env.dynamics.jit import compiled, jit
 from powertrip_env.dynamics.layout import (
     ACC,
     C_A0,
+    C_ALPHA,
+    C_AMAX,
     C_BUDGET,
+    C_CARBON_OBS,
+    C_CARBON_REF,
     C_MEASURED,
+    C_P0,
     C_SPAN,
     C_T0,
+    C_TARGET,
     C_TIME_SCALE,
+    CARBON,
     COVERAGE,
     INFO_FIELDS,
     INFO_SITE_FLAGS,
     INFO_TELEMETRY,
     JOINED,
+    LAST_PACE,
     LAST_ROUND,
     NO_JITTER,
     PARALLEL_CHUNKS,
     PARALLEL_MIN_BATCH,
+    PROGRESS,
     RECORD_FIELDS,
     ROUNDS,
     SITE_RECORD,
@@ -59,7 +74,7 @@ from powertrip_env.dynamics.layout import (
 from powertrip_env.dynamics.round import _step_batch
 from powertrip_env.dynamics.state import RoundResult, SimState, _c_bool
 from powertrip_env.dynamics.tables import _row
-from powertrip_env.units import S_PER_DAY
+from powertrip_env.units import G_PER_KG, S_PER_DAY
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -70,12 +85,16 @@ _PARALLEL_LOCK = threading.Lock()
 @jit
 def _observe_batch(c, site_obs, state, out, width, valid):
     """Each episode's observation into a row of ``out``: the site features of ``width`` sites
-    (zeros past N; on the measured track each site's telemetry after its features), the global
-    features, then (``valid``) the per-site valid flags."""
-    n, nf = site_obs.shape[1], site_obs.shape[2]
+    (zeros past N; on a carbon task its carbon columns after them, and on the measured track
+    its telemetry after those), the global features (on a carbon task the job's after them),
+    then (``valid``) the per-site valid flags."""
+    n = site_obs.shape[1]
+    carbon = c[C_CARBON_OBS] > 0.0
+    nf = N_SITE_FEATURES + (N_CARBON_SITE if carbon else 0)
     tel = c[C_MEASURED] > 0.0
     nfo = nf + (N_TELEMETRY if tel else 0)
     g = width * nfo
+    ng = N_GLOBAL + (N_CARBON_JOB if carbon else 0)
     seen = seen_start(n)
     for b in range(state.shape[0]):
         st = state[b]
@@ -96,9 +115,30 @@ def _observe_batch(c, site_obs, state, out, width, valid):
         row[g + G_DAY_COS] = math.cos(day)
         row[g + G_LAST_ROUND] = min(max(st[LAST_ROUND] / c[C_TIME_SCALE], 0.0), 1.0)
         row[g + G_COVERAGE] = min(max(st[COVERAGE], 0.0), 1.0)
+        if carbon:
+            _job_carbon_features(c, st, row, g + N_GLOBAL)
         if valid:
             for i in range(width):
-                row[g + N_GLOBAL + i] = 1.0 if i < n else 0.0
+                row[g + ng + i] = 1.0 if i < n else 0.0
+
+
+@jit
+def _job_carbon_features(c, st, row, at):
+    """A carbon task's job columns (features.CARBON_JOB_ROWS), into ``row`` from ``at``: the
+    time left, the time the progress still needed takes at the last pace (over the time left),
+    and the grid carbon so far (over the price of a miss)."""
+    left_s = st[START] + c[C_BUDGET] - st[TIME]
+    row[at + GC_TIME_LEFT] = min(max(left_s / c[C_BUDGET], 0.0), 1.0)
+    # the progress at which the curve reaches the target at full coverage (formulas)
+    ratio = (c[C_AMAX] - c[C_TARGET]) / (c[C_AMAX] - c[C_A0])
+    needed = max(c[C_P0] * (ratio ** (-1.0 / c[C_ALPHA]) - 1.0) - st[PROGRESS], 0.0)
+    if st[LAST_PACE] > 0.0 and left_s > 0.0:
+        finish = needed / st[LAST_PACE] / left_s / PACE_SCALE
+        row[at + GC_FINISH] = min(max(finish, 0.0), 1.0)
+    else:
+        row[at + GC_FINISH] = 0.0 if needed <= 0.0 else 1.0
+    ref_g = c[C_CARBON_REF] * G_PER_KG
+    row[at + GC_CARBON] = min(max(st[CARBON] / ref_g, 0.0), 1.0) if ref_g > 0.0 else 0.0
 
 
 @jit
@@ -157,14 +197,25 @@ def _step_observe_parallel(
 
 
 def site_features(params: SimParams) -> int:
-    """Columns per site in ``params``' observations: the features, and on the measured track
-    the telemetry (features.TELEMETRY_ROWS)."""
-    return N_SITE_FEATURES + (N_TELEMETRY if params.measured else 0)
+    """Columns per site in ``params``' observations: the features, on a carbon task its carbon
+    columns (features.CARBON_SITE_ROWS), and on the measured track the telemetry
+    (features.TELEMETRY_ROWS)."""
+    return (
+        N_SITE_FEATURES
+        + (N_CARBON_SITE if params.carbon_obs else 0)
+        + (N_TELEMETRY if params.measured else 0)
+    )
 
 
-def _obs_buffer(batch: int, width: int, valid: bool, per_site: int) -> np.ndarray:
+def global_features(params: SimParams) -> int:
+    """Global columns in ``params``' observations: the features, and on a carbon task the
+    job's (features.CARBON_JOB_ROWS)."""
+    return N_GLOBAL + (N_CARBON_JOB if params.carbon_obs else 0)
+
+
+def _obs_buffer(batch: int, width: int, valid: bool, per_site: int, n_global: int) -> np.ndarray:
     """Flat observations of ``width`` sites: their features, the global ones, valid flags."""
-    return np.empty((batch, width * per_site + N_GLOBAL + (width if valid else 0)), np.float32)
+    return np.empty((batch, width * per_site + n_global + (width if valid else 0)), np.float32)
 
 
 def step_observe(
@@ -185,7 +236,9 @@ def step_observe(
     """
     b = state.batch
     if scratch is None:
-        scratch = Scratch.fit(None, b, params.n_sites, width, valid, site_features(params))
+        scratch = Scratch.fit(
+            None, b, params.n_sites, width, valid, site_features(params), global_features(params)
+        )
     data = state.data.copy()
     obs = np.empty(scratch.obs_shape, np.float32)
     info = Info(
@@ -227,11 +280,13 @@ class Scratch(NamedTuple):
         width: int,
         valid: bool,
         per_site: int = N_SITE_FEATURES,
+        n_global: int = N_GLOBAL,
     ) -> Scratch:
         """``scratch`` if it fits ``batch`` episodes of ``n_sites`` sites laid out over
-        ``width`` (with the ``valid`` flags or not) with ``per_site`` columns each, else new
+        ``width`` (with the ``valid`` flags or not) with ``per_site`` columns each and
+        ``n_global`` global ones, else new
         arrays."""
-        obs_shape = (batch, width * per_site + N_GLOBAL + (width if valid else 0))
+        obs_shape = (batch, width * per_site + n_global + (width if valid else 0))
         if (
             scratch is not None
             and scratch.sites.shape == (batch, len(SITE_RECORD), n_sites)
@@ -251,6 +306,6 @@ class Scratch(NamedTuple):
 def observe(params: SimParams, state: SimState, width: int, valid: bool) -> np.ndarray:
     """Flat observations (B, width·F + G [+ width]) float32: site features (zeros for padded
     sites), global features, and with ``valid`` the per-site valid flags."""
-    obs = _obs_buffer(state.batch, width, valid, site_features(params))
+    obs = _obs_buffer(state.batch, width, valid, site_features(params), global_features(params))
     _observe_batch(params.consts, params.site_obs, state.data, obs, width, valid)
     return obs

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from powertrip_env.dynamics.features import WEEK_DAYS
 from powertrip_env.dynamics.layout import (
     CONSTS,
     CUM_BUSY_G,
@@ -30,7 +31,7 @@ from powertrip_env.dynamics.layout import (
     SITE_FIELDS,
     TABLE_FIELDS,
 )
-from powertrip_env.dynamics.site_table import PowerData, _site_obs_table
+from powertrip_env.dynamics.site_table import PowerData, _carbon_obs_table, _site_obs_table
 from powertrip_env.units import (
     S_PER_DAY,
     bytes_to_bits,
@@ -133,6 +134,7 @@ class SimParams:
     callback_mean_s: float = field(init=False, repr=False)
     callback_depth: float = field(init=False, repr=False)
     moving: bool = field(init=False, repr=False)
+    carbon_obs: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: the one place these are set
@@ -227,9 +229,7 @@ def build_params(scenario: Any, power: PowerData) -> SimParams:
         table=table,
         available=powered > 0,
         forecast_rate=forecast_rate,
-        site_obs=_site_obs_table(
-            power, site, avail_w, fc_w, powered, rate, longitude, time_scale_s
-        ),
+        site_obs=_site_obs(power, site, avail_w, fc_w, table, longitude, time_scale_s),
         consts=np.array(
             _in_order(_constants(scenario, power, rate.shape[0], time_scale_s), CONSTS),
             dtype=np.float64,
@@ -239,6 +239,29 @@ def build_params(scenario: Any, power: PowerData) -> SimParams:
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
     return params
+
+
+def _site_obs(
+    power: PowerData,
+    site: np.ndarray,
+    avail_w: np.ndarray,
+    fc_w: np.ndarray,
+    table: np.ndarray,
+    longitude: np.ndarray,
+    time_scale_s: float,
+) -> np.ndarray:
+    """(rows, N, F) the site features that depend only on the row; with a carbon intensity
+    file, a carbon task's site columns after them (``carbon_obs=True`` shows them)."""
+    rows = table.shape[0] - 1
+    powered, rate = table[:rows, POWERED], table[:rows, RATE]
+    obs = _site_obs_table(power, site, avail_w, fc_w, powered, rate, longitude, time_scale_s)
+    if not power.has_carbon:
+        return obs
+    busy_w = powered * site[SITE_FIELDS.index("gpu_wall_w")]
+    carbon = _carbon_obs_table(
+        table[:rows, G_PER_J], table[:rows, PV_W], busy_w, float(power.interval_s)
+    )
+    return np.ascontiguousarray(np.concatenate([obs, carbon], axis=2))
 
 
 def _site_values(scenario: Any) -> dict[str, np.ndarray]:
@@ -321,6 +344,7 @@ def _constants(scenario: Any, power: PowerData, rows: int, time_scale_s: float) 
         "carbon": power.has_carbon,
         "carbon_ref_kg": ep.carbon_ref_kg,
         **scenario.moving.constants(),
+        "carbon_obs": 0.0,  # an environment's option (carbon_obs=True), not the scenario's
     }
     return constants
 
@@ -369,7 +393,6 @@ def _power_table(
 # seasonal naive forecast; the mean of the same hour over the last WEEK_DAYS days, the seasonal
 # mean; or the current hour's held (persistence). All read only the past.
 CARBON_FORECASTS = ("yesterday", "persistence", "week")
-WEEK_DAYS = 7
 
 
 def forecast_world(

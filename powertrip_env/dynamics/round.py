@@ -38,6 +38,7 @@ from powertrip_env.dynamics.layout import (
     ENERGY,
     JOINED,
     KEY,
+    LAST_PACE,
     LAST_ROUND,
     NO_JITTER,
     OUTAGE_S,
@@ -449,6 +450,8 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     st[ROUNDS] += 1.0
     st[LAST_ROUND] = round_s
     st[COVERAGE] = cover
+    if gained > 0.0 and round_s > 0.0:  # the pace a carbon task's observation extrapolates
+        st[LAST_PACE] = gained / round_s
 
     rec[R_DELTA_PROGRESS] = gained
     rec[R_ROUND_S] = round_s

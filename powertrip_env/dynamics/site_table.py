@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from powertrip_env.dynamics.features import (
+    CARBON_WINDOWS_H,
     F_AVAILABLE,
     F_COMPUTE,
     F_FORECAST,
@@ -26,13 +27,20 @@ from powertrip_env.dynamics.features import (
     F_RTT,
     F_THROUGHPUT,
     F_TREND,
+    FC_INTENSITY,
+    FC_PV_SHARE,
+    FC_WEEK,
+    FC_YESTERDAY,
     FORECAST_QUARTERS,
+    INTENSITY_SCALE,
+    N_CARBON_SITE,
     N_SITE_FEATURES,
     QUARTER_S,
     TREND_S,
+    WEEK_DAYS,
 )
 from powertrip_env.dynamics.layout import S_GPU_RATE, S_GPUS, S_JOIN, S_QUOTA, S_RTT
-from powertrip_env.units import S_PER_DAY, deg_to_h, h_to_s
+from powertrip_env.units import S_PER_DAY, deg_to_h, h_to_s, per_j_to_per_kwh
 
 
 class PowerData(Protocol):
@@ -103,3 +111,41 @@ def _site_obs_table(
     obs[..., F_LOCAL_SIN] = np.sin(solar_day)
     obs[..., F_LOCAL_COS] = np.cos(solar_day)
     return obs
+
+
+def _carbon_obs_table(
+    g_per_j: np.ndarray, pv_w: np.ndarray, busy_w: np.ndarray, interval_s: float
+) -> np.ndarray:
+    """(rows, N, N_CARBON_SITE) float32: a carbon task's site columns (features.CARBON_SITE_ROWS),
+    which depend only on the trace row, from the wrapped (rows, N) intensity (g/J), PV output and
+    busy draw (W) of the powered GPUs.
+
+    Both forecasts are those of ``params.carbon_sources``, issued at the row itself: within a
+    day ahead, row k + h's "yesterday" is row k + h − D (D rows a day), and its "week" the mean
+    of that row and the six days before it, early in the trace over the days it has, taken in
+    turn; before the trace's first whole day both hold row k's (persistence). No column reads
+    a row after k.
+    """
+    rows, n = g_per_j.shape
+    intensity = np.minimum(per_j_to_per_kwh(g_per_j) / INTENSITY_SCALE, 1.0)
+    day = round(S_PER_DAY / interval_s)
+    per_h = round(h_to_s(1.0) / interval_s)
+    # base[q]: the forecasts of row q + D, issued a day or less before it, from q and before
+    q = np.arange(rows)
+    had = q // day + 1  # the days the trace has at q's time of day, q's own included
+    week = np.mean([intensity[q - day * (d % had)] for d in range(WEEK_DAYS)], axis=0)
+    out = np.empty((rows, n, N_CARBON_SITE), dtype=np.float32)
+    out[..., FC_INTENSITY] = intensity
+    k = np.arange(rows)
+    for base, first in ((week, FC_WEEK), (intensity, FC_YESTERDAY)):
+        total = np.concatenate([np.zeros((1, n)), np.cumsum(base, axis=0)])
+        for w, (a, b) in enumerate(CARBON_WINDOWS_H):
+            lo, hi = round(a * per_h) + 1, round(b * per_h)  # rows ahead, both ends in
+            start = np.clip(k - day + lo, 0, rows)
+            stop = np.clip(k - day + hi + 1, 0, rows)
+            mean = (total[stop] - total[start]) / np.maximum(stop - start, 1)[:, None]
+            out[..., first + w] = np.where((k >= day)[:, None], mean, intensity)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(busy_w > 0.0, pv_w / busy_w, 0.0)
+    out[..., FC_PV_SHARE] = np.clip(share, 0.0, 1.0)
+    return out

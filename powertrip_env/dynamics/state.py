@@ -19,6 +19,7 @@ from powertrip_env.dynamics.layout import (
     ENERGY,
     JOINED,
     KEY,
+    LAST_PACE,
     LAST_ROUND,
     PATH_FIELDS,
     POWERED_NOW,
@@ -91,6 +92,10 @@ class SimState:
     coverage = property(lambda self: self.data[:, COVERAGE], doc="(B,) of the last round")
     key = property(lambda self: self.data[:, KEY], doc="(B,) the jitter's key")
     carbon_g = property(lambda self: self.data[:, CARBON], doc="(B,) grid carbon so far (g)")
+    last_pace = property(
+        lambda self: self.data[:, LAST_PACE],
+        doc="(B,) progress per second of the last round that taught anything (0: none yet)",
+    )
 
     @property
     def rounds(self) -> np.ndarray:
