@@ -5,9 +5,9 @@ The kernel's functions (``powertrip_env.dynamics``) are compiled by numba, and
 round in a debugger. This module keeps that path honest: a subprocess with the variable set
 plays episodes of the single env, the vector env (autoresets included), a padded dict env,
 ``predict_round`` over every subset, the forecast what-if of several rounds, the candidate sets,
-the clairvoyant references' simulation and the lower bounds' compiled searches, and a moving
-episode (its path, rounds, monitor and clairvoyant simulation), and everything it prints must
-equal, bit for bit, what the compiled code gives here.
+the clairvoyant references' simulation and the lower bounds' compiled searches, a moving
+episode (its path, rounds, monitor and clairvoyant simulation) and a carbon task's observation,
+and everything it prints must equal, bit for bit, what the compiled code gives here.
 """
 
 from __future__ import annotations
@@ -91,6 +91,14 @@ door = world.clairvoyant()
 out["moving_monitored"] = door.monitored().vector.tolist()
 ahead = door.simulate(subsets[::97], rounds=6)
 out["moving_simulate"] = [ahead.state.data.tolist(), ahead.tta_h.tolist()]
+
+carbon = gym.make("PowerTrip-Carbon-Measured-v0", carbon_obs=True, reward_mode="carbon")
+obs, _ = carbon.reset(seed=2)
+csteps = []
+for _ in range(12):
+    obs, r, te, tr, info = carbon.step((rng.random(6) < 0.6).astype(np.int8))
+    csteps.append([obs.astype(float).tolist(), r, info["carbon_kg"]])
+out["carbon_obs"] = csteps
 json.dump(out, sys.stdout)
 """
 
