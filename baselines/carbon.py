@@ -37,7 +37,7 @@ from powertrip_env.view import DecisionView
 
 # The share of the time left that a rule keeps in reserve against its predicted pace being
 # optimistic (the progress per round falls as training goes on, and forecasts err). Tuned on
-# PowerTrip-Carbon-v0's 20 first train episodes (docs/carbon.md has the sweep over 0, 0.05, 0.1
+# PowerTrip-Carbon-v1's 20 first train episodes (docs/carbon.md has the sweep over 0, 0.05, 0.1
 # and 0.2): none is needed there, each rule re-plans every round and met every deadline at 0.
 TUNED_RESERVE = 0.0
 
@@ -75,7 +75,7 @@ class _CarbonRule(Policy):
         if not self.env.decision_view().carbon_known:
             raise ValueError(
                 f"{self.name} needs a scenario with a carbon intensity file ([trace] "
-                "carbon_file), such as the carbon tasks (PowerTrip-Carbon-v0)"
+                "carbon_file), such as the carbon tasks (PowerTrip-Carbon-v1)"
             )
 
     @staticmethod

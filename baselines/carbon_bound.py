@@ -1,6 +1,6 @@
 """The carbon bound: a carbon cost that no policy can beat, whatever it knows.
 
-On the carbon tasks (``PowerTrip-Carbon-v0``, ``PowerTrip-Carbon-Measured-v0``) a policy's cost
+On the carbon tasks (``PowerTrip-Carbon-v1``, ``PowerTrip-Carbon-Measured-v1``) a policy's cost
 is the episode's grid carbon, plus ``carbon_ref_kg`` if it misses the deadline (the time budget
 from the episode's start; ``carbon_references.carbon_cost_kg``). ``carbon_bound_kg`` is a lower
 bound on that cost from the env's current state, the carbon counterpart of

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from powertrip_env.env import PowerTripEnv
 from powertrip_env.baselines.registry import make_policy
+from powertrip_env.env import PowerTripEnv
 from powertrip_env.harness.evaluation.evaluate import run_episode
 from powertrip_env.scenario import load_scenario
 
@@ -53,7 +53,8 @@ def main() -> None:
         test = optimiser_tta_h(scenario, "test", args.episodes)
         deadline = round(SLACK * float(train.mean()), 1)
         print(
-            f"{scenario}: Optimiser mean TTA train {train.mean():.2f} h (slowest {train.max():.2f}),"
+            f"{scenario}: Optimiser mean TTA train {train.mean():.2f} h"
+            f" (slowest {train.max():.2f}),"
             f" test {test.mean():.2f} h (slowest {test.max():.2f}); deadline {SLACK} x train mean"
             f" = {deadline:.1f} h: slack {deadline / train.mean():.3f} on train,"
             f" {deadline / test.mean():.3f} on test; test episodes over it by the Optimiser:"

@@ -34,6 +34,7 @@ __version__ = "0.5.0"
 # slow down and recover, links that dip and power that is called back while the job runs
 # ([moving]); "carbon" (docs/carbon.md), reach the target before a deadline with the
 # least grid carbon, registered with its objective (reward_mode="carbon").
+_CARBON_TASK: dict[str, object] = {"reward_mode": "carbon", "carbon_obs": True}
 _SHIPPED: tuple[tuple[str, str, str, bool, dict[str, object]], ...] = (
     ("PowerTrip-v0", "default", "known", True, {}),  # the flagship: blocking joins, 10 sites
     ("PowerTrip-LoRA-v0", "lora", "known", False, {}),
@@ -49,9 +50,10 @@ _SHIPPED: tuple[tuple[str, str, str, bool, dict[str, object]], ...] = (
     ("PowerTrip-Wide-Measured-v0", "wide-measured", "measured", True, {}),  # 24 sites, measured
     ("PowerTrip-Moving-v0", "moving", "moving", True, {}),  # the flagship, measured and moving
     ("PowerTrip-Wide-Moving-v0", "wide-moving", "moving", True, {}),  # 24 sites, moving
-    # six zoned sites, deadline 1.25x the best TTA; and the same, measured
-    ("PowerTrip-Carbon-v0", "carbon", "carbon", True, {"reward_mode": "carbon"}),
-    ("PowerTrip-Carbon-Measured-v0", "carbon-measured", "carbon", True, {"reward_mode": "carbon"}),
+    # six zoned sites, deadline 1.25x the best TTA on the train days; and the same, measured;
+    # both observe what they are scored on (carbon_obs)
+    ("PowerTrip-Carbon-v1", "carbon", "carbon", True, _CARBON_TASK),
+    ("PowerTrip-Carbon-Measured-v1", "carbon-measured", "carbon", True, _CARBON_TASK),
 )
 # IDs that draw a new site catalogue every episode (powertrip_env.scenario.sampling): ID -> the
 # scenario whose job and power data they use, and the padded site count of their spaces (32

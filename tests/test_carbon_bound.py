@@ -75,14 +75,14 @@ def _go_on(
 
 @pytest.fixture(scope="module")
 def carbon_env() -> gym.Env:
-    env = gym.make("PowerTrip-Carbon-v0", split="train", jitter=False)
+    env = gym.make("PowerTrip-Carbon-v1", split="train", jitter=False)
     yield env
     env.close()
 
 
 @pytest.fixture(scope="module")
 def measured_env() -> gym.Env:
-    env = gym.make("PowerTrip-Carbon-Measured-v0", split="train", jitter=False)
+    env = gym.make("PowerTrip-Carbon-Measured-v1", split="train", jitter=False)
     yield env
     env.close()
 
@@ -171,7 +171,7 @@ def test_batch_units_have_their_closed_form(carbon_env: gym.Env) -> None:
 def test_cells_are_the_kernels_busy_samples_and_carbon() -> None:
     # with jitter (the least factor below 1) and PV (covering part of the busy draw): the cells
     # are the cumulative tables' differences, the units per sample site_batch / (quota · ε_min)
-    env = gym.make("PowerTrip-Carbon-v0", split="train", jitter=True)
+    env = gym.make("PowerTrip-Carbon-v1", split="train", jitter=True)
     env.reset(seed=4)
     future = env.unwrapped.clairvoyant()
     p, state = future.params, future.state
@@ -239,7 +239,7 @@ def test_a_deadline_out_of_reach_costs_the_price_of_a_miss(
     # a scenario that states it: every policy misses and pays at least the price
     path = tmp_path / "short.toml"
     path.write_text('extends = "carbon"\n\n[episode]\ntime_budget_h = 2.0\n', encoding="utf-8")
-    env = gym.make("PowerTrip-Carbon-v0", scenario=str(path), split="train", jitter=False)
+    env = gym.make("PowerTrip-Carbon-v1", scenario=str(path), split="train", jitter=False)
     env.reset(seed=0)
     ref = env.unwrapped.params.carbon_ref_kg
     assert carbon_bound_kg(env) == ref

@@ -31,7 +31,7 @@ from powertrip_env.harness.reports import leaderboard, measures
 from powertrip_env.scenario.carbon_data import load_carbon
 from powertrip_env.vector_env import PowerTripVectorEnv
 
-ID = "PowerTrip-Carbon-v0"
+ID = "PowerTrip-Carbon-v1"
 FAST = {"split": "train", "jitter": False}
 
 
@@ -109,7 +109,7 @@ def test_the_kernel_writes_the_carbon_terms_the_formula_gives_to_the_bit() -> No
     from powertrip_env.rewards import CarbonCost
     from powertrip_env.units import kg_to_g
 
-    env = gym.make("PowerTrip-Carbon-v0", jitter=False)
+    env = gym.make("PowerTrip-Carbon-v1", jitter=False)
     engine, ref_g = env.unwrapped._engine, kg_to_g(env.unwrapped.params.carbon_ref_kg)
     rows = []
     step = engine.step
@@ -472,7 +472,7 @@ def test_where_the_deadline_is_out_of_reach_the_carbon_optimiser_idles(tmp_path:
         'extends = "carbon"\nname = "carbon-hopeless"\ndescription = "a 4 h deadline"\n'
         "[episode]\ntime_budget_h = 4.0\n"
     )
-    env = gym.make("PowerTrip-Carbon-v0", scenario=str(path), split="train", jitter=False)
+    env = gym.make("PowerTrip-Carbon-v1", scenario=str(path), split="train", jitter=False)
     env.reset(seed=0)
     idle = idle_plan(env.unwrapped)
     assert not idle.success and idle.carbon_kg == 0.0 and not idle.masks.any()
@@ -482,7 +482,7 @@ def test_where_the_deadline_is_out_of_reach_the_carbon_optimiser_idles(tmp_path:
     assert cost == pytest.approx(optimiser.planned_tta_h, abs=1e-9) == 1000.0
     assert min(optimiser.starts.values()) == 1000.0 == optimiser.starts["Idle"]
     # all sites for 38 rounds of the real task: not ended when the rounds run out, so no cost
-    env = gym.make("PowerTrip-Carbon-v0", split="train", jitter=False)
+    env = gym.make("PowerTrip-Carbon-v1", split="train", jitter=False)
     env.reset(seed=0)
     plan = np.ones((38, 6), dtype=bool)
     out = env.unwrapped.clairvoyant().simulate(plan[None])

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import powertrip_env  # noqa: F401  (registers the IDs)
+import powertrip_env
 from powertrip_env.dynamics import features as ft
 from powertrip_env.dynamics.layout import G_PER_J, PV_W
 from powertrip_env.dynamics.params import carbon_sources
@@ -26,7 +26,7 @@ N_SITE, N_GLOBAL = ft.N_SITE_FEATURES, ft.N_GLOBAL
 
 
 def _carbon_env(**kwargs):
-    return gym.make("PowerTrip-Carbon-Measured-v0", carbon_obs=True, **kwargs)
+    return gym.make("PowerTrip-Carbon-Measured-v1", carbon_obs=True, **kwargs)
 
 
 def _split(obs: np.ndarray, n: int, per_site: int) -> tuple[np.ndarray, np.ndarray]:
@@ -36,7 +36,8 @@ def _split(obs: np.ndarray, n: int, per_site: int) -> tuple[np.ndarray, np.ndarr
 def test_the_columns_are_added_and_nothing_else_moves() -> None:
     # catches: a carbon column written over a feature or the telemetry, the job's columns in
     # the wrong place, a space whose shape or bounds disagree, or the plain task changed
-    plain, carbon = gym.make("PowerTrip-Carbon-Measured-v0"), _carbon_env()
+    plain = gym.make("PowerTrip-Carbon-Measured-v1", carbon_obs=False)
+    carbon = _carbon_env()
     n, tel = 6, ft.N_TELEMETRY
     assert plain.observation_space.shape == (n * (N_SITE + tel) + N_GLOBAL,)
     per_site = N_SITE + ft.N_CARBON_SITE + tel
@@ -135,7 +136,7 @@ def test_the_job_columns_are_the_state_they_report() -> None:
 def test_the_vector_env_and_the_dict_shape_agree_with_the_single_env() -> None:
     # catches: the vector env or the dict split laying out the carbon columns differently
     single = _carbon_env()
-    venv = gym.make_vec("PowerTrip-Carbon-Measured-v0", num_envs=2, carbon_obs=True)
+    venv = gym.make_vec("PowerTrip-Carbon-Measured-v1", num_envs=2, carbon_obs=True)
     as_dict = _carbon_env(obs_mode="dict", max_sites=8)
     a, _ = single.reset(seed=11)
     v, _ = venv.reset(seed=[11, 12])
@@ -153,11 +154,20 @@ def test_the_vector_env_and_the_dict_shape_agree_with_the_single_env() -> None:
         d, *_ = as_dict.step(np.concatenate([action, np.zeros(2, np.int8)]))
 
 
+def test_the_carbon_tasks_observe_it_and_no_other_task_does() -> None:
+    # catches: a carbon ID registered without its observation, or another ID given it
+    for env_id in powertrip_env.CARBON_SUITE_IDS:
+        assert gym.spec(env_id).kwargs["carbon_obs"] is True
+        assert gym.make(env_id).unwrapped.params.carbon_obs
+    for env_id in (*powertrip_env.SUITE_IDS, *powertrip_env.MEASURED_SUITE_IDS):
+        assert not gym.make(env_id).unwrapped.params.carbon_obs, env_id
+
+
 @pytest.mark.parametrize("env_id", ["PowerTrip-v0", "PowerTrip-Measured-v0"])
 def test_a_carbon_observation_needs_a_carbon_file(env_id: str) -> None:
     with pytest.raises(ValueError, match=r"carbon_obs=True on scenario .*carbon_file"):
         gym.make(env_id, carbon_obs=True)
     with pytest.raises(ValueError, match=r"carbon_obs='yes': give True or False"):
-        gym.make("PowerTrip-Carbon-v0", carbon_obs="yes")
+        gym.make("PowerTrip-Carbon-v1", carbon_obs="yes")
     with pytest.raises(ValueError, match=r"carbon_obs=True on scenario"):
         gym.make_vec(env_id, num_envs=2, carbon_obs=True)
