@@ -21,6 +21,13 @@ The relaxation has three steps, each in the policy's favour:
 3. **Fractional knapsack** (``least_grams``). The cheapest cells from now to the deadline that
    hold ``U_min`` units: no policy's completed rounds can cost less.
 
+A second, tighter bound keeps what the knapsack gives away: a round's sites compute together
+and the round waits for its slowest and pays its exchange, the time to the deadline is shared by
+rounds one after another, and a large round teaches less per sample. ``round_lp_grams`` is a
+linear programme over (time block, completing site set) and (progress covered, set), each of its
+steps in the policy's favour as argued in its docstring; ``carbon_bound_kg`` takes the larger of
+the two (up to ``ROUND_LP_MAX_SITES`` sites, on a static world).
+
 A policy that misses the deadline pays ``carbon_ref_kg`` on top of what it emits, and every
 policy pays what the episode has emitted already, so the bound is that plus the smaller of the
 knapsack and ``carbon_ref_kg`` (the knapsack is infinite if the cells before the deadline
@@ -296,9 +303,10 @@ def round_lp_grams(
     rtt_s = np.where(membership, p.rtt_s[None, :], 0.0).max(axis=1)
     tx_s = np.where(membership, p.site_tx_s[None, :], 0.0).max(axis=1)
     tail = comm_time_s(p, size, rtt_s, tx_s) * comm_min + p.aggregation_s  # (K,)
-    tail_max = float(
-        comm_time_s(p, n, float(p.rtt_s.max()), float(p.site_tx_s.max())) * comm_max
-    ) + p.aggregation_s
+    tail_max = (
+        float(comm_time_s(p, n, float(p.rtt_s.max()), float(p.site_tx_s.max())) * comm_max)
+        + p.aggregation_s
+    )
     round_end = np.minimum(latest.max(axis=1) + tail_max, deadline)  # (C,)
 
     busy_w = p.powered * p.gpu_wall_w
