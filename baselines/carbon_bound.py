@@ -21,6 +21,13 @@ The relaxation has three steps, each in the policy's favour:
 3. **Fractional knapsack** (``least_grams``). The cheapest cells from now to the deadline that
    hold ``U_min`` units: no policy's completed rounds can cost less.
 
+A second, tighter bound keeps what the knapsack gives away: a round's sites compute together
+and the round waits for its slowest and pays its exchange, the time to the deadline is shared by
+rounds one after another, and a large round teaches less per sample. ``round_lp_grams`` is a
+linear programme over (time block, completing site set) and (progress covered, set), each of its
+steps in the policy's favour as argued in its docstring; ``carbon_bound_kg`` takes the larger of
+the two (up to ``ROUND_LP_MAX_SITES`` sites, on a static world).
+
 A policy that misses the deadline pays ``carbon_ref_kg`` on top of what it emits, and every
 policy pays what the episode has emitted already, so the bound is that plus the smaller of the
 knapsack and ``carbon_ref_kg`` (the knapsack is infinite if the cells before the deadline
@@ -35,7 +42,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from powertrip_env.dynamics.formulas import noise_scale_array
+from powertrip_env.dynamics.formulas import comm_time_s, noise_scale_array
+from powertrip_env.dynamics.layout import CUM_SAMPLES
 from powertrip_env.units import g_to_kg
 
 CARBON_BOUND = "CarbonBound"
@@ -70,6 +78,8 @@ def carbon_bound_kg(env: Any) -> float:
     emitted_kg = g_to_kg(float(state.carbon_g[0]))
     units = batch_units_needed(future)
     grams = least_grams(future, units)
+    if p.n_sites <= ROUND_LP_MAX_SITES and not p.moving and math.isfinite(grams):
+        grams = max(grams, round_lp_grams(future))
     return emitted_kg + min(g_to_kg(grams), p.carbon_ref_kg)
 
 
@@ -183,3 +193,293 @@ def carbon_bound_rows(env: Any, episodes: int, seed: int) -> pd.DataFrame:
         cost = carbon_bound_kg(env.unwrapped)
         rows.append({"policy": CARBON_BOUND, "episode": e, "seed": seed + e, "cost_kg": cost})
     return pd.DataFrame(rows, columns=["policy", "episode", "seed", "cost_kg"])
+
+
+# --------------------------------------------------------------------------- the round LP
+
+ROUND_LP_MAX_SITES = 16
+"""``round_lp_grams`` keeps a column per non-empty site set (2^N − 1 of them); above this many
+sites ``carbon_bound_kg`` keeps the knapsack alone."""
+ROUND_LP_BLOCK_ROWS = 3
+"""Trace rows per time block of ``round_lp_grams``: each block's rounds take the cheapest prices
+of the rows their work can reach, so shorter blocks are tighter and the LP larger."""
+ROUND_LP_SEGMENTS = 64
+"""Progress segments of ``round_lp_grams``: a round starting in a segment is credited the
+progress of one starting at the segment's lower end."""
+
+
+def round_lp_grams(
+    future: Any, block_rows: int = ROUND_LP_BLOCK_ROWS, segments: int = ROUND_LP_SEGMENTS
+) -> float:
+    """The least grid carbon (g) of the rounds that take the progress to the target before the
+    deadline, as a linear programme over (time block, completing site set) and (progress
+    segment, set); ``math.inf`` if no such rounds fit (every policy misses). Rounds of equal
+    steps (``fixed_quota``) on a static world.
+
+    Every round a policy plays from now is described by the set S of sites that complete it
+    (those that drop out, fetch or sit out add carbon and no batch; a round none completes adds
+    no progress), the time block c its start falls in (blocks of ``block_rows`` trace rows, cut
+    at now and at the deadline) and the progress segment j its start progress falls in. The LP
+    counts them: ``u[S, c]`` rounds by block and ``v[S, j]`` by segment, the same number for
+    each S (``Σ_c u[S, c] = Σ_j v[S, j]``: any pairing of blocks and segments is allowed,
+    which drops the order of time and progress, in the policy's favour). With the least
+    compute jitter ε_min, the largest ε_max, and the network's least factor:
+
+    * **Time.** A member i of S starting its round at t in block c computes its quota from t
+      or, joining, one join later, so the round lasts at least ``f_i(t) = finish(t, quota_i ·
+      ε_min) − t`` (later starts finish no earlier), then the exchange among S (its own largest
+      RTT and link, ``comm_time_s``) and aggregation: ``T[S, c] = max_i min_{t ∈ c} f_i(t) +
+      comm(S) + agg``. ``f_i`` is piecewise linear between row boundaries and the starts whose
+      compute ends on one, so its least value over a block is the least at those points and
+      the block's ends. Rounds are played back to back, each shrunk to its ``T`` still starts
+      in its block and overlaps none, so the rounds starting in block c fill at most its
+      length plus the part of the last one past its end (``h_c``, at most the longest ``T`` of
+      a block so far) minus the previous block's part in it; the last round ends by the
+      deadline (``h`` of the last block is 0: a round cut there teaches nothing). A set with a
+      member that has no powered GPU in any row of the block cannot start there, nor a round
+      whose ``T`` passes the deadline.
+    * **Grams.** Member i computes at least ``quota_i · ε_min`` samples, each at no less than
+      the least busy grid carbon per sample (``max(P·wall − pv, 0) · g / rate``) of the rows
+      from the block's start to the latest its compute can end (``finish(end of block + join,
+      quota · ε_max)``). While the round lasts and i does not compute, its powered GPUs wait
+      at idle draw, ``idle_w · P_k`` with ``P_k`` the powered GPUs of the round's start row
+      (``round._charge``; at least the block's least nonzero count), at that row's grid carbon
+      above PV. It waits at least through the exchange and aggregation, and for the slowest
+      member: ``max_j min f_j − max f_i`` (``f_i`` at ε_max and starts up to one join past the
+      block, bounded by its values at the same kinds of points, just past each); each second
+      at no less than the least idle grid carbon of the rows up to the latest end of a round
+      starting in the block. Joins, drop-outs and what a round spends beyond those only add.
+    * **Progress.** Split [P_now, P*] into segments at ``a_0 < … < a_M``. A round of S
+      starting at progress P ≥ a_j teaches at most ``ΔP(a_j, B_S) = L·η / (1 + B_noise(a_j)
+      / B_S)`` (full coverage, B_S its members' batches, ``B_noise`` rising in P). Progress
+      never falls, so the rounds starting below a_(m+1) carry it there:
+      ``Σ_{j ≤ m} Σ_S ΔP(a_j, B_S) · v[S, j] ≥ a_(m+1) − P_now`` for every m.
+
+    Every policy's rounds satisfy these constraints and cost at least the LP's grams for them,
+    so the LP's least cost (``scipy.optimize.linprog``, HiGHS) is a lower bound.
+    """
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    p, state = future.params, future.state
+    n, iv = p.n_sites, p.interval_s
+    now = float(state.time_s[0])
+    deadline = float(state.start_s[0]) + p.time_budget_s
+    p_now, need = float(state.progress[0]), float(future.progress_needed)
+    if not need > p_now:
+        return 0.0
+    last = int(deadline / iv)
+    if deadline >= (p.rows - 1) * iv or now >= deadline:
+        return math.inf if now >= deadline else 0.0  # past the calendar: left to the knapsack
+    first = int(now / iv)
+
+    jitter = future.jitter(p.max_rounds - int(state.rounds[0]))
+    eps_min = float(jitter[:, :n].min()) if jitter.size else 1.0
+    eps_max = float(jitter[:, :n].max()) if jitter.size else 1.0
+    comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
+    comm_max = float(jitter[:, n].max()) if jitter.size else 1.0
+
+    # the blocks: [start_c, end_c) of rows first + c·block_rows ...
+    r0 = np.arange(first, last + 1, block_rows)
+    r1 = np.minimum(r0 + block_rows - 1, last)
+    start_c = np.maximum(r0 * iv, now)
+    end_c = np.minimum((r1 + 1) * iv, deadline)
+    keep = end_c > start_c
+    r0, r1, start_c, end_c = r0[keep], r1[keep], start_c[keep], end_c[keep]
+    n_blocks = r0.size
+
+    cum = p.table[:, CUM_SAMPLES, :]  # (rows + 1, N): samples from row 0 to each row's start
+    work_min = p.quota * eps_min
+    work_max = p.quota * eps_max
+    f_min = _least_compute_s(future, cum, work_min, start_c, end_c, np.zeros(n), least=True)
+    f_max = _least_compute_s(future, cum, work_max, start_c, end_c, p.join_s, least=False)
+    # the latest a member's compute can end, from a start at the block's end one join later
+    latest = future.finish_s(end_c[:, None] + p.join_s[None, :], work_max)  # (C, N)
+    latest = np.minimum(latest, deadline)
+
+    membership = ((np.arange(1, 1 << n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
+    k_sets = membership.shape[0]
+    size = membership.sum(axis=1)
+    rtt_s = np.where(membership, p.rtt_s[None, :], 0.0).max(axis=1)
+    tx_s = np.where(membership, p.site_tx_s[None, :], 0.0).max(axis=1)
+    tail = comm_time_s(p, size, rtt_s, tx_s) * comm_min + p.aggregation_s  # (K,)
+    tail_max = (
+        float(comm_time_s(p, n, float(p.rtt_s.max()), float(p.site_tx_s.max())) * comm_max)
+        + p.aggregation_s
+    )
+    round_end = np.minimum(latest.max(axis=1) + tail_max, deadline)  # (C,)
+
+    busy_w = p.powered * p.gpu_wall_w
+    busy_g = np.maximum(busy_w - p.pv_w, 0.0) * p.g_per_j  # g/s per row and site
+    idle_g = np.empty((n_blocks, n))
+    startable = np.empty((n_blocks, n), dtype=bool)
+    for c in range(n_blocks):
+        lo = int(r0[c])
+        block = p.powered[lo : int(r1[c]) + 1]  # (rows, N) of the block
+        startable[c] = np.any(block > 0.0, axis=0)
+        least_powered = np.where(block > 0.0, block, np.inf).min(axis=0)
+        idle_w = p.idle_w_per_gpu * np.where(startable[c], least_powered, 0.0)
+        hi = min(int(round_end[c] / iv), p.rows - 1)
+        span = slice(lo, hi + 1)
+        idle_g[c] = (np.maximum(idle_w[None, :] - p.pv_w[span], 0.0) * p.g_per_j[span]).min(axis=0)
+
+    # (K, C): the least time and idle grams of a round of set S starting in block c
+    slowest = np.where(membership[:, None, :], f_min[None, :, :], -np.inf).max(axis=2)
+    duration = slowest + tail[:, None]
+    wait = np.maximum(slowest[:, :, None] - f_max[None, :, :], 0.0) + tail[:, None, None]
+    grams = np.where(membership[:, None, :], wait * idle_g[None, :, :], 0.0).sum(axis=2)
+    can = np.all(startable[None, :, :] | ~membership[:, None, :], axis=2)
+    can &= start_c[None, :] + duration <= deadline
+
+    # progress segments: a round of S covers progress at no more than 1 / κ[S, j] per round
+    knots = np.linspace(p_now, need, segments + 1)
+    batch = membership @ p.site_batch  # (K,)
+    per_round = p.local_steps * p.eta_local
+    most = per_round / (1.0 + float(noise_scale_array(p, p_now)) / batch)  # (K,) ΔP_max of S
+    lowest = np.maximum(knots[None, :-1] - most[:, None], p_now)  # (K, M)
+    kappa = (1.0 + noise_scale_array(p, lowest) / batch[:, None]) / per_round
+
+    # the samples a site computes in a row for rounds starting in a block: rows from the
+    # block's start to the latest its compute can end, with power
+    y_site, y_block, y_row = [], [], []
+    for c in range(n_blocks):
+        for i in range(n):
+            rows_ci = np.arange(int(r0[c]), min(int(latest[c, i] / iv), p.rows - 1) + 1)
+            rows_ci = rows_ci[p.rate[rows_ci, i] > 0.0]
+            y_site.append(np.full(rows_ci.size, i))
+            y_block.append(np.full(rows_ci.size, c))
+            y_row.append(rows_ci)
+    y_site, y_block, y_row = (np.concatenate(a) for a in (y_site, y_block, y_row))
+    rate_y = p.rate[y_row, y_site]
+    y_cost = busy_g[y_row, y_site] / rate_y
+
+    # variables: u (K·C, only where a round can start), w (K·M), h (C), y
+    cols = np.flatnonzero(can.ravel())
+    if cols.size == 0:
+        return math.inf
+    set_of, block_of = np.divmod(cols, n_blocks)
+    n_u, n_w, n_y = cols.size, k_sets * segments, y_row.size
+    n_var = n_u + n_w + n_blocks + n_y
+    w_of = n_u + np.arange(n_w).reshape(k_sets, segments)
+    h_of = n_u + n_w + np.arange(n_blocks)
+    y_of = n_u + n_w + n_blocks + np.arange(n_y)
+    cost = np.concatenate([grams.ravel()[cols], np.zeros(n_w + n_blocks), y_cost])
+
+    rows_, cols_, vals_, rhs = [], [], [], []
+    n_con = 0
+
+    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray, b: np.ndarray) -> None:
+        nonlocal n_con
+        rows_.append(n_con + r)
+        cols_.append(c)
+        vals_.append(v)
+        rhs.append(b)
+        n_con += b.size
+
+    # time: Σ_S T u[S, c] + h_(c−1) − h_c ≤ length of c
+    add(
+        np.concatenate([block_of, np.arange(n_blocks), np.arange(1, n_blocks)]),
+        np.concatenate([np.arange(n_u), h_of, h_of[:-1]]),
+        np.concatenate([duration.ravel()[cols], -np.ones(n_blocks), np.ones(n_blocks - 1)]),
+        end_c - start_c,
+    )
+    # coverage: −Σ_S w[S, j] ≤ −(a_(j+1) − a_j)
+    add(np.tile(np.arange(segments), k_sets), w_of.ravel(), -np.ones(n_w), -np.diff(knots))
+    # rounds: Σ_j κ[S, j] w[S, j] − Σ_c u[S, c] ≤ 0
+    add(
+        np.concatenate([np.repeat(np.arange(k_sets), segments), set_of]),
+        np.concatenate([w_of.ravel(), np.arange(n_u)]),
+        np.concatenate([kappa.ravel(), -np.ones(n_u)]),
+        np.zeros(k_sets),
+    )
+    # work: Σ_(S ∋ i) quota_i ε_min u[S, c] − Σ_r y[i, c, r] ≤ 0
+    mem_u = membership[set_of]  # (n_u, N)
+    u_idx, u_site = np.nonzero(mem_u)
+    add(
+        np.concatenate([block_of[u_idx] * n + u_site, y_block * n + y_site]),
+        np.concatenate([u_idx, y_of]),
+        np.concatenate([work_min[u_site], -np.ones(n_y)]),
+        np.zeros(n_blocks * n),
+    )
+    # a row's samples: Σ_c y[i, c, r] ≤ rate · the row's time between now and the deadline
+    key = (y_row - first) * n + y_site
+    width = np.minimum((np.arange(first, last + 1) + 1) * iv, deadline) - np.maximum(
+        np.arange(first, last + 1) * iv, now
+    )
+    cap = np.full((last - first + 1) * n, 0.0)
+    cap[key] = rate_y * width[y_row - first]
+    add(key, y_of, np.ones(n_y), cap)
+    a_ub = sparse.csr_matrix(
+        (np.concatenate(vals_), (np.concatenate(rows_), np.concatenate(cols_))),
+        shape=(n_con, n_var),
+    )
+    b_ub = np.concatenate(rhs)
+
+    longest = np.maximum.accumulate(np.where(can, duration, 0.0).max(axis=0))
+    bounds = np.zeros((n_var, 2))
+    bounds[:, 1] = np.inf
+    bounds[h_of, 1] = longest
+    bounds[h_of[-1], 1] = 0.0
+    result = linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=b_ub,
+        bounds=bounds,
+        method="highs",
+    )
+    if result.status == 2:  # infeasible: no rounds reach the target before the deadline
+        return math.inf
+    if result.status != 0:
+        raise RuntimeError(f"round LP: {result.message}")
+    return float(result.fun)
+
+
+def _least_compute_s(
+    future: Any,
+    cum: np.ndarray,
+    work: np.ndarray,
+    start_c: np.ndarray,
+    end_c: np.ndarray,
+    reach: np.ndarray,
+    least: bool,
+) -> np.ndarray:
+    """(C, N): per block and site, the least (``least``) or a bound on the most compute time
+    ``finish(t, work) − t`` over starts t in [start_c, end_c + reach_i].
+
+    Between the row boundaries and the starts whose compute ends exactly on a row boundary,
+    ``finish`` and ``t`` are both linear (one row's rate at each end), so the extremes over an
+    interval are at those points or its ends. ``finish`` (the first time the cumulative
+    samples reach the target) can only jump up, at a start whose target lands on a stretch
+    without power: the least is its value there, and the most is bounded by its value for a
+    hair more work (``finish`` only grows with the work).
+    """
+    p = future.params
+    iv = p.interval_s
+    n = p.n_sites
+    lo_all, hi_all = float(start_c[0]), float(np.max(end_c + reach.max()))
+    extra = 1.0 if least else 1.0 + 1e-9
+    out = np.empty((start_c.size, n))
+    k_lo = int(lo_all / iv)
+    k_hi = min(int(hi_all / iv) + 1, p.rows)
+    bounds = iv * np.arange(k_lo, k_hi + 1)
+    for i in range(n):
+        c_i = cum[:, i]
+        # starts whose compute of `work` ends on a row boundary at or after lo_all
+        ends = c_i[k_lo:] - work[i]
+        ends = ends[(ends >= c_i[k_lo]) & (ends <= c_i[min(k_hi, c_i.size - 1)])]
+        k = np.searchsorted(c_i, ends, side="left")  # c[k−1] < y ≤ c[k]
+        k = np.maximum(k, 1)
+        rate = p.rate[np.minimum(k - 1, p.rate.shape[0] - 1), i]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            back = (k - 1) * iv + np.where(rate > 0.0, (ends - c_i[k - 1]) / rate, 0.0)
+        cand = np.unique(np.concatenate([bounds, back, start_c, end_c + reach[i]]))
+        cand = cand[(cand >= lo_all) & (cand <= hi_all)]
+        begin = np.zeros((cand.size, n))
+        begin[:, i] = cand
+        f = future.finish_s(begin, np.where(np.arange(n) == i, work * extra, 0.0))[:, i] - cand
+        left = np.searchsorted(cand, start_c, side="left")
+        right = np.searchsorted(cand, end_c + reach[i], side="right")
+        for c in range(start_c.size):
+            part = f[left[c] : right[c]]
+            out[c, i] = part.min() if least else part.max()
+    return out

@@ -28,6 +28,7 @@ from powertrip_env.baselines.carbon_bound import (
     cells,
     compute_jitter_min,
     least_grams,
+    round_lp_grams,
 )
 from powertrip_env.baselines.registry import make_policy
 from powertrip_env.dynamics import episode_unknowns
@@ -267,3 +268,110 @@ def test_bound_rows_are_the_evaluated_episodes(carbon_env: gym.Env) -> None:
     for e in range(2):
         carbon_env.reset(seed=5 + e)  # evaluate's episode e of seed 5
         assert rows["cost_kg"][e] == carbon_bound_kg(carbon_env)
+
+
+# --------------------------------------------------------------------------- the round LP
+
+
+@pytest.mark.parametrize(
+    ("env_id", "seed"), [("PowerTrip-Carbon-v0", 1), ("PowerTrip-Carbon-Measured-v0", 0)]
+)
+def test_round_lp_is_below_the_clairvoyant_plan_and_above_the_knapsack(
+    env_id: str, seed: int
+) -> None:
+    # the benchmark's episodes (test split, no jitter, reset with the benchmark's seed 0 + e):
+    # the bound is at most CarbonOptimiser's cost and CarbonGreedy's, and at least the knapsack
+    env = gym.make(env_id, split="test", jitter=False)
+    env.reset(seed=seed)
+    future = env.unwrapped.clairvoyant()
+    knapsack = least_grams(future, batch_units_needed(future)) / 1000.0
+    lp = round_lp_grams(future) / 1000.0
+    bound = carbon_bound_kg(env)
+    assert bound == pytest.approx(max(knapsack, lp), rel=1e-12)
+    assert lp > knapsack  # the LP tightens it here
+    for name in ("CarbonOptimiser", "CarbonGreedy"):
+        cost, _ = _play(env, name, seed)
+        assert bound <= cost + 1e-9, (name, bound, cost)
+    env.close()
+
+
+def _toy_future(
+    rate: list[float], busy_g: list[float], idle_g: list[float], budget_s: float, real: Any
+) -> Any:
+    """A world of constant rate and prices per site: γ = 0 (B_noise = B0), a ring all-reduce
+    (a lone site exchanges nothing), no jitter, every row alike."""
+    from types import SimpleNamespace
+
+    from powertrip_env.dynamics.layout import CUM_SAMPLES
+
+    n, rows, iv = len(rate), 2000, 300.0
+    r = np.broadcast_to(np.array(rate, float), (rows, n)).copy()
+    table = np.zeros((rows + 1, 8, n))
+    table[1:, CUM_SAMPLES] = np.cumsum(r * iv, axis=0)
+    powered = np.full((rows, n), 10.0)
+    wall = np.array(busy_g, float) / 10.0  # g_per_j = 1: a GPU's wall watts are its grams/s
+    p = SimpleNamespace(
+        consts=real.params.consts,  # the scenario's ring all-reduce
+        n_sites=n,
+        interval_s=iv,
+        rows=rows,
+        time_budget_s=budget_s,
+        max_rounds=1000,
+        fixed_time=False,
+        moving=False,
+        quota=np.full(n, 1000.0),
+        site_batch=np.full(n, 512.0),
+        join_s=np.full(n, 60.0),
+        rtt_s=np.full(n, 0.01),
+        site_tx_s=np.full(n, 5.0),
+        aggregation_s=5.0,
+        rate=r,
+        powered=powered,
+        gpu_wall_w=wall,
+        idle_w_per_gpu=np.array(idle_g, float) / 10.0,
+        pv_w=np.zeros((rows, n)),
+        g_per_j=np.ones((rows, n)),
+        table=table,
+        local_steps=500,
+        eta_local=0.9,
+        noise_b0=3500.0,
+        noise_p_b=22500.0,
+        noise_gamma=0.0,
+        carbon_ref_kg=1000.0,
+    )
+    state = SimpleNamespace(
+        time_s=np.array([3000.0]),
+        start_s=np.array([3000.0]),
+        progress=np.array([0.0]),
+        carbon_g=np.array([0.0]),
+        rounds=np.array([0.0]),
+    )
+    return SimpleNamespace(
+        params=p,
+        state=state,
+        progress_needed=4500.0,
+        jitter=lambda rounds: np.empty((0, n + 1)),
+        finish_s=lambda begin, work: begin + np.asarray(work) / r[0],
+    )
+
+
+def test_round_lp_on_a_toy_world_is_its_hand_computed_cost(carbon_env: gym.Env) -> None:
+    carbon_env.reset(seed=0)
+    real = carbon_env.unwrapped.clairvoyant()
+    # one site: 100 samples/s, quota 1000 → 10 s of compute, then 5 s of aggregation (a lone
+    # site exchanges nothing in a ring); 2 g/s busy, 0.5 g/s idle. B_noise = 3500 throughout,
+    # so every round teaches 450 / (1 + 3500/512) and the target (4500) takes that many rounds
+    rounds = 4500.0 / (450.0 / (1.0 + 3500.0 / 512.0))
+    future = _toy_future([100.0], [2.0], [0.5], 36 * 3600.0, real)
+    expected = rounds * (10.0 * 2.0 + 5.0 * 0.5)
+    assert round_lp_grams(future) == pytest.approx(expected, rel=1e-6)
+    # the knapsack charges the busy samples alone at one site-batch per round: less
+    units = batch_units_needed(future)
+    assert units == pytest.approx(rounds * 512.0, rel=1e-9)
+    assert least_grams(future, units) < expected
+    # two sites, the second twice as dear: with time to spare, the cheap one alone
+    future = _toy_future([100.0, 100.0], [2.0, 4.0], [0.5, 1.0], 36 * 3600.0, real)
+    assert round_lp_grams(future) == pytest.approx(expected, rel=1e-6)
+    # a deadline shorter than the rounds take: no round fits enough, every policy misses
+    short = _toy_future([100.0], [2.0], [0.5], rounds * 15.0 * 0.9, real)
+    assert round_lp_grams(short) == math.inf
