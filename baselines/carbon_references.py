@@ -5,8 +5,10 @@ for a missed deadline, ``rewards.CarbonCost``'s return in kilograms).
 * ``BestFixedCarbon`` knows the whole episode in hindsight and plays the one site set of least
   carbon cost.
 * ``CarbonOptimiser`` starts from the complete episodes of the deployable baselines, the best
-  fixed sets and idling to the deadline, and improves the cheapest with the ``Optimiser``'s
-  moves: the carbon tasks' normaliser, never beaten by a shipped policy.
+  fixed sets, a fixed set after a wait (``time_shift_carbon``) and idling to the deadline, and
+  improves the cheapest with the ``Optimiser``'s moves and moves that wait
+  (``references.carbon_moves``): the carbon tasks' normaliser, never beaten by a shipped
+  policy.
 
 ``baselines/carbon_bound.py`` bounds them from below. Neither is a deployable policy.
 """
@@ -138,20 +140,23 @@ class CarbonOptimiser(BeamPlanner):
 
     It starts from the complete episodes ``BeamPlanner`` starts from (PowerTrip, MyopicOptimal
     and every deployable baseline it is given, the carbon rules among them, each played on a
-    copy of the episode), from the best fixed sets for time and for carbon and from idling to
-    the deadline (``idle_plan``: the cheapest plan where the deadline is out of reach), takes the
-    cheapest, then improves it with ``Optimiser``'s moves scored on the carbon cost
-    (``improve_plan(objective="carbon")``) while one strictly lowers it. Every plan it keeps is
-    replayed exactly by the env, so its cost is feasible and at most every starting policy's in
-    the same episode: ``reference_never_beaten`` holds by construction. There is no beam: the
-    beam scores children by the time they take, not by what they emit. ``planned_tta_h`` holds
-    the plan's cost (kg), ``starts`` every start's.
+    copy of the episode), from the best fixed sets for time and for carbon, from a fixed set
+    after the wait that suits it best (``time_shift_carbon``) and from idling to the deadline
+    (``idle_plan``: the cheapest plan where the deadline is out of reach), and takes the
+    cheapest. Two descents on the carbon cost (``improve_plan(objective="carbon")``), the
+    cheaper kept: ``Optimiser``'s moves for at most ``iterations`` steps, then those and the
+    moves that wait (``carbon_neighbours``) for at most ``idle_iterations``; and the latter
+    from the start for at most ``idle_iterations``. Every step strictly lowers the cost and
+    every plan it keeps is replayed exactly by the env, so its cost is feasible and at most
+    every starting policy's in the same episode: ``reference_never_beaten`` holds by
+    construction. There is no beam: the beam scores children by the time they take, not by
+    what they emit. ``planned_tta_h`` holds the plan's cost (kg), ``starts`` every start's.
     """
 
     name = "CarbonOptimiser"
 
     def __init__(
-        self, *args: Any, iterations: int = 60, idle_iterations: int = 40, **kwargs: Any
+        self, *args: Any, iterations: int = 60, idle_iterations: int = 12, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
         if iterations < 0 or idle_iterations < 0:
@@ -176,18 +181,22 @@ class CarbonOptimiser(BeamPlanner):
         self.starts = {run.name: cost for run, cost in zip(runs, costs, strict=True)}
         first = int(np.argmin(costs))  # ties: the earlier in the list
         plan, cost, self.source = runs[first].masks, costs[first], runs[first].name
-        # the Optimiser's moves first, then those that idle too (moves of several lengths,
-        # each played from the plan's state where it first differs)
+        # two descents, the cheaper kept: the Optimiser's moves to a local optimum, then those
+        # that idle too; and both kinds from the start (they reach different optima). The idle
+        # moves have several lengths and are played from the plan's state where each differs.
         best, better = improve_plan(self.env, plan, cost, self.iterations, _carbon_cost)
-        best, better = improve_plan(
-            self.env,
-            best,
-            better,
-            self.idle_iterations,
-            _carbon_cost,
-            moves=carbon_neighbours,
-            suffix=True,
-        )
+        for origin, value in ((best, better), (plan, cost)):
+            found, lower = improve_plan(
+                self.env,
+                origin,
+                value,
+                self.idle_iterations,
+                _carbon_cost,
+                moves=carbon_neighbours,
+                suffix=True,
+            )
+            if lower < better:
+                best, better = found, lower
         if better < cost:
             plan, self.source = best, "local search"
         self.improved_kg = cost - min(better, cost)

@@ -525,7 +525,7 @@ def plan_moves(plan: np.ndarray) -> np.ndarray:
     return np.unique(stack[keep], axis=0)
 
 
-IDLE_LENGTHS = (1, 3, 6, 12, 24)
+IDLE_LENGTHS = (1, 4, 12, 36)
 """The idle runs ``carbon_moves`` inserts, in rounds (an idle round lasts one trace row)."""
 
 
