@@ -5,8 +5,10 @@ for a missed deadline, ``rewards.CarbonCost``'s return in kilograms).
 * ``BestFixedCarbon`` knows the whole episode in hindsight and plays the one site set of least
   carbon cost.
 * ``CarbonOptimiser`` starts from the complete episodes of the deployable baselines, the best
-  fixed sets and idling to the deadline, and improves the cheapest with the ``Optimiser``'s
-  moves: the carbon tasks' normaliser, never beaten by a shipped policy.
+  fixed sets, a fixed set after a wait (``time_shift_carbon``) and idling to the deadline, and
+  improves the cheapest with the ``Optimiser``'s moves and moves that wait
+  (``references.carbon_moves``): the carbon tasks' normaliser, never beaten by a shipped
+  policy.
 
 ``baselines/carbon_bound.py`` bounds them from below. Neither is a deployable policy.
 """
@@ -21,10 +23,12 @@ from powertrip_env.baselines.references import (
     BeamPlanner,
     BestFixedSet,
     PolicyRun,
+    carbon_moves,
     fixed_set_candidates,
     improve_plan,
+    plan_moves,
 )
-from powertrip_env.units import g_to_kg
+from powertrip_env.units import g_to_kg, h_to_s
 
 
 def carbon_cost_from_kg(params: Any, carbon_kg: Any, success: Any) -> np.ndarray:
@@ -83,6 +87,41 @@ def best_fixed_carbon(env: Any) -> PolicyRun:
     )
 
 
+def time_shift_carbon(env: Any, every: int = 3) -> PolicyRun:
+    """The cheapest plan (``carbon_cost_kg``) that idles k rounds from the env's current state,
+    then plays one fixed set to the end: the sets that keep the deadline when played now, k
+    every ``every`` rounds up to the time each leaves to spare (an idle round lasts
+    ``idle_s``), all in one batch. In hindsight it waits for the cleanest window a fixed set
+    has time for: an upper end that idles in dirty hours. Ties: the shorter wait, then the
+    lower candidate index. Without a set that keeps the deadline, the best fixed set."""
+    future = env.clairvoyant()
+    p = future.params
+    now = int(future.state.rounds[0])
+    masks = fixed_set_candidates(env)
+    fixed = future.simulate(masks)
+    ok = np.flatnonzero(fixed.success)
+    if ok.size == 0:
+        return best_fixed_carbon(env)
+    spare = (p.time_budget_s - h_to_s(fixed.tta_h[ok])) / p.idle_s
+    waits = [np.arange(0, int(k) + 1, every) for k in spare]
+    wait = np.concatenate(waits)
+    which = np.concatenate([np.full(w.size, j) for j, w in zip(ok, waits, strict=True)])
+    length = int(wait.max()) + int(fixed.state.rounds[ok].max()) - now + 16
+    plans = np.repeat(masks[which][:, None, :], length, axis=1)
+    plans[np.arange(length)[None, :] < wait[:, None]] = False
+    out = future.simulate(plans)
+    cost = _carbon_cost(p, out)
+    best = int(np.lexsort((np.arange(cost.size), wait, cost))[0])
+    rounds = max(int(out.state.rounds[best]) - now, 1)
+    return PolicyRun(
+        "TimeShiftCarbon",
+        plans[best, :rounds],
+        float(out.tta_h[best]),
+        bool(out.success[best]),
+        g_to_kg(float(out.state.carbon_g[best])) if np.isfinite(cost[best]) else float("nan"),
+    )
+
+
 class BestFixedCarbon(BestFixedSet):
     """CLAIRVOYANT REFERENCE: ``BestFixedSet`` on the carbon objective: the one set whose
     episode, in hindsight, has the least grid carbon, a missed deadline priced in
@@ -101,38 +140,73 @@ class CarbonOptimiser(BeamPlanner):
 
     It starts from the complete episodes ``BeamPlanner`` starts from (PowerTrip, MyopicOptimal
     and every deployable baseline it is given, the carbon rules among them, each played on a
-    copy of the episode), from the best fixed sets for time and for carbon and from idling to
-    the deadline (``idle_plan``: the cheapest plan where the deadline is out of reach), takes the
-    cheapest, then improves it with ``Optimiser``'s moves scored on the carbon cost
-    (``improve_plan(objective="carbon")``) while one strictly lowers it. Every plan it keeps is
-    replayed exactly by the env, so its cost is feasible and at most every starting policy's in
-    the same episode: ``reference_never_beaten`` holds by construction. There is no beam: the
-    beam scores children by the time they take, not by what they emit. ``planned_tta_h`` holds
-    the plan's cost (kg), ``starts`` every start's.
+    copy of the episode), from the best fixed sets for time and for carbon, from a fixed set
+    after the wait that suits it best (``time_shift_carbon``) and from idling to the deadline
+    (``idle_plan``: the cheapest plan where the deadline is out of reach), and takes the
+    cheapest. Two descents on the carbon cost (``improve_plan(objective="carbon")``), the
+    cheaper kept: ``Optimiser``'s moves for at most ``iterations`` steps, then those and the
+    moves that wait (``carbon_neighbours``) for at most ``idle_iterations``; and the latter
+    from the start for at most ``idle_iterations``. Every step strictly lowers the cost and
+    every plan it keeps is replayed exactly by the env, so its cost is feasible and at most
+    every starting policy's in the same episode: ``reference_never_beaten`` holds by
+    construction. There is no beam: the beam scores children by the time they take, not by
+    what they emit. ``planned_tta_h`` holds the plan's cost (kg), ``starts`` every start's.
     """
 
     name = "CarbonOptimiser"
 
-    def __init__(self, *args: Any, iterations: int = 60, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, iterations: int = 60, idle_iterations: int = 12, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        if iterations < 0:
-            raise ValueError(f"CarbonOptimiser: iterations={iterations} must be >= 0")
+        if iterations < 0 or idle_iterations < 0:
+            raise ValueError(
+                f"CarbonOptimiser: iterations={iterations} and idle_iterations={idle_iterations} "
+                "must be >= 0"
+            )
         self.iterations = iterations
+        self.idle_iterations = idle_iterations
         self.improved_kg = 0.0
 
     def search(self) -> tuple[list[np.ndarray], float]:
         future = self.env.clairvoyant()
         self._first_round = int(future.state.rounds[0])
-        runs = [*self.starting_plans(), best_fixed_carbon(self.env), idle_plan(self.env)]
+        runs = [
+            *self.starting_plans(),
+            best_fixed_carbon(self.env),
+            time_shift_carbon(self.env),
+            idle_plan(self.env),
+        ]
         costs = [_plan_cost(future, run) for run in runs]
         self.starts = {run.name: cost for run, cost in zip(runs, costs, strict=True)}
         first = int(np.argmin(costs))  # ties: the earlier in the list
         plan, cost, self.source = runs[first].masks, costs[first], runs[first].name
+        # two descents, the cheaper kept: the Optimiser's moves to a local optimum, then those
+        # that idle too; and both kinds from the start (they reach different optima). The idle
+        # moves have several lengths and are played from the plan's state where each differs.
         best, better = improve_plan(self.env, plan, cost, self.iterations, _carbon_cost)
+        for origin, value in ((best, better), (plan, cost)):
+            found, lower = improve_plan(
+                self.env,
+                origin,
+                value,
+                self.idle_iterations,
+                _carbon_cost,
+                moves=carbon_neighbours,
+                suffix=True,
+            )
+            if lower < better:
+                best, better = found, lower
         if better < cost:
             plan, self.source = best, "local search"
         self.improved_kg = cost - min(better, cost)
         return list(plan), min(better, cost)
+
+
+def carbon_neighbours(plan: np.ndarray) -> list[np.ndarray]:
+    """The carbon optimiser's moves of ``plan``: the ``Optimiser``'s (``plan_moves``), then
+    those that idle (``carbon_moves``)."""
+    return [*plan_moves(plan), *carbon_moves(plan)]
 
 
 def _plan_cost(future: Any, run: PolicyRun) -> float:

@@ -409,30 +409,94 @@ def improve_plan(
     tta_h: float,
     iterations: int = 40,
     cost: Callable[[Any, Any], np.ndarray] = _time_cost,
+    moves: Callable[[np.ndarray], np.ndarray | Sequence[np.ndarray]] | None = None,
+    suffix: bool = False,
 ) -> tuple[np.ndarray, float]:
     """CLAIRVOYANT: ``plan`` (R, N), whose TTA from the env's current state is ``tta_h``,
     improved by the moves of ``Optimiser`` while one is strictly faster; (plan, its TTA).
 
     ``cost(params, trajectory)`` scores the moves played to the end, lower better (default: the
     TTA, inf on failure); with another, ``tta_h`` is the plan's value of it
-    (``carbon_references.CarbonOptimiser`` passes the carbon cost)."""
+    (``carbon_references.CarbonOptimiser`` passes the carbon cost). ``moves(plan)`` gives the
+    neighbours tried each iteration, as one (M, R, N) array or plans of any lengths (default:
+    ``plan_moves``; the carbon optimiser adds ``carbon_moves``, which idle). With ``suffix``,
+    each move is played from the plan's state at the first round it changes (the same rounds,
+    so the same outcome, in about half the work)."""
     future = env.clairvoyant()
     rounds_left = future.params.max_rounds - int(future.state.rounds[0])
+    generate = plan_moves if moves is None else moves
     for _ in range(iterations):
-        moves = plan_moves(plan)
-        if moves.shape[0] == 0:
+        if suffix:
+            found = _best_move_from_states(future, plan, generate(plan), cost)
+            if found is None:
+                break
+            move, value, played = found
+        else:
+            batch = pad_plans(generate(plan), plan.shape[0], rounds_left)
+            if batch.shape[0] == 0:
+                break
+            out = future.simulate(batch)
+            tta = cost(future.params, out)
+            i = int(np.argmin(tta))
+            move, value = batch[i], float(tta[i])
+            played = int(out.state.rounds[i]) - int(future.state.rounds[0])
+        if not value < tta_h - 1e-12:
             break
-        # room for a move that makes the episode longer: the last set goes on
-        extra = min(max(plan.shape[0] // 4, 16), max(rounds_left - plan.shape[0], 0))
-        tail = np.repeat(moves[:, -1:], extra, axis=1)
-        out = future.simulate(np.concatenate([moves, tail], axis=1))
-        tta = cost(future.params, out)
-        i = int(np.argmin(tta))
-        if not tta[i] < tta_h - 1e-12:
-            break
-        played = int(out.state.rounds[i]) - int(future.state.rounds[0])
-        plan, tta_h = np.concatenate([moves[i], tail[i]])[:played], float(tta[i])
+        plan, tta_h = move[:played], value
     return plan, tta_h
+
+
+def _best_move_from_states(
+    future: Any,
+    plan: np.ndarray,
+    moves: np.ndarray | Sequence[np.ndarray],
+    cost: Callable[[Any, Any], np.ndarray],
+) -> tuple[np.ndarray, float, int] | None:
+    """The cheapest of ``moves`` (ties: the first), each played from ``plan``'s state before
+    the first round where it differs from ``plan``: (the move padded with its last set, its
+    cost, the rounds it played from the episode's current state); None without moves."""
+    moves = list(moves)
+    if not moves:
+        return None
+    r = plan.shape[0]
+    first = np.empty(len(moves), dtype=np.intp)
+    for j, m in enumerate(moves):
+        k = min(m.shape[0], r)
+        differ = np.flatnonzero((m[:k] != plan[:k]).any(axis=1))
+        first[j] = min(differ[0] if differ.size else k, r - 1)
+    states = [future.state.data]  # the plan's state before each round it plays
+    now = future.state
+    for row in range(int(first.max())):
+        now = future.simulate(plan[row][None, None], now, rounds=1).state
+        states.append(now.data)
+    start = type(future.state)(np.concatenate(states)[first])
+    tails = [m[p:] for m, p in zip(moves, first, strict=True)]
+    batch = pad_plans(tails, r, np.iinfo(np.int32).max)
+    out = future.simulate(batch, start)
+    value = cost(future.params, out)
+    i = int(np.argmin(value))
+    played = int(out.state.rounds[i]) - int(future.state.rounds[0])
+    return np.concatenate([moves[i][: first[i]], batch[i]]), float(value[i]), played
+
+
+def pad_plans(
+    plans: np.ndarray | Sequence[np.ndarray], rounds: int, rounds_left: int
+) -> np.ndarray:
+    """(M, T, N): ``plans`` (of any lengths) each played on past its end with its last set, so
+    a move that makes the episode longer than ``rounds`` (the plan it came from) has room:
+    T is the longest plan plus a quarter of ``rounds`` (at least 16 rounds), at most
+    ``rounds_left`` unless a plan is longer."""
+    if isinstance(plans, np.ndarray):
+        plans = list(plans) if plans.shape[0] else []
+    if not plans:
+        return np.zeros((0, rounds, 0), dtype=bool)
+    longest = max(p.shape[0] for p in plans)
+    total = max(longest, min(longest + max(rounds // 4, 16), rounds_left))
+    out = np.empty((len(plans), total, plans[0].shape[1]), dtype=bool)
+    for j, p in enumerate(plans):
+        out[j, : p.shape[0]] = p
+        out[j, p.shape[0] :] = p[-1]
+    return out
 
 
 def plan_moves(plan: np.ndarray) -> np.ndarray:
@@ -459,6 +523,56 @@ def plan_moves(plan: np.ndarray) -> np.ndarray:
     stack = np.stack(moves)
     keep = ~(stack == plan[None]).all(axis=(1, 2))
     return np.unique(stack[keep], axis=0)
+
+
+IDLE_LENGTHS = (1, 4, 12, 36)
+"""The idle runs ``carbon_moves`` inserts, in rounds (an idle round lasts one trace row)."""
+
+
+def carbon_moves(plan: np.ndarray, lengths: Sequence[int] = IDLE_LENGTHS) -> list[np.ndarray]:
+    """Plans (of several lengths) that wait: ``plan`` (R, N) with idle rounds (all False) put
+    in or taken out, for an objective that prices when a round is played (the carbon cost),
+    not only how long the episode lasts. For each k of ``lengths``:
+
+    * k idle rounds inserted before round p, the rest played k rounds later: p at the start,
+      at each change of set and every R/32 rounds between (training shifted to later hours);
+    * the k rounds from p replaced by idle rounds, the rest played after them (a dirty
+      stretch skipped, the work made up at the end);
+    * k rounds taken out of each run of idle rounds, or the whole run (training shifted to
+      earlier hours), and the run moved k rounds earlier or later.
+
+    Every row of a move is a set a plan may request (an idle row is all False); the caller
+    pads them to one length and plays them to the end (``improve_plan``)."""
+    r, n = plan.shape
+    idle = ~plan.any(axis=1)
+    change = np.flatnonzero((plan[1:] != plan[:-1]).any(axis=1)) + 1
+    step = max(r // 32, 1)
+    at = np.unique(np.concatenate([[0], change, np.arange(step, r, step)]))
+    gap = np.zeros((max(lengths), n), dtype=bool)
+    out: list[np.ndarray] = []
+    for p in at:
+        for k in lengths:
+            out.append(np.concatenate([plan[:p], gap[:k], plan[p:]]))
+            if p + k < r and not idle[p : p + k].all():
+                out.append(np.concatenate([plan[:p], gap[:k], plan[p + k :]]))
+    runs = _runs(idle)
+    for a, e in runs:
+        out.append(np.concatenate([plan[:a], plan[e:]]))
+        for k in lengths:
+            if k < e - a:
+                out.append(np.concatenate([plan[:a], plan[a + k :]]))
+            # the run moved: k rounds earlier (the k before it played after) or later
+            if a - k >= 0:
+                out.append(np.concatenate([plan[: a - k], plan[a:e], plan[a - k : a], plan[e:]]))
+            if e + k <= r:
+                out.append(np.concatenate([plan[:a], plan[e : e + k], plan[a:e], plan[e + k :]]))
+    return [m for m in out if m.shape[0] > 0 and m.any()]
+
+
+def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """[a, e) of each run of True in ``flags``."""
+    edges = np.diff(np.concatenate([[0], flags.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
 
 
 def _subsets_of(idx: np.ndarray, n: int) -> np.ndarray:
