@@ -43,7 +43,6 @@ import numpy as np
 import pandas as pd
 
 from powertrip_env.dynamics.formulas import comm_time_s, noise_scale_array
-from powertrip_env.dynamics.layout import CUM_SAMPLES
 from powertrip_env.units import g_to_kg
 
 CARBON_BOUND = "CarbonBound"
@@ -288,7 +287,7 @@ def round_lp_grams(
     r0, r1, start_c, end_c = r0[keep], r1[keep], start_c[keep], end_c[keep]
     n_blocks = r0.size
 
-    cum = p.table[:, CUM_SAMPLES, :]  # (rows + 1, N): samples from row 0 to each row's start
+    cum = p.cum_samples  # (rows + 1, N): samples from row 0 to each row's start
     work_min = p.quota * eps_min
     work_max = p.quota * eps_max
     f_min = _least_compute_s(future, cum, work_min, start_c, end_c, np.zeros(n), least=True)

@@ -65,11 +65,23 @@ def main() -> None:
         default="registered",
         help="the carbon observation: as the ID registers it, or forced",
     )
+    parser.add_argument("--n-envs", type=int, default=8)
+    parser.add_argument("--gamma", type=float, default=None, help="PPO's (default: SB3's)")
     args = parser.parse_args()
+    ppo_kwargs = {} if args.gamma is None else {"gamma": args.gamma}
     env_kwargs = {} if args.carbon_obs == "registered" else {"carbon_obs": args.carbon_obs == "on"}
     rows = []
     for seed in args.seeds:
-        row = run(args.env, args.steps, seed, args.shaping, args.episodes, env_kwargs)
+        row = run(
+            args.env,
+            args.steps,
+            seed,
+            args.shaping,
+            args.episodes,
+            env_kwargs,
+            args.n_envs,
+            ppo_kwargs,
+        )
         rows.append(row)
         print(
             f"{args.env} shaping={args.shaping} seed {seed}: in time {row['in_time']:.0%}, "

@@ -274,7 +274,7 @@ def test_bound_rows_are_the_evaluated_episodes(carbon_env: gym.Env) -> None:
 
 
 @pytest.mark.parametrize(
-    ("env_id", "seed"), [("PowerTrip-Carbon-v0", 1), ("PowerTrip-Carbon-Measured-v0", 0)]
+    ("env_id", "seed"), [("PowerTrip-Carbon-v1", 1), ("PowerTrip-Carbon-Measured-v1", 0)]
 )
 def test_round_lp_is_below_the_clairvoyant_plan_and_above_the_knapsack(
     env_id: str, seed: int
@@ -302,12 +302,10 @@ def _toy_future(
     (a lone site exchanges nothing), no jitter, every row alike."""
     from types import SimpleNamespace
 
-    from powertrip_env.dynamics.layout import CUM_SAMPLES
-
     n, rows, iv = len(rate), 2000, 300.0
     r = np.broadcast_to(np.array(rate, float), (rows, n)).copy()
-    table = np.zeros((rows + 1, 8, n))
-    table[1:, CUM_SAMPLES] = np.cumsum(r * iv, axis=0)
+    cum_samples = np.zeros((rows + 1, n))
+    cum_samples[1:] = np.cumsum(r * iv, axis=0)
     powered = np.full((rows, n), 10.0)
     wall = np.array(busy_g, float) / 10.0  # g_per_j = 1: a GPU's wall watts are its grams/s
     p = SimpleNamespace(
@@ -331,7 +329,7 @@ def _toy_future(
         idle_w_per_gpu=np.array(idle_g, float) / 10.0,
         pv_w=np.zeros((rows, n)),
         g_per_j=np.ones((rows, n)),
-        table=table,
+        cum_samples=cum_samples,
         local_steps=500,
         eta_local=0.9,
         noise_b0=3500.0,

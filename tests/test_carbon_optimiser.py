@@ -28,7 +28,7 @@ from powertrip_env.baselines.references import (
 from powertrip_env.dynamics.layout import CUM_BUSY_G, G_PER_J, POWERED, PV_W
 from powertrip_env.dynamics.tables import current_row
 
-ID = "PowerTrip-Carbon-v0"
+ID = "PowerTrip-Carbon-v1"
 FAST = {"split": "train", "jitter": False}
 
 

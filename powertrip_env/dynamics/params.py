@@ -78,6 +78,8 @@ class SimParams:
     rate: np.ndarray = field(init=False, repr=False)
     pv_w: np.ndarray = field(init=False, repr=False)  # (rows, N) on-site PV output (W)
     g_per_j: np.ndarray = field(init=False, repr=False)  # (rows, N) grid carbon (g/J; 0: none)
+    # (rows + 1, N) samples the powered GPUs compute from row 0 to each row's start
+    cum_samples: np.ndarray = field(init=False, repr=False)
     # per site, (N,): the rows of ``site`` (layout.SITE_FIELDS has their meaning), as views
     gpu_count: np.ndarray = field(init=False, repr=False)
     gpu_wall_w: np.ndarray = field(init=False, repr=False)
@@ -144,6 +146,7 @@ class SimParams:
         put(self, "rate", self.table[:rows, RATE])
         put(self, "pv_w", self.table[:rows, PV_W])
         put(self, "g_per_j", self.table[:rows, G_PER_J])
+        put(self, "cum_samples", self.table[:, CUM_SAMPLES])
         for slot, name in enumerate(SITE_FIELDS):
             put(self, name, self.site[slot])
         for slot, name in enumerate(CONSTS):
