@@ -22,13 +22,20 @@ from powertrip_env.baselines.carbon_references import carbon_cost_from_kg
 
 
 def run(
-    env_id: str, steps: int, seed: int, shaping: str | None, episodes: int, env_kwargs: dict
+    env_id: str,
+    steps: int,
+    seed: int,
+    shaping: str | None,
+    episodes: int,
+    env_kwargs: dict,
+    n_envs: int = 8,
+    ppo_kwargs: dict | None = None,
 ) -> dict[str, float]:
     """Train one seed, then play ``episodes`` test episodes (reset with seeds 0, 1, ...)."""
     kwargs = {**env_kwargs, **({"shaping": shaping} if shaping else {})}
-    venv = make_vec_env(env_id, n_envs=8, seed=seed, env_kwargs=kwargs)
+    venv = make_vec_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=kwargs)
     t0 = time.perf_counter()
-    model = PPO("MlpPolicy", venv, seed=seed, verbose=0, device="cpu")
+    model = PPO("MlpPolicy", venv, seed=seed, verbose=0, device="cpu", **(ppo_kwargs or {}))
     model.learn(steps)
     trained_s = time.perf_counter() - t0
     env = gym.make(env_id, split="test", jitter=False, **env_kwargs)
