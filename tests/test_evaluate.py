@@ -146,6 +146,22 @@ def test_summary_reports_the_day_bootstrap_and_says_so():
     assert "Student" not in text
 
 
+def test_a_carbon_task_s_summary_adds_the_carbon_cost():
+    # catches: a miss not priced, the price counted for a success, or the column shown where
+    # no carbon objective is posed
+    times = ["2022-07-01T01:00:00Z", "2022-07-02T01:00:00Z", "2022-07-03T01:00:00Z"]
+    frame = _frame({"PowerTrip": [20.0, 22.0, 30.0]}, times)
+    frame["carbon_kg"] = [100.0, 150.0, 80.0]
+    frame["success"] = [True, True, False]
+    plain = summary_table(frame, ["PowerTrip"])
+    assert np.isnan(plain.loc[0, "mean_carbon_cost_kg"])
+    assert "carbon cost" not in Evaluation("PowerTrip-v0", "test", frame, plain).to_markdown()
+    priced = summary_table(frame, ["PowerTrip"], carbon_ref_kg=1000.0)
+    assert priced.loc[0, "mean_carbon_cost_kg"] == pytest.approx((100 + 150 + 80 + 1000) / 3)
+    text = Evaluation("PowerTrip-Carbon-v1", "test", frame, priced).to_markdown()
+    assert "| carbon (kg) | carbon cost (kg) |" in text and "| 443.3 |" in text
+
+
 def test_summary_of_episodes_on_one_day_shows_no_interval():
     frame = _frame({"PowerTrip": [20.0, 22.0]}, ["2022-07-01T01:00:00Z", "2022-07-01T23:00:00Z"])
     summary = summary_table(frame, ["PowerTrip"])

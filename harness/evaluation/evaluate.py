@@ -145,8 +145,11 @@ def run_episode(
     return row, (np.asarray(hours), np.asarray(acc))
 
 
-def summary_table(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
-    """One row per policy; the CI is the day bootstrap of ``day_bootstrap_ci95``."""
+def summary_table(
+    episodes: pd.DataFrame, order: Sequence[str], carbon_ref_kg: float = 0.0
+) -> pd.DataFrame:
+    """One row per policy; the CI is the day bootstrap of ``day_bootstrap_ci95``. With a
+    ``carbon_ref_kg`` (a carbon task's price of a miss), the mean carbon cost too."""
     rows = []
     for label in order:
         ep = episodes[episodes["policy"] == label]
@@ -165,6 +168,11 @@ def summary_table(episodes: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
                 "mean_rounds": float(ep["rounds"].mean()),
                 "mean_energy_kwh": float(ep["energy_kwh"].mean()),
                 "mean_carbon_kg": float(ep["carbon_kg"].mean()),
+                "mean_carbon_cost_kg": float(
+                    (ep["carbon_kg"] + carbon_ref_kg * ~ep["success"].astype(bool)).mean()
+                )
+                if carbon_ref_kg > 0.0
+                else math.nan,
                 "mean_sites": float(ep["mean_sites"].mean()),
             }
         )
@@ -235,6 +243,7 @@ def evaluate(
     scenario = Path(env.unwrapped.scenario.source).name if "scenario" in base_kwargs else ""
     track = track_for(env_id, env, scenario_given="scenario" in base_kwargs)
     measured = bool(env.unwrapped.params.measured)
+    carbon_ref_kg = float(env.unwrapped.params.carbon_ref_kg)  # 0: no carbon objective posed
     if env is not probe:
         env.close()
 
@@ -250,7 +259,8 @@ def evaluate(
 
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
     order = [e.label for e in entries]
-    result = Evaluation(env_id, split, frame, summary_table(frame, order), curves, scenario, drawn)
+    summary = summary_table(frame, order, carbon_ref_kg)
+    result = Evaluation(env_id, split, frame, summary, curves, scenario, drawn)
     if out is not None:
         write_outputs(result, out, force=force)
     return result

@@ -44,6 +44,7 @@ SUMMARY_COLUMNS = (
     "mean_rounds",
     "mean_energy_kwh",
     "mean_carbon_kg",
+    "mean_carbon_cost_kg",  # a carbon task's objective: carbon + carbon_ref_kg per miss; else NaN
     "mean_sites",
     "vs_powertrip_pct",
 )
@@ -89,16 +90,18 @@ class Evaluation:
         n_days = len(set(start_days(self.episodes["start_time"]))) if len(self.episodes) else 0
         # the carbon column only where the scenario has carbon intensity (else it is NaN)
         carbon = bool(self.summary["mean_carbon_kg"].notna().any())
+        # and the carbon cost where the task is scored on it (a carbon task)
+        cost = bool(self.summary["mean_carbon_cost_kg"].notna().any())
         head = (
             "| policy | episodes | mean TTA (h) | 95% CI (h) | median TTA (h) | success | "
-            f"rounds | energy (kWh) | {'carbon (kg) | ' if carbon else ''}sites/round | "
-            "vs PowerTrip |"
+            f"rounds | energy (kWh) | {'carbon (kg) | ' if carbon else ''}"
+            f"{'carbon cost (kg) | ' if cost else ''}sites/round | vs PowerTrip |"
         )
         lines = [
             f"# {self.title}: {n_eps} paired episodes, {self.split} split",
             "",
             head,
-            "|---|" + "---:|" * (10 if carbon else 9),
+            "|---|" + "---:|" * (9 + carbon + cost),
         ]
         for row in self.summary.itertuples(index=False):
             ci = _fmt(row.ci95_tta_h, ".3f")  # "–" when undefined (one start day)
@@ -108,7 +111,8 @@ class Evaluation:
                 f"{ci if ci == '–' else '±' + ci} | {row.median_tta_h:.3f} | "
                 f"{row.success_rate:.0%} | {row.mean_rounds:.1f} | "
                 f"{_energy(row.mean_energy_kwh)} | "
-                f"{_energy(row.mean_carbon_kg) + ' | ' if carbon else ''}{row.mean_sites:.2f} | "
+                f"{_energy(row.mean_carbon_kg) + ' | ' if carbon else ''}"
+                f"{_energy(row.mean_carbon_cost_kg) + ' | ' if cost else ''}{row.mean_sites:.2f} | "
                 f"{_fmt(row.vs_powertrip_pct, '+.1f', '%')} |"
             )
         lines += [
@@ -123,6 +127,14 @@ class Evaluation:
             *(
                 ["- carbon: the grid's emissions (kg CO₂-equivalent), on-site PV counting zero."]
                 if carbon
+                else []
+            ),
+            *(
+                [
+                    "- carbon cost: what a carbon task is scored on, the carbon plus the price of "
+                    "a missed deadline (carbon_ref_kg) per episode that missed it; lower is better."
+                ]
+                if cost
                 else []
             ),
             "- success: the share of the policy's episodes that reached the target accuracy.",
