@@ -149,10 +149,17 @@ class CarbonPlanner(_CarbonRule):
         if not need > 0.0:
             return fastest
         rows = self.rows()
-        deadline = now.clock_s + (now.time_budget_s - now.elapsed_s)
+        # the plan ends a join and a fastest round before the deadline: rounds are whole (one
+        # cut at the deadline teaches nothing) and an idle round releases the sites, whose
+        # join then costs time the blocks do not see; a share of the progress does not cover
+        # these, as it shrinks with what is left
+        guard_s = float(self.site_join_s.max()) + float(steady.round_time_s[fastest])
+        deadline = now.clock_s + (now.time_budget_s - now.elapsed_s) - guard_s
+        if deadline <= now.clock_s:
+            return fastest
         # each block's overlap (s) with each row, the first block starting now
-        edges = np.minimum(now.clock_s + self.block_s * np.arange(_blocks(now, self.block_s) + 1),
-                           deadline)  # fmt: skip
+        blocks = max(int(np.ceil((deadline - now.clock_s) / self.block_s)), 1)
+        edges = np.minimum(now.clock_s + self.block_s * np.arange(blocks + 1), deadline)
         row_end = rows.start_s + now.interval_s
         overlap = np.clip(
             np.minimum(edges[1:, None], row_end[None, :])
@@ -163,7 +170,8 @@ class CarbonPlanner(_CarbonRule):
         length = overlap.sum(axis=1)  # (B,) s
         keep = length > 0.0
         overlap, length = csr_array(overlap[keep]), length[keep]  # a row meets one or two
-        pace, grams = self.price(now, rows, sets, steady, alone.compute_s)  # (R, K) each
+        dp = steady.delta_progress * curve_ratio(now, sets)  # (K,) a round's, to the target
+        pace, grams = self.price(now, rows, sets, steady, alone.compute_s, dp)  # (R, K) each
         with np.errstate(invalid="ignore", divide="ignore"):
             pace_b = (overlap @ pace) / length[:, None]  # (B, K) progress / s
             grams_b = (overlap @ grams) / length[:, None]  # (B, K) g / s
@@ -195,10 +203,12 @@ class CarbonPlanner(_CarbonRule):
         sets: np.ndarray,
         steady: Any,
         compute_alone_s: np.ndarray,
+        dp: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(R, K) progress per second and grid grams per second of each set in each row: its
         sites' compute now stretched by their row's rate, the set's communication now, the
-        progress of its round now, the busy and idle draw above PV at the row's intensity.
+        progress ``dp`` (K,) of its round, the busy and idle draw above PV at the row's
+        intensity.
         Zero where one of its sites computes nothing in the row (the set does not play)."""
         rate_now = rows.rate[0]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -208,7 +218,7 @@ class CarbonPlanner(_CarbonRule):
         slowest = np.zeros((compute.shape[0], sets.shape[0]))  # (R, K): the set's compute
         for i in np.flatnonzero(sets.any(axis=0)):  # a loop over N: faster than a max over it
             np.maximum(slowest, np.where(sets[:, i], compute[:, i, None], 0.0), out=slowest)
-        playable = np.isfinite(slowest) & (steady.delta_progress > 0.0)[None, :]
+        playable = np.isfinite(slowest) & (dp > 0.0)[None, :]
         round_s = np.where(playable, slowest, 0.0) + overhead[None, :]
         idle_frac = now.scenario.episode.idle_fraction
         g_per_j = per_kwh_to_per_j(rows.grid_g_per_kwh)  # (R, N)
@@ -218,7 +228,7 @@ class CarbonPlanner(_CarbonRule):
         extra = np.where(np.isfinite(compute), compute * (busy_gps - idle_gps), 0.0)  # (R, N)
         grams_round = extra @ sets.T.astype(float) + round_s * (idle_gps @ sets.T.astype(float))
         with np.errstate(divide="ignore", invalid="ignore"):
-            pace = np.where(playable, steady.delta_progress[None, :] / round_s, 0.0)
+            pace = np.where(playable, dp[None, :] / round_s, 0.0)
             grams = np.where(playable, grams_round / round_s, 0.0)
         return pace, grams
 
@@ -278,10 +288,30 @@ def _frontier(progress: np.ndarray, cost: np.ndarray) -> np.ndarray:
     return (progress > 0.0) & ~beaten.any(axis=2)
 
 
-def _blocks(now: DecisionView, block_s: float) -> int:
-    """How many blocks of ``block_s`` reach from now to the deadline."""
-    left = now.time_budget_s - now.elapsed_s
-    return max(int(np.ceil(left / block_s)), 1)
+def curve_ratio(now: DecisionView, sets: np.ndarray) -> np.ndarray:
+    """(K,) the mean progress of a round of each set from now to the target over its progress
+    now, on the stated learning curve: a round at progress P with global batch B teaches
+    ``∝ 1 / (1 + B_noise(P) / B)``, and ``B_noise`` grows with P (docs/model.md, "Learning
+    progress"), so each round teaches less than the one before. Kept to the target, a set
+    takes ``∫ (1 + B_noise(p) / B) dp`` rounds' worth (in units of the ideal step), exactly;
+    this ratio turns ``predict_round``'s progress now into that mean. Without it the plan,
+    which saves work for the cheap hours at the end, books that work at the pace of the
+    start, and misses (docs/carbon.md, "The margin")."""
+    work = now.scenario.workload
+    p_now, need = now.surrogate_progress, now.progress_needed
+    if not need > p_now:
+        return np.ones(sets.shape[0])
+    batch = work.site_batch * (sets & now.available).sum(axis=1).astype(float)
+    gamma, p_b, b0 = work.noise_gamma, work.noise_p_b, work.noise_b0
+
+    def grown(p: float) -> float:  # ∫ (1 + p/P_B)^γ dp's antiderivative
+        return p_b / (gamma + 1.0) * (1.0 + p / p_b) ** (gamma + 1.0)
+
+    noise_now = b0 * (1.0 + p_now / p_b) ** gamma
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rounds = (need - p_now) + b0 * (grown(need) - grown(p_now)) / batch
+        ratio = (need - p_now) * (1.0 + noise_now / batch) / rounds
+    return np.where(batch > 0, ratio, 0.0)
 
 
 def _idle_grid_g_per_s(now: DecisionView) -> np.ndarray:
