@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from powertrip_env.baselines.adaptive import TUNED_OPTIMISM, TUNED_TRACKING, Adaptive, Informed
 from powertrip_env.baselines.base import MAX_EXHAUSTIVE_SITES, Policy
 from powertrip_env.baselines.carbon import CarbonGreedy, DeadlineHorizon, FedZeroExcess
+from powertrip_env.baselines.carbon_planner import CarbonPlanner, PerfectForecastPlanner
 from powertrip_env.baselines.carbon_references import BestFixedCarbon, CarbonOptimiser
 from powertrip_env.baselines.lookahead import TUNED, ForecastMPC, HorizonRule
 from powertrip_env.baselines.policies import (
@@ -79,6 +80,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "CarbonGreedy": lambda n_sites, seed: CarbonGreedy(),
     "DeadlineHorizon": lambda n_sites, seed: DeadlineHorizon(),
     "FedZeroExcess": lambda n_sites, seed: FedZeroExcess(),
+    "CarbonPlanner": lambda n_sites, seed: CarbonPlanner(),
     "BestFixedSet": lambda n_sites, seed: BestFixedSet(),
     "BeamPlanner": lambda n_sites, seed: _reference(BeamPlanner, n_sites, seed),
     "Optimiser": lambda n_sites, seed: _reference(Optimiser, n_sites, seed),
@@ -87,16 +89,15 @@ POLICIES: dict[str, Callable[..., Policy]] = {
         DeadlineHorizon(), "AdaptiveDeadlineHorizon"
     ),
     "BestFixedCarbon": lambda n_sites, seed: BestFixedCarbon(),
-    "CarbonOptimiser": lambda n_sites, seed: _reference(CarbonOptimiser, n_sites, seed),
+    "PerfectForecastPlanner": lambda n_sites, seed: PerfectForecastPlanner(),
+    "CarbonOptimiser": lambda n_sites, seed: _carbon_optimiser(n_sites, seed),
 }
 """Fixed-name policies: ``factory(n_sites, seed) -> Policy``. ``RandomK`` takes N // 2 sites."""
 
 PLANNERS: dict[str, Callable[[int, int, Sequence[str]], Policy]] = {
     "BeamPlanner": lambda n_sites, seed, starts: _reference(BeamPlanner, n_sites, seed, starts),
     "Optimiser": lambda n_sites, seed, starts: _reference(Optimiser, n_sites, seed, starts),
-    "CarbonOptimiser": lambda n_sites, seed, starts: _reference(
-        CarbonOptimiser, n_sites, seed, starts
-    ),
+    "CarbonOptimiser": lambda n_sites, seed, starts: _carbon_optimiser(n_sites, seed, starts),
 }
 """The references that plan from other policies' episodes: ``factory(n_sites, seed, starts)``,
 ``starts`` naming those policies (``make_policy``'s)."""
@@ -114,9 +115,15 @@ _SIZED_NAME = re.compile(r"^(?P<family>[A-Za-z]+)-(?P<k>\d+)$")
 REFERENCES = ("BestFixedSet", "BeamPlanner", "Optimiser")
 """The clairvoyant references (``baselines/references.py``): ``--policies references``."""
 
-CARBON = ("CarbonGreedy", "DeadlineHorizon", "FedZeroExcess")
-"""The carbon tasks' deployable baselines (``baselines/carbon.py``): they spend the deadline's
-slack on cleaner sites and hours. They run only where the scenario has carbon intensity."""
+CARBON = ("CarbonGreedy", "DeadlineHorizon", "FedZeroExcess", "CarbonPlanner")
+"""The carbon tasks' deployable baselines (``baselines/carbon.py``, ``CarbonPlanner`` in
+``baselines/carbon_planner.py``): they spend the deadline's slack on cleaner sites and hours.
+They run only where the scenario has carbon intensity."""
+
+CARBON_REFERENCES = ("BestFixedCarbon", "PerfectForecastPlanner", "CarbonOptimiser")
+"""The carbon tasks' clairvoyant references (``baselines/carbon_references.py``,
+``PerfectForecastPlanner`` in ``baselines/carbon_planner.py``): the best fixed set in hindsight,
+the carbon planner on the true rows, and the carbon optimiser (score 1)."""
 
 ADAPTIVE_CARBON = ("AdaptiveCarbonGreedy", "AdaptiveDeadlineHorizon")
 """The carbon rules fed the adaptive rules' online estimates (``baselines/adaptive.py``): the
@@ -162,6 +169,23 @@ def _reference(
     names = [*default_policy_names(n_sites, measured=True, carbon=True), *INFORMED]
     built = [(name, make_policy(name, n_sites, seed)) for name in names]
     return kind(starts=lambda view: runnable_starts(built, view))
+
+
+def _carbon_optimiser(n_sites: int, seed: int, starts: Sequence[str] | None = None) -> BeamPlanner:
+    """``CarbonOptimiser`` started from ``starts`` (``_reference``'s) and from
+    ``PerfectForecastPlanner``'s episode too: the clairvoyant plan then costs at most the
+    perfect-forecast planner's in every episode, so the carbon chain's last step (perfect
+    forecast → clairvoyant plan) never goes up."""
+    optimiser = _reference(CarbonOptimiser, n_sites, seed, starts)
+    given = optimiser.extra_starts
+    perfect = PerfectForecastPlanner()
+    if callable(given):
+        optimiser.extra_starts = lambda view: (
+            [*given(view), perfect] if view.carbon_known else given(view)
+        )
+    else:
+        optimiser.extra_starts = [*given, perfect]
+    return optimiser
 
 
 def runnable_starts(built: Sequence[tuple[str, Policy]], view: DecisionView) -> list[Policy]:
@@ -265,5 +289,5 @@ NEEDS_TELEMETRY = frozenset({*ADAPTIVE, *ADAPTIVE_CARBON, *INFORMED, *TRACKING, 
 """Rules that estimate or are told the drawn unknowns: the planners start from them only where
 the scenario draws unknowns (``DecisionView.measured_track``); elsewhere they repeat their inner
 rule or chase the jitter."""
-NEEDS_CARBON = frozenset({*CARBON, *ADAPTIVE_CARBON})
+NEEDS_CARBON = frozenset({*CARBON, *ADAPTIVE_CARBON, "PerfectForecastPlanner"})
 """Rules that read grid carbon: they run only where the scenario has carbon intensity."""

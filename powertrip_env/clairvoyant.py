@@ -84,6 +84,12 @@ class Clairvoyant:
         state = self.state if state is None else state
         return dynamics.play_rule(self.params, state, first, rule, rounds)
 
+    def rows(self) -> dynamics.RowsAhead:
+        """The true trace's rows from now to the deadline (``dynamics.rows_ahead``): the
+        samples/s, draw, PV and grid intensity ``env.forecast_rows`` forecasts, as they will
+        be."""
+        return dynamics.rows_ahead(self.params, self.state, None)
+
     def available(self, state: dynamics.SimState) -> np.ndarray:
         """(B, N) bool: the sites of each episode of ``state`` with a powered GPU now."""
         return dynamics.available_now(self.params, state)

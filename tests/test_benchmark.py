@@ -283,6 +283,17 @@ def test_the_carbon_track_is_scored_on_its_own_objective(tmp_path, capsys) -> No
     assert task["deadline_h"] == 36.7 and task["carbon_ref_kg"] == 1000.0
     policies = task["policies"]
     assert {"CarbonGreedy", "DeadlineHorizon", "FedZeroExcess", "Optimiser"} <= set(policies)
+    assert {"CarbonPlanner", "PerfectForecastPlanner"} <= set(policies)
+    # the room, split: PowerTrip -> the best rule -> the perfect forecast -> the clairvoyant plan
+    chain = task["chain"]
+    assert [link["step"] for link in chain] == [
+        "PowerTrip",
+        "rule",
+        "perfect-forecast",
+        "optimiser",
+    ]
+    assert sum(link["share"] for link in chain[1:]) == pytest.approx(1.0)
+    assert task["learnable_room"] == pytest.approx(chain[1]["cost_kg"] / chain[2]["cost_kg"])
     assert all("cost_kg" in row and "tta_h" not in row for row in policies.values())
     assert policies["CarbonOptimiser"]["cost_kg"] == pytest.approx(task["optimum_upper_kg"])
     # the cost is the episodes' grid carbon, a miss priced at carbon_ref_kg

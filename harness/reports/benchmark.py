@@ -19,7 +19,9 @@ when the ID was registered) says what runs and how it is scored:
   the measured track each task's room chain (PowerTrip → the best rule on the stated model → the
   best adaptive rule → the best rule told the draw → the Optimiser) and its ``learnable_room``;
   on the carbon track the same bracket on the carbon cost (``_kg``, ``CarbonOptimiser`` at 1,
-  ``carbon_bound_kg`` below) and the deadline;
+  ``carbon_bound_kg`` below), the deadline and each task's carbon chain (PowerTrip → the best
+  deployable rule → ``PerfectForecastPlanner`` → ``CarbonOptimiser``: ``best_rule``,
+  ``perfect_forecast_kg``, ``learnable_room``, ``chain``);
 * each ``--model`` (a saved agent, as ``powertrip_env.harness.evaluation.evaluate`` loads it).
 
 Scores are normalised per task on the track's measure, 0 = PowerTrip and 1 = its reference's

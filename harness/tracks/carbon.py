@@ -4,13 +4,16 @@ carbon, scored on the carbon cost (kg CO2eq, plus ``carbon_ref_kg`` for a missed
 
 Its IDs are registered with ``reward_mode="carbon"``. Its deployable baselines gain the carbon
 rules (on a measured carbon task their adaptive versions too); its references are
-``BestFixedCarbon``, ``CarbonOptimiser`` (score 1) and the time ``Optimiser`` (the other end of
-the trade-off); its bound is ``carbon_bound_kg``; and a run draws ``tradeoff.png``, each
-policy's mean TTA against its mean grid carbon.
+``BestFixedCarbon``, ``PerfectForecastPlanner`` (the deployable planner on the true future),
+``CarbonOptimiser`` (score 1) and the time ``Optimiser`` (the other end of the trade-off); its
+bound is ``carbon_bound_kg``; each task's room is split into a chain (``carbon_chain``:
+PowerTrip → the best deployable rule → the perfect forecast → the clairvoyant plan); and a run
+draws ``tradeoff.png``, each policy's mean TTA against its mean grid carbon.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,7 @@ from powertrip_env.harness.tracks.track import Facts, Section, Track, bracket, w
 from powertrip_env.units import s_to_h
 
 CARBON_TOP, CARBON_FIXED = "CarbonOptimiser", "BestFixedCarbon"  # the track's references
+PERFECT = "PerfectForecastPlanner"  # the deployable planner on the true future: the chain's end
 TIME_TOP = "Optimiser"  # the time optimiser: the other end of the trade-off
 TRADEOFF = "tradeoff.png"  # its TTA against carbon, drawn with a run
 
@@ -87,10 +91,13 @@ class CarbonTrack(Track):
             "deadline_h": float(s_to_h(params.time_budget_s)),
             "carbon_ref_kg": float(params.carbon_ref_kg),
         }
+        rules = [name for name in self.rules(params.n_sites, params.measured) if name in cost]
+        if rules and {self.zero, PERFECT, CARBON_TOP} <= set(cost.columns):
+            facts |= carbon_chain(cost.mean(), rules, self.zero)
         return frame, facts
 
     def sections(self) -> list[Section]:
-        return [carbon_lines]
+        return [carbon_lines, carbon_chain_lines]
 
     def figures(self, episodes: pd.DataFrame, facts: Facts, folder: Path) -> list[str]:
         tradeoff_of(episodes, facts, list(facts), folder / TRADEOFF)
@@ -124,6 +131,63 @@ def carbon_lines(facts: Facts) -> list[str]:
     ]
 
 
+def carbon_chain(mean: pd.Series, rules: Sequence[str], zero: str = ZERO) -> dict[str, Any]:
+    """A carbon task's room, split as the measured track's (``time.room_chain``), from each
+    policy's mean carbon cost (kg): PowerTrip → the best of the deployable ``rules`` (the
+    least mean cost) → ``PerfectForecastPlanner`` (the carbon planner priced on the true rows)
+    → ``CarbonOptimiser`` (the clairvoyant plan), each step with its share of PowerTrip →
+    CarbonOptimiser. ``learnable_room`` is the best rule's cost over the perfect forecast's:
+    what forecasting the grid and the power better is worth, and what an agent that reads the
+    same forecasts may take; the last step is what the plan's shape (rounds, joins, jitter)
+    holds beyond it."""
+    best = min(rules, key=lambda name: mean[name])
+    steps = [("PowerTrip", zero), ("rule", best), ("perfect-forecast", PERFECT)]
+    steps += [("optimiser", CARBON_TOP)]
+    total = float(mean[zero] - mean[CARBON_TOP])
+    chain = [{"step": step, "policy": name, "cost_kg": float(mean[name])} for step, name in steps]
+    for before, after in itertools.pairwise(chain):
+        after["share"] = (before["cost_kg"] - after["cost_kg"]) / total if total > 0 else 0.0
+    return {
+        "best_rule": best,
+        "perfect_forecast_kg": float(mean[PERFECT]),
+        "learnable_room": float(mean[best] / mean[PERFECT]),
+        "chain": chain,
+    }
+
+
+def carbon_chain_lines(facts: Facts) -> list[str]:
+    """The carbon tasks' room chains (``carbon_chain``), one row each."""
+    rows = [(task, f) for task, f in facts.items() if "chain" in f]
+    if not rows:
+        return []
+    heads = {
+        "PowerTrip": "PowerTrip (kg)",
+        "rule": "best rule (kg)",
+        "perfect-forecast": "perfect forecast (kg)",
+        "optimiser": "clairvoyant (kg)",
+    }
+    steps = [link["step"] for link in rows[0][1]["chain"]]
+    lines = [
+        "| task | " + " | ".join(heads[step] for step in steps) + " | learnable room |",
+        "|---|" + "---:|" * (len(steps) + 1),
+    ]
+    for task, f in rows:
+        cells = []
+        for link in f["chain"]:
+            share = f" ({link['share']:.0%})" if "share" in link else ""
+            cells.append(f"{link['policy']} {link['cost_kg']:.1f}{share}")
+        lines.append(f"| {task} | {' | '.join(cells)} | {f['learnable_room']:.3f} |")
+    return [
+        *lines,
+        "",
+        f"The carbon track's room, split: each step's policy, its mean carbon cost and (in "
+        f"brackets) its share of PowerTrip → {CARBON_TOP}; best rule is the track's deployable "
+        f"rule of least mean cost, perfect forecast {PERFECT} (the carbon planner priced on the "
+        f"true future); learnable room = best rule / {PERFECT}.",
+        "",
+    ]
+
+
 def tradeoff_of(episodes: pd.DataFrame, facts: Facts, tasks: Sequence[str], path: Path) -> None:
     """The carbon tasks' trade-off (``tradeoff.tradeoff_figure``): every policy's mean TTA
     against its mean grid carbon, the references' Pareto front marked (the time optimiser at
@@ -153,7 +217,7 @@ CARBON = CarbonTrack(
     title="Leaderboard: the carbon track",
     rules=_rules,
     told=lambda measured: list(INFORMED) if measured else [],
-    references=(TIME_TOP, CARBON_FIXED, CARBON_TOP),
+    references=(TIME_TOP, CARBON_FIXED, PERFECT, CARBON_TOP),
     top=CARBON_TOP,
     objective="carbon",
     measure=measures.CARBON,

@@ -93,7 +93,14 @@ from powertrip_env.dynamics.params import (
     rtt_ms,
 )
 from powertrip_env.dynamics.paths import path_now, path_of, start_paths
-from powertrip_env.dynamics.plans import Trajectory, play_plans, play_rule, predict_plan
+from powertrip_env.dynamics.plans import (
+    RowsAhead,
+    Trajectory,
+    play_plans,
+    play_rule,
+    predict_plan,
+    rows_ahead,
+)
 from powertrip_env.dynamics.predict import RoundPrediction, predict_round
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.state import RoundResult, SimState, initial_state
@@ -145,6 +152,7 @@ __all__ = [
     "Info",
     "RoundPrediction",
     "RoundResult",
+    "RowsAhead",
     "Scratch",
     "SimParams",
     "SimState",
@@ -186,6 +194,7 @@ __all__ = [
     "report",
     "round_bound_dp",
     "rounds_to_target",
+    "rows_ahead",
     "rtt_ms",
     "site_features",
     "start_paths",

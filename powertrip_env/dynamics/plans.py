@@ -13,18 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from powertrip_env.dynamics.candidates import build_candidates
 from powertrip_env.dynamics.formulas import progress_needed
+from powertrip_env.dynamics.layout import G_PER_J, POWERED, PV_W, RATE
 from powertrip_env.dynamics.params import forecast_world
 from powertrip_env.dynamics.paths import without_path
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.tables import current_row
 from powertrip_env.dynamics.unknowns import belief_rows, with_belief
-from powertrip_env.units import S_PER_H
+from powertrip_env.units import S_PER_H, per_j_to_per_kwh
 
 if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
@@ -154,3 +155,40 @@ def predict_plan(
     out = play_plans(world, here, plan, rounds)
     moved = out.state.replace(time_s=out.state.time_s + offset, start_s=out.state.start_s + offset)
     return Trajectory(moved, out.success, out.ended, out.tta_h, out.progress_needed)
+
+
+class RowsAhead(NamedTuple):
+    """Per trace row from the one holding the clock to the one holding the deadline, and per
+    site: what a row-by-row planner prices (``baselines/carbon_planner.py``). Row 0 is the
+    current row, whole (``start_s[0]`` is before the clock unless a row has just begun)."""
+
+    start_s: np.ndarray  # (R,) s on the episode's clock at which each row begins
+    rate: np.ndarray  # (R, N) samples/s the site's powered GPUs compute in the row
+    power_w: np.ndarray  # (R, N) W those GPUs draw busy (powered GPUs × wall power per GPU)
+    pv_w: np.ndarray  # (R, N) W of on-site PV, used before the grid
+    grid_g_per_kwh: np.ndarray  # (R, N) g CO2eq per kWh of the site's grid
+
+
+def rows_ahead(params: SimParams, state: SimState, carbon_forecast: str | None) -> RowsAhead:
+    """The rows from episode 0 of ``state``'s current row to its deadline's (``RowsAhead``).
+
+    With a ``carbon_forecast`` they are the world ``predict_plan`` plays (``forecast_world``):
+    the power forecast issued now (held beyond its horizon) and the grid's intensity and PV as
+    that forecast guesses them from the past, so a deployable policy may read them. With
+    ``None`` they are the true trace's rows: CLAIRVOYANT, for ``Clairvoyant.rows`` only.
+    """
+    iv = params.interval_s
+    row = int(current_row(params, state.time_s[:1])[0])
+    end = float(state.start_s[0]) + params.time_budget_s
+    rows = max(int(np.ceil((end - row * iv) / iv)), 1)
+    if carbon_forecast is None:
+        table = params.table[np.minimum(row + np.arange(rows), params.rows - 1)]
+    else:
+        table = forecast_world(params, row, rows, carbon_forecast).table[:rows]
+    return RowsAhead(
+        start_s=(row + np.arange(rows)) * iv,
+        rate=table[:, RATE].copy(),
+        power_w=table[:, POWERED] * params.gpu_wall_w,
+        pv_w=table[:, PV_W].copy(),
+        grid_g_per_kwh=per_j_to_per_kwh(table[:, G_PER_J]),
+    )

@@ -1,0 +1,205 @@
+"""``CarbonPlanner`` and ``PerfectForecastPlanner`` (``baselines/carbon_planner.py``), the rows
+they price (``env.forecast_rows``, ``Clairvoyant.rows``) and the carbon track's room chain
+(``harness/tracks/carbon.py``).
+
+Every test says in a comment which mistake it catches. The environments run without jitter,
+so every number here is deterministic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+
+import powertrip_env  # noqa: F401  (registers the IDs)
+from powertrip_env.baselines.carbon_bound import carbon_bound_kg
+from powertrip_env.baselines.carbon_planner import CarbonPlanner, PerfectForecastPlanner
+from powertrip_env.baselines.carbon_references import carbon_cost_from_kg
+from powertrip_env.baselines.registry import (
+    CARBON,
+    CARBON_REFERENCES,
+    NEEDS_CARBON,
+    POLICIES,
+    make_policy,
+)
+from powertrip_env.dynamics import current_row
+from powertrip_env.dynamics.layout import G_PER_J, POWERED, PV_W, RATE
+from powertrip_env.harness.evaluation.evaluate import run_episode
+from powertrip_env.harness.tracks.carbon import CARBON as CARBON_TRACK
+from powertrip_env.harness.tracks.carbon import carbon_chain, carbon_chain_lines
+
+ID = "PowerTrip-Carbon-v0"
+
+
+@pytest.fixture(scope="module")
+def test_env() -> gym.Env:
+    return gym.make(ID, split="test", jitter=False)
+
+
+def test_the_planners_are_registered_where_the_carbon_rules_are() -> None:
+    # catches: the planner left out of the carbon rules (so the benchmark and the optimiser's
+    # starts miss it), or the clairvoyant reference listed as a deployable rule
+    assert "CarbonPlanner" in CARBON and "CarbonPlanner" in NEEDS_CARBON
+    assert "PerfectForecastPlanner" not in CARBON
+    assert "PerfectForecastPlanner" in CARBON_REFERENCES
+    assert "PerfectForecastPlanner" in CARBON_TRACK.references
+    assert "PerfectForecastPlanner" in CARBON_TRACK.board_references
+    assert isinstance(make_policy("CarbonPlanner", 6), CarbonPlanner)
+    assert isinstance(POLICIES["PerfectForecastPlanner"](6, 0), PerfectForecastPlanner)
+    assert "CLAIRVOYANT REFERENCE" in (PerfectForecastPlanner.__doc__ or "")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"margin": -0.1},
+        {"margin": float("nan")},
+        {"block_s": 0.0},
+        {"source": "tomorrow"},
+        {"carbon_forecast": "tomorrow"},
+    ],
+)
+def test_bad_arguments_are_refused_with_a_clear_error(kwargs: dict) -> None:
+    # catches: a negative margin (a plan that aims below the target) or a nonsense source taken
+    # silently
+    with pytest.raises(ValueError, match="CarbonPlanner"):
+        CarbonPlanner(**kwargs)
+
+
+def test_the_planner_meets_the_deadline_with_less_carbon_than_powertrip(test_env) -> None:
+    # catches: a plan that idles past the deadline (margin or pace miscounted), an LP that
+    # ignores carbon (it would emit as PowerTrip does), or a planner that never re-plans
+    deadline_h = test_env.unwrapped.scenario.episode.time_budget_h
+    for seed in (0, 3):
+        row, _ = run_episode(test_env, make_policy("CarbonPlanner", 6), seed)
+        theirs, _ = run_episode(test_env, make_policy("PowerTrip", 6), seed)
+        assert row["success"] and row["tta_h"] < deadline_h, (seed, row)
+        assert row["carbon_kg"] < theirs["carbon_kg"], (seed, row, theirs)
+
+
+def test_the_forecast_rows_are_the_true_rows_now_and_read_no_future_actual(test_env) -> None:
+    # catches: forecast rows that read the trace's future (they would equal the true rows
+    # ahead), a first row that is not the current one, or rows that stop short of the deadline
+    env = test_env.unwrapped
+    env.reset(seed=1)
+    view = env.decision_view()
+    fc, true = env.forecast_rows(), env.clairvoyant().rows()
+    assert fc.rate.shape == true.rate.shape == (fc.start_s.size, view.n_sites)
+    np.testing.assert_array_equal(fc.rate[0], view.rate)
+    np.testing.assert_allclose(fc.pv_w[0], view.pv_w)  # a mean of the row taken 7 times
+    np.testing.assert_allclose(fc.grid_g_per_kwh[0], view.grid_g_per_kwh)
+    np.testing.assert_allclose(true.grid_g_per_kwh[0], view.grid_g_per_kwh)
+    assert fc.start_s[0] <= view.clock_s < fc.start_s[0] + view.interval_s
+    deadline = view.clock_s + view.time_budget_s - view.elapsed_s
+    assert fc.start_s[-1] < deadline <= fc.start_s[-1] + view.interval_s
+    assert not np.array_equal(fc.grid_g_per_kwh, true.grid_g_per_kwh)
+
+
+def _scrambled_future(env, seed: int):
+    """The env's tables with every row after the current one scrambled: the grid's intensity,
+    the PV and the power (what the planner prices), as another future would have them. The
+    forecasts issued up to now stay (they are the past)."""
+    params = env.params
+    row = int(current_row(params, env.state.time_s)[0])
+    rng = np.random.default_rng(seed)
+    table = params.table.copy()
+    future = table[row + 1 :]
+    future[:, G_PER_J] *= rng.uniform(0.05, 20.0, future[:, G_PER_J].shape)
+    future[:, PV_W] *= rng.uniform(0.0, 2.0, future[:, PV_W].shape)
+    keep = rng.uniform(0.2, 1.0, future[:, RATE].shape)
+    future[:, RATE] *= keep
+    future[:, POWERED] = np.floor(future[:, POWERED] * keep)
+    return dataclasses.replace(params, table=table)
+
+
+def _first_decision_on(env, params, policy) -> np.ndarray:
+    """``policy``'s decision now on a fork of ``env`` whose tables are ``params``."""
+    twin = env.fork()
+    engine = twin._engine
+    setup = engine.setup
+    sim = dataclasses.replace(setup.sim, params=params)
+    engine.setup = dataclasses.replace(setup, sim=sim, interface=setup.interface.on(params))
+    policy.reset(twin)
+    return policy.act(None, {})
+
+
+def test_the_planner_reads_no_future_actual_but_the_perfect_forecast_does(test_env) -> None:
+    # catches: the deployable planner pricing its plan on the trace's future (its first decision
+    # would move with it), and a check too weak to see it (the clairvoyant twin must move)
+    env = test_env.unwrapped
+    moved = 0
+    for seed in range(3):
+        env.reset(seed=seed)
+        for k in range(4):
+            scrambled = _scrambled_future(env, 10 * seed + k)
+            ours = _first_decision_on(env, env.params, CarbonPlanner())
+            theirs = _first_decision_on(env, scrambled, CarbonPlanner())
+            np.testing.assert_array_equal(ours, theirs)
+            true = _first_decision_on(env, env.params, PerfectForecastPlanner())
+            other = _first_decision_on(env, scrambled, PerfectForecastPlanner())
+            moved += not np.array_equal(true, other)
+    assert moved > 0
+
+
+def test_the_perfect_forecast_planner_never_beats_the_carbon_bound() -> None:
+    # catches: a reference that books progress it does not make or emissions it does not pay
+    # (the env plays its choices, so its cost is real), or a bound that is not one
+    env = gym.make(ID, split="train", jitter=False)
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        bound = carbon_bound_kg(env.unwrapped)
+        row, _ = run_episode(env, make_policy("PerfectForecastPlanner", 6), seed)
+        cost = float(carbon_cost_from_kg(env.unwrapped.params, row["carbon_kg"], row["success"]))
+        assert bound <= cost + 1e-9, (seed, bound, cost)
+
+
+def test_a_decision_takes_well_under_fifty_milliseconds(test_env) -> None:
+    # catches: an LP that grows with the rows instead of the blocks, or a pricing loop over
+    # sets in Python; the limit is loose (a loaded machine), the measured time is in the docs
+    import time
+
+    env = test_env.unwrapped
+    env.reset(seed=2)
+    policy = CarbonPlanner()
+    policy.reset(env)
+    policy.act(None, {})  # compiles and warms
+    start = time.perf_counter()
+    for _ in range(5):
+        policy.act(None, {})
+    assert (time.perf_counter() - start) / 5 < 0.25
+
+
+_MEANS = {
+    "PowerTrip": 300.0,
+    "CarbonGreedy": 160.0,
+    "DeadlineHorizon": 200.0,
+    "CarbonPlanner": 150.0,
+    "PerfectForecastPlanner": 120.0,
+    "CarbonOptimiser": 100.0,
+    "BestFixedCarbon": 700.0,
+}
+
+
+def test_the_carbon_chain_splits_powertrip_to_the_clairvoyant_plan() -> None:
+    # catches: shares that do not add up to the whole room, a best rule that is not the least
+    # mean cost, a reference counted as a rule, or the learnable room upside down
+    mean = pd.Series(_MEANS)
+    chain = carbon_chain(mean, ["PowerTrip", "CarbonGreedy", "DeadlineHorizon", "CarbonPlanner"])
+    assert [link["policy"] for link in chain["chain"]] == [
+        "PowerTrip",
+        "CarbonPlanner",
+        "PerfectForecastPlanner",
+        "CarbonOptimiser",
+    ]
+    shares = [link["share"] for link in chain["chain"][1:]]
+    assert sum(shares) == pytest.approx(1.0)
+    assert shares == pytest.approx([150 / 200, 30 / 200, 20 / 200])
+    assert chain["best_rule"] == "CarbonPlanner"
+    assert chain["learnable_room"] == pytest.approx(150.0 / 120.0)
+    lines = carbon_chain_lines({ID: chain})
+    assert any("CarbonPlanner 150.0 (75%)" in line and "1.250" in line for line in lines)
+    assert carbon_chain_lines({ID: {"n_sites": 6}}) == []
