@@ -32,7 +32,7 @@ from powertrip_env.harness.evaluation.evaluate import run_episode
 from powertrip_env.harness.tracks.carbon import CARBON as CARBON_TRACK
 from powertrip_env.harness.tracks.carbon import carbon_chain, carbon_chain_lines
 
-ID = "PowerTrip-Carbon-v0"
+ID = "PowerTrip-Carbon-v1"
 
 
 @pytest.fixture(scope="module")

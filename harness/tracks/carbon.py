@@ -45,9 +45,9 @@ PERFECT = "PerfectForecastPlanner"  # the deployable planner on the true future:
 TIME_TOP = "Optimiser"  # the time optimiser: the other end of the trade-off
 TRADEOFF = "tradeoff.png"  # its TTA against carbon, drawn with a run
 
-CARBON_FINAL_POLICIES = "PowerTrip,CarbonGreedy,DeadlineHorizon,HorizonRule,CarbonOptimiser"
-"""The agents' final table on the carbon track: the paper's heuristic, the carbon rules, the
-strongest time rule and the carbon reference."""
+CARBON_FINAL_POLICIES = ",".join(("PowerTrip", *CARBON_RULES, "HorizonRule", PERFECT, CARBON_TOP))
+"""The agents' final table on the carbon track: the paper's heuristic, every carbon rule, the
+strongest time rule, the carbon planner on the true future and the clairvoyant plan."""
 
 
 class CarbonTrack(Track):
