@@ -50,7 +50,7 @@ _SHIPPED: tuple[tuple[str, str, str, bool, dict[str, object]], ...] = (
     ("PowerTrip-Wide-Measured-v0", "wide-measured", "measured", True, {}),  # 24 sites, measured
     ("PowerTrip-Moving-v0", "moving", "moving", True, {}),  # the flagship, measured and moving
     ("PowerTrip-Wide-Moving-v0", "wide-moving", "moving", True, {}),  # 24 sites, moving
-    # six zoned sites, deadline 1.25x the best TTA on the train days; and the same, measured;
+    # six zoned sites, deadline 1.25x the best TTA; and the same, measured;
     # both observe what they are scored on (carbon_obs)
     ("PowerTrip-Carbon-v1", "carbon", "carbon", True, _CARBON_TASK),
     ("PowerTrip-Carbon-Measured-v1", "carbon-measured", "carbon", True, _CARBON_TASK),

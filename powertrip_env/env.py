@@ -208,9 +208,8 @@ class PowerTripEnv(EngineViews, gym.Env):
     * v1 (`PowerTrip-Carbon-v1`, `PowerTrip-Carbon-Measured-v1`), 0.6: the carbon tasks observe
       what they are scored on (`carbon_obs=True`: each site's grid intensity, its week and
       yesterday forecasts and PV share; the time left, the work left at the last pace and the
-      carbon so far), and their deadlines come from the train days (1.25x the Optimiser's mean
-      there: 33.2 h and 35.3 h, from 36.7 h and 38.8 h set on the test days). The v0 IDs are
-      retired. The other IDs' results are unchanged.
+      carbon so far). Their dynamics and every episode are v0's; the v0 IDs are retired. The
+      other IDs' results are unchanged.
     * v0 (`PowerTrip-Moving-v0`, `PowerTrip-Wide-Moving-v0`), 0.6: the moving track. The
       measured tasks' sites slow down and recover, their links dip and their power is called
       back while the job runs (`[moving]`), on a path keyed to the episode. The other IDs'
