@@ -47,9 +47,10 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import csr_array
 
-from powertrip_env.baselines.base import subset_matrix
+from powertrip_env.baselines.base import prefix_masks, rank_available, subset_matrix
 from powertrip_env.baselines.candidates import pool_of
 from powertrip_env.baselines.carbon import _CarbonRule, grid_g_per_s, grid_g_per_sample
+from powertrip_env.baselines.policies import first_peak
 from powertrip_env.dynamics.plans import POWER_FORECASTS
 from powertrip_env.units import per_kwh_to_per_j
 from powertrip_env.view import DecisionView
@@ -82,6 +83,7 @@ class CarbonPlanner(_CarbonRule):
 
     name = "CarbonPlanner"
     to_fastest = False
+    use_forecast_only = False
 
     def __init__(
         self,
@@ -115,6 +117,9 @@ class CarbonPlanner(_CarbonRule):
         self.reserve, self.power_forecast = float(reserve), power_forecast
         self.last_plan: dict[str, Any] = {}  # the last LP's outcome, for tests and the curious
         self.forecast_finish_s = 0.0  # s: the fastest sets on the forecast to the target
+        self.pace_factor, self._made, self._booked = 1.0, 0.0, 0.0
+        self._last: tuple[float, float, float] | None = None
+        self._pred: dict[int, float] = {}
         self.site_join_s = np.zeros(0)  # (N,) s: each site's join, as last predicted
 
     def reset(self, env: Any) -> None:
@@ -122,6 +127,8 @@ class CarbonPlanner(_CarbonRule):
         self.site_join_s = np.zeros(self.env.decision_view().n_sites)
         self.last_plan = {}
         self.forecast_finish_s = 0.0
+        self.pace_factor, self._made, self._booked = 1.0, 0.0, 0.0
+        self._last, self._pred = None, {}
 
     def rows(self) -> Any:
         """The rows the plan is priced on (``dynamics.RowsAhead``): the forecast issued now,
@@ -145,8 +152,10 @@ class CarbonPlanner(_CarbonRule):
         now = self.env.decision_view()
         if not now.available.any():
             return np.zeros(now.n_sites, dtype=np.int8)
+        self.calibrate(now)
         sets = self.candidate_sets(now)
         choice = self.safe(now, sets, self.plan(now, sets))
+        self._last = (now.clock_s, now.surrogate_progress, self._pred.get(choice, 0.0))
         if choice < 0:
             return np.zeros(now.n_sites, dtype=np.int8)
         return sets[choice].astype(np.int8)
@@ -192,7 +201,7 @@ class CarbonPlanner(_CarbonRule):
         length = overlap.sum(axis=1)  # (B,) s
         keep = length > 0.0
         overlap, length = csr_array(overlap[keep]), length[keep]  # a row meets one or two
-        dp = steady.delta_progress * curve_ratio(now, sets)  # (K,) a round's, to the target
+        dp = steady.delta_progress * curve_ratio(now, sets) * self.pace_factor  # (K,) to target
         pace, grams = self.price(now, rows, sets, steady, alone.compute_s, dp)  # (R, K) each
         with np.errstate(invalid="ignore", divide="ignore"):
             pace_b = (overlap @ pace) / length[:, None]  # (B, K) progress / s
@@ -231,6 +240,22 @@ class CarbonPlanner(_CarbonRule):
             return -1
         return int(np.argmax(first))
 
+    def calibrate(self, now: DecisionView) -> None:
+        """Learn, from the rounds played (past data only), how the progress made compares with
+        the pace predicted for them: ``pace_factor``, which scales every pace the plan and
+        the safety switch book. The surrogate's steady-state pace misses stragglers and
+        the learning curve's noise, and books joins as free."""
+        last, self._last = self._last, None
+        if last is None or self.source == "true":
+            return
+        clock, progress, pace = last
+        dt = now.clock_s - clock
+        if pace > 0.0 and dt > 0.0:
+            self._made += now.surrogate_progress - progress
+            self._booked += pace * dt
+        if self._booked > 0.0:
+            self.pace_factor = float(np.clip(self._made / self._booked, 0.3, 1.0))
+
     def safe(self, now: DecisionView, sets: np.ndarray, choice: int) -> int:
         """``choice`` if, after a round of it (or an idle round, -1), the fastest set at its
         pace now (each round teaching less, ``curve_ratio``) still finishes with ``reserve`` of
@@ -238,18 +263,33 @@ class CarbonPlanner(_CarbonRule):
         that keep it, or the fastest. The safety switch against a plan on a wrong forecast:
         it reads only what holds now, as the carbon rules' deadline check does."""
         need = now.progress_needed - now.surrogate_progress
+        self._pred = {}
         if not need > 0.0 or self.source == "true":
             return choice
         steady = self.env.predict_round(sets, steady_state=True)
         joining = self.env.predict_round(sets)
-        pace = steady.efficiency * curve_ratio(now, sets)  # (K,) mean progress / s to target
+        # (K,) mean progress / s to the target, as the rounds played so far bore it out
+        pace = steady.efficiency * curve_ratio(now, sets) * self.pace_factor
+        with np.errstate(divide="ignore", invalid="ignore"):
+            now_pace = np.where(
+                joining.round_time_s > 0, steady.delta_progress / joining.round_time_s, 0.0
+            )
+        self._pred = {k: float(now_pace[k]) for k in range(sets.shape[0])}
         fastest = int(np.argmax(pace))
+        if self.to_fastest:  # the time rule's set (PowerTrip's), as the fastest
+            mask = _powertrip_set(self.env, now)
+            hit = np.flatnonzero((sets == mask).all(axis=1))
+            if hit.size:
+                fastest = int(hit[0])
         if not pace[fastest] > 0.0:
             return choice
         allowed = (now.time_budget_s - now.elapsed_s) * (1.0 - self.reserve)
         fast_join = float(self.site_join_s[sets[fastest]].max(initial=0.0))
         # the slower of the pace now and the forecast's fastest blocks
-        slow = max(need / pace[fastest], self.forecast_finish_s) / (need / pace[fastest])
+        if self.use_forecast_only and self.forecast_finish_s > 0.0:
+            slow = self.forecast_finish_s / (need / pace[fastest])
+        else:
+            slow = max(need / pace[fastest], self.forecast_finish_s) / (need / pace[fastest])
         # each set's round now, then the fastest to the target (its sites' joins at worst)
         left = np.maximum(need - steady.delta_progress, 0.0)
         finish = joining.round_time_s + slow * left / pace[fastest] + fast_join
@@ -261,7 +301,7 @@ class CarbonPlanner(_CarbonRule):
         elif finish[choice] <= allowed:
             return choice
         ok = finish <= allowed
-        if not ok.any() or self.to_fastest:
+        if not ok.any():
             return fastest
         with np.errstate(divide="ignore", invalid="ignore"):
             per_progress = np.where(
@@ -391,3 +431,13 @@ def _idle_grid_g_per_s(now: DecisionView) -> np.ndarray:
     """(N,) grams per second of each site's idle draw above its PV now."""
     idle_w = now.scenario.episode.idle_fraction * now.power_w
     return per_kwh_to_per_j(np.maximum(idle_w - now.pv_w, 0.0) * now.grid_g_per_kwh)
+
+
+def _powertrip_set(env: Any, now: DecisionView) -> np.ndarray:
+    """(N,) bool: the set the time rule (``PowerTrip``) plays now."""
+    order = rank_available(now.power_w / now.exchange_s, now.available)
+    n_avail = int(now.available.sum())
+    eff = env.predict_round(prefix_masks(order), steady_state=True).efficiency
+    mask = np.zeros(now.n_sites, dtype=bool)
+    mask[order[: first_peak(eff, n_avail) + 1]] = True
+    return mask
