@@ -160,10 +160,12 @@ class Engine:
             carbon_forecast,
         )
 
-    def forecast_rows(self, i: int = 0, carbon_forecast: str = "week") -> dynamics.RowsAhead:
+    def forecast_rows(
+        self, i: int = 0, carbon_forecast: str = "week", power_forecast: str = "hold"
+    ) -> dynamics.RowsAhead:
         """Row ``i``'s rows to its deadline as the forecast issued now sees them
         (``dynamics.rows_ahead``): no future actual."""
-        return dynamics.rows_ahead(self.params, self._one(i), carbon_forecast)
+        return dynamics.rows_ahead(self.params, self._one(i), carbon_forecast, power_forecast)
 
     def candidates(
         self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None

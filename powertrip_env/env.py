@@ -408,15 +408,21 @@ class PowerTripEnv(EngineViews, gym.Env):
             plan, rounds, belief=belief, carbon_forecast=carbon_forecast
         )
 
-    def forecast_rows(self, carbon_forecast: str = "week") -> dynamics.RowsAhead:
+    def forecast_rows(
+        self, carbon_forecast: str = "week", power_forecast: str = "hold"
+    ) -> dynamics.RowsAhead:
         """Each trace row from the current one to the deadline's, per site, as the forecast
-        issued now sees it: the powered GPUs' samples/s and busy draw (the power forecast,
-        held beyond its horizon), the PV output and the grid's carbon intensity (guessed from
-        the past by ``carbon_forecast``, as ``predict_plan`` guesses them). The rows of the
-        world ``predict_plan`` plays, for a planner that prices rows itself
+        issued now sees it: the powered GPUs' samples/s and busy draw (the power forecast;
+        beyond its horizon held, ``power_forecast="hold"``, or the mean of the same time of day
+        over the last week's actual power already past, ``"week"``), the PV output and the
+        grid's carbon intensity (guessed from the past by ``carbon_forecast``, as
+        ``predict_plan`` guesses them). With the defaults, the rows of the world
+        ``predict_plan`` plays, for a planner that prices rows itself
         (``baselines/carbon_planner.py``); no future actual is read.
         """
-        return self._engine.forecast_rows(carbon_forecast=carbon_forecast)
+        return self._engine.forecast_rows(
+            carbon_forecast=carbon_forecast, power_forecast=power_forecast
+        )
 
     def clairvoyant(self) -> Clairvoyant:
         """CLAIRVOYANT: the episode's future (true power and its own jitter) from now.

@@ -20,7 +20,7 @@ import numpy as np
 from powertrip_env.dynamics.candidates import build_candidates
 from powertrip_env.dynamics.formulas import progress_needed
 from powertrip_env.dynamics.layout import G_PER_J, POWERED, PV_W, RATE
-from powertrip_env.dynamics.params import forecast_world
+from powertrip_env.dynamics.params import carbon_sources, forecast_world
 from powertrip_env.dynamics.paths import without_path
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.tables import current_row
@@ -157,6 +157,9 @@ def predict_plan(
     return Trajectory(moved, out.success, out.ended, out.tta_h, out.progress_needed)
 
 
+POWER_FORECASTS = ("hold", "week")  # beyond the power forecast's horizon (rows_ahead)
+
+
 class RowsAhead(NamedTuple):
     """Per trace row from the one holding the clock to the one holding the deadline, and per
     site: what a row-by-row planner prices (``baselines/carbon_planner.py``). Row 0 is the
@@ -169,14 +172,27 @@ class RowsAhead(NamedTuple):
     grid_g_per_kwh: np.ndarray  # (R, N) g CO2eq per kWh of the site's grid
 
 
-def rows_ahead(params: SimParams, state: SimState, carbon_forecast: str | None) -> RowsAhead:
+def rows_ahead(
+    params: SimParams,
+    state: SimState,
+    carbon_forecast: str | None,
+    power_forecast: str = "hold",
+) -> RowsAhead:
     """The rows from episode 0 of ``state``'s current row to its deadline's (``RowsAhead``).
 
     With a ``carbon_forecast`` they are the world ``predict_plan`` plays (``forecast_world``):
-    the power forecast issued now (held beyond its horizon) and the grid's intensity and PV as
-    that forecast guesses them from the past, so a deployable policy may read them. With
-    ``None`` they are the true trace's rows: CLAIRVOYANT, for ``Clairvoyant.rows`` only.
+    the power forecast issued now and the grid's intensity and PV as that forecast guesses them
+    from the past, so a deployable policy may read them. Beyond the power forecast's horizon,
+    ``power_forecast`` "hold" holds its last row (as ``predict_plan`` does); "week" takes the
+    mean of the same time of day over the last ``WEEK_DAYS`` days already past of the actual
+    power (samples/s and powered GPUs; the rows ``carbon_sources`` names, all at most the
+    current one): a seasonal forecast from past data only. With ``carbon_forecast=None`` they
+    are the true trace's rows: CLAIRVOYANT, for ``Clairvoyant.rows`` only.
     """
+    if power_forecast not in POWER_FORECASTS:
+        raise ValueError(
+            f"power_forecast={power_forecast!r}: allowed: {', '.join(POWER_FORECASTS)}"
+        )
     iv = params.interval_s
     row = int(current_row(params, state.time_s[:1])[0])
     end = float(state.start_s[0]) + params.time_budget_s
@@ -185,10 +201,16 @@ def rows_ahead(params: SimParams, state: SimState, carbon_forecast: str | None) 
         table = params.table[np.minimum(row + np.arange(rows), params.rows - 1)]
     else:
         table = forecast_world(params, row, rows, carbon_forecast).table[:rows]
+    rate, powered = table[:, RATE].copy(), table[:, POWERED].copy()
+    horizon = params.forecast_rate.shape[1]
+    if carbon_forecast is not None and power_forecast == "week" and rows > horizon:
+        past = carbon_sources(params, row, rows, "week")[horizon:]  # (R - H, D), all <= row
+        rate[horizon:] = params.table[past, RATE].mean(axis=1)
+        powered[horizon:] = params.table[past, POWERED].mean(axis=1)
     return RowsAhead(
         start_s=(row + np.arange(rows)) * iv,
-        rate=table[:, RATE].copy(),
-        power_w=table[:, POWERED] * params.gpu_wall_w,
+        rate=rate,
+        power_w=powered * params.gpu_wall_w,
         pv_w=table[:, PV_W].copy(),
         grid_g_per_kwh=per_j_to_per_kwh(table[:, G_PER_J]),
     )
