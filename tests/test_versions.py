@@ -355,7 +355,7 @@ _COMMON = [
 ]
 _LOOKAHEAD = ["HorizonRule", "ForecastMPC"]
 _ADAPTIVE = ["AdaptiveHorizon", "AdaptiveMPC", "ExploringHorizon"]
-_CARBON = ["CarbonGreedy", "DeadlineHorizon", "FedZeroExcess", "CarbonPlanner"]
+_CARBON = ["CarbonGreedy", "DeadlineHorizon", "FedZeroExcess"]
 _INFORMED = ["Informed", "InformedMPC"]
 _TRACKING = ["TrackingHorizon", "TrackingMPC"]
 STARTS = {

@@ -444,14 +444,7 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     acc = _accuracy(c, progress, cover)
     target = c[C_TARGET]
     rec[R_DELTA_ACC] = min(acc, target) - min(st[ACC], target)
-    st[TIME] = t_end
-    st[PROGRESS] = progress
-    st[ACC] = acc
-    st[ROUNDS] += 1.0
-    st[LAST_ROUND] = round_s
-    st[COVERAGE] = cover
-    if gained > 0.0 and round_s > 0.0:  # the pace a carbon task's observation extrapolates
-        st[LAST_PACE] = gained / round_s
+    _advance(st, t_end, progress, acc, round_s, cover, gained)
 
     rec[R_DELTA_PROGRESS] = gained
     rec[R_ROUND_S] = round_s
@@ -467,6 +460,19 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     rec[R_TERMINATED] = acc >= target
     rec[R_TRUNCATED] = over and not acc >= target
     _rewards(c, rec)
+
+
+@jit
+def _advance(st, t_end, progress, acc, round_s, cover, gained):
+    """The episode's scalars after a round that ended at ``t_end`` and taught ``gained``."""
+    st[TIME] = t_end
+    st[PROGRESS] = progress
+    st[ACC] = acc
+    st[ROUNDS] += 1.0
+    st[LAST_ROUND] = round_s
+    st[COVERAGE] = cover
+    if gained > 0.0 and round_s > 0.0:  # the pace a carbon task's observation extrapolates
+        st[LAST_PACE] = gained / round_s
 
 
 @jit
