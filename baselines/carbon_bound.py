@@ -37,6 +37,7 @@ cannot hold ``U_min``: then every policy misses).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -218,118 +219,205 @@ def round_lp_grams(
     Every round a policy plays from now is described by the set S of sites that complete it
     (those that drop out, fetch or sit out add carbon and no batch; a round none completes adds
     no progress), the time block c its start falls in (blocks of ``block_rows`` trace rows, cut
-    at now and at the deadline) and the progress segment j its start progress falls in. The LP
-    counts them: ``u[S, c]`` rounds by block and ``v[S, j]`` by segment, the same number for
-    each S (``Σ_c u[S, c] = Σ_j v[S, j]``: any pairing of blocks and segments is allowed,
-    which drops the order of time and progress, in the policy's favour). With the least
-    compute jitter ε_min, the largest ε_max, and the network's least factor:
-
-    * **Time.** A member i of S starting its round at t in block c computes its quota from t
-      or, joining, one join later, so the round lasts at least ``f_i(t) = finish(t, quota_i ·
-      ε_min) − t`` (later starts finish no earlier), then the exchange among S (its own largest
-      RTT and link, ``comm_time_s``) and aggregation: ``T[S, c] = max_i min_{t ∈ c} f_i(t) +
-      comm(S) + agg``. ``f_i`` is piecewise linear between row boundaries and the starts whose
-      compute ends on one, so its least value over a block is the least at those points and
-      the block's ends. Rounds are played back to back, each shrunk to its ``T`` still starts
-      in its block and overlaps none, so the rounds starting in block c fill at most its
-      length plus the part of the last one past its end (``h_c``, at most the longest ``T`` of
-      a block so far) minus the previous block's part in it; the last round ends by the
-      deadline (``h`` of the last block is 0: a round cut there teaches nothing). A set with a
-      member that has no powered GPU in any row of the block cannot start there, nor a round
-      whose ``T`` passes the deadline.
-    * **Grams.** Member i computes at least ``quota_i · ε_min`` samples, each at no less than
-      the least busy grid carbon per sample (``max(P·wall − pv, 0) · g / rate``) of the rows
-      from the block's start to the latest its compute can end (``finish(end of block + join,
-      quota · ε_max)``). While the round lasts and i does not compute, its powered GPUs wait
-      at idle draw, ``idle_w · P_k`` with ``P_k`` the powered GPUs of the round's start row
-      (``round._charge``; at least the block's least nonzero count), at that row's grid carbon
-      above PV. It waits at least through the exchange and aggregation, and for the slowest
-      member: ``max_j min f_j − max f_i`` (``f_i`` at ε_max and starts up to one join past the
-      block, bounded by its values at the same kinds of points, just past each); each second
-      at no less than the least idle grid carbon of the rows up to the latest end of a round
-      starting in the block. Joins, drop-outs and what a round spends beyond those only add.
-    * **Progress.** Split [P_now, P*] into segments at ``a_0 < … < a_M``. A round of S
-      starting at progress P ≥ a_j teaches at most ``ΔP(a_j, B_S) = L·η / (1 + B_noise(a_j)
-      / B_S)`` (full coverage, B_S its members' batches, ``B_noise`` rising in P). Progress
-      never falls, so the rounds starting below a_(m+1) carry it there:
-      ``Σ_{j ≤ m} Σ_S ΔP(a_j, B_S) · v[S, j] ≥ a_(m+1) − P_now`` for every m.
+    at now and at the deadline: ``_RoundLPGrid``) and the progress segment j its start progress
+    falls in. The LP counts them: ``u[S, c]`` rounds by block and ``v[S, j]`` by segment, the
+    same number for each S (``Σ_c u[S, c] = Σ_j v[S, j]``: any pairing of blocks and segments
+    is allowed, which drops the order of time and progress, in the policy's favour). With the
+    least compute jitter ε_min, the largest ε_max, and the network's least factor, each piece
+    argues its own step in the policy's favour: the least time of a round (``_round_times``),
+    its least idle grams (``_idle_grams``) and busy grams (``_sample_cells``), and the most
+    progress it teaches (``_progress_rates``).
 
     Every policy's rounds satisfy these constraints and cost at least the LP's grams for them,
-    so the LP's least cost (``scipy.optimize.linprog``, HiGHS) is a lower bound.
+    so the LP's least cost (``_solve_round_lp``: ``scipy.optimize.linprog``, HiGHS) is a lower
+    bound.
     """
-    from scipy import sparse
-    from scipy.optimize import linprog
-
     p, state = future.params, future.state
-    n, iv = p.n_sites, p.interval_s
+    iv = p.interval_s
     now = float(state.time_s[0])
     deadline = float(state.start_s[0]) + p.time_budget_s
     p_now, need = float(state.progress[0]), float(future.progress_needed)
     if not need > p_now:
         return 0.0
-    last = int(deadline / iv)
     if deadline >= (p.rows - 1) * iv or now >= deadline:
         return math.inf if now >= deadline else 0.0  # past the calendar: left to the knapsack
-    first = int(now / iv)
+    g = _RoundLPGrid.of(future, now, deadline, block_rows)
+    duration, can, slowest, tail = _round_times(g)
+    latest, idle = _idle_grams(g, slowest, tail)
+    knots, kappa = _progress_rates(p, g.membership, p_now, need, segments)
+    samples = _sample_cells(g, latest)
+    return _solve_round_lp(g, duration, can, idle, knots, kappa, samples)
 
-    jitter = future.jitter(p.max_rounds - int(state.rounds[0]))
-    eps_min = float(jitter[:, :n].min()) if jitter.size else 1.0
-    eps_max = float(jitter[:, :n].max()) if jitter.size else 1.0
-    comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
-    comm_max = float(jitter[:, n].max()) if jitter.size else 1.0
 
-    # the blocks: [start_c, end_c) of rows first + c·block_rows ...
-    r0 = np.arange(first, last + 1, block_rows)
-    r1 = np.minimum(r0 + block_rows - 1, last)
-    start_c = np.maximum(r0 * iv, now)
-    end_c = np.minimum((r1 + 1) * iv, deadline)
-    keep = end_c > start_c
-    r0, r1, start_c, end_c = r0[keep], r1[keep], start_c[keep], end_c[keep]
-    n_blocks = r0.size
+@dataclass(frozen=True)
+class _RoundLPGrid:
+    """What the pieces of ``round_lp_grams`` share: the clock, the deadline and their rows, the
+    episode's jitter extremes, the time blocks ``[start_c, end_c)`` (rows ``r0 .. r1`` each,
+    cut at now and at the deadline, empty ones dropped) and the site sets (``membership``, one
+    row per non-empty set S)."""
 
-    cum = p.cum_samples  # (rows + 1, N): samples from row 0 to each row's start
-    work_min = p.quota * eps_min
-    work_max = p.quota * eps_max
-    f_min = _least_compute_s(future, cum, work_min, start_c, end_c, np.zeros(n), least=True)
-    f_max = _least_compute_s(future, cum, work_max, start_c, end_c, p.join_s, least=False)
-    # the latest a member's compute can end, from a start at the block's end one join later
-    latest = future.finish_s(end_c[:, None] + p.join_s[None, :], work_max)  # (C, N)
-    latest = np.minimum(latest, deadline)
+    p: Any
+    future: Any
+    now: float
+    deadline: float
+    first: int  # the row holding the clock
+    last: int  # the row holding the deadline
+    eps_min: float  # the least compute jitter
+    eps_max: float  # the largest compute jitter
+    comm_min: float  # the least network jitter
+    comm_max: float  # the largest network jitter
+    r0: np.ndarray  # (C,) each block's first row
+    r1: np.ndarray  # (C,) each block's last row
+    start_c: np.ndarray  # (C,)
+    end_c: np.ndarray  # (C,)
+    membership: np.ndarray  # (K, N) bool
 
-    membership = ((np.arange(1, 1 << n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
-    k_sets = membership.shape[0]
+    @classmethod
+    def of(cls, future: Any, now: float, deadline: float, block_rows: int) -> _RoundLPGrid:
+        p, state = future.params, future.state
+        n, iv = p.n_sites, p.interval_s
+        last = int(deadline / iv)
+        first = int(now / iv)
+        jitter = future.jitter(p.max_rounds - int(state.rounds[0]))
+        eps_min = float(jitter[:, :n].min()) if jitter.size else 1.0
+        eps_max = float(jitter[:, :n].max()) if jitter.size else 1.0
+        comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
+        comm_max = float(jitter[:, n].max()) if jitter.size else 1.0
+        # the blocks: [start_c, end_c) of rows first + c·block_rows ...
+        r0 = np.arange(first, last + 1, block_rows)
+        r1 = np.minimum(r0 + block_rows - 1, last)
+        start_c = np.maximum(r0 * iv, now)
+        end_c = np.minimum((r1 + 1) * iv, deadline)
+        keep = end_c > start_c
+        membership = ((np.arange(1, 1 << n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
+        return cls(
+            p=p,
+            future=future,
+            now=now,
+            deadline=deadline,
+            first=first,
+            last=last,
+            eps_min=eps_min,
+            eps_max=eps_max,
+            comm_min=comm_min,
+            comm_max=comm_max,
+            r0=r0[keep],
+            r1=r1[keep],
+            start_c=start_c[keep],
+            end_c=end_c[keep],
+            membership=membership,
+        )
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.r0.size)
+
+    @property
+    def work_min(self) -> np.ndarray:
+        """(N,) the least samples a member computes for its quota: ``quota · ε_min``."""
+        return self.p.quota * self.eps_min
+
+
+def _round_times(g: _RoundLPGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(duration, can, slowest, tail): per set S and block c (K, C), the least time ``T[S, c]``
+    of a round of S starting in c, whether one can start there at all, and its slowest
+    member's least compute; per S (K,), its least exchange and aggregation.
+
+    **Time.** A member i of S starting its round at t in block c computes its quota from t or,
+    joining, one join later, so the round lasts at least ``f_i(t) = finish(t, quota_i · ε_min)
+    − t`` (later starts finish no earlier), then the exchange among S (its own largest RTT and
+    link, ``comm_time_s``) and aggregation: ``T[S, c] = max_i min_{t ∈ c} f_i(t) + comm(S) +
+    agg``. ``f_i`` is piecewise linear between row boundaries and the starts whose compute ends
+    on one, so its least value over a block is the least at those points and the block's ends
+    (``_least_compute_s``). Rounds are played back to back, each shrunk to its ``T`` still
+    starts in its block and overlaps none, so the rounds starting in block c fill at most its
+    length plus the part of the last one past its end (``h_c``, at most the longest ``T`` of a
+    block so far) minus the previous block's part in it; the last round ends by the deadline
+    (``h`` of the last block is 0: a round cut there teaches nothing; ``_solve_round_lp``). A
+    set with a member that has no powered GPU in any row of the block cannot start there, nor
+    a round whose ``T`` passes the deadline.
+    """
+    p, membership = g.p, g.membership
+    n = p.n_sites
+    f_min = _least_compute_s(
+        g.future, p.cum_samples, g.work_min, g.start_c, g.end_c, np.zeros(n), least=True
+    )
     size = membership.sum(axis=1)
     rtt_s = np.where(membership, p.rtt_s[None, :], 0.0).max(axis=1)
     tx_s = np.where(membership, p.site_tx_s[None, :], 0.0).max(axis=1)
-    tail = comm_time_s(p, size, rtt_s, tx_s) * comm_min + p.aggregation_s  # (K,)
+    tail = comm_time_s(p, size, rtt_s, tx_s) * g.comm_min + p.aggregation_s  # (K,)
+    startable = np.empty((g.n_blocks, n), dtype=bool)
+    for c in range(g.n_blocks):
+        startable[c] = np.any(p.powered[int(g.r0[c]) : int(g.r1[c]) + 1] > 0.0, axis=0)
+
+    # (K, C): the least time of a round of set S starting in block c
+    slowest = np.where(membership[:, None, :], f_min[None, :, :], -np.inf).max(axis=2)
+    duration = slowest + tail[:, None]
+    can = np.all(startable[None, :, :] | ~membership[:, None, :], axis=2)
+    can &= g.start_c[None, :] + duration <= g.deadline
+    return duration, can, slowest, tail
+
+
+def _idle_grams(
+    g: _RoundLPGrid, slowest: np.ndarray, tail: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(latest, grams): per block and site (C, N), the latest a member's compute can end from a
+    start in the block (no later than the deadline); per set and block (K, C), the least idle
+    grid carbon (g) of a round of S starting in c.
+
+    **Grams, idle.** While the round lasts and member i does not compute, its powered GPUs wait
+    at idle draw, ``idle_w · P_k`` with ``P_k`` the powered GPUs of the round's start row
+    (``round._charge``; at least the block's least nonzero count), at that row's grid carbon
+    above PV. It waits at least through the exchange and aggregation, and for the slowest
+    member: ``max_j min f_j − max f_i`` (``f_i`` at ε_max and starts up to one join past the
+    block, bounded by its values at the same kinds of points, just past each:
+    ``_least_compute_s``); each second at no less than the least idle grid carbon of the rows
+    up to the latest end of a round starting in the block. Joins, drop-outs and what a round
+    spends beyond those only add.
+    """
+    p, membership = g.p, g.membership
+    n, iv, deadline = p.n_sites, p.interval_s, g.deadline
+    work_max = p.quota * g.eps_max
+    f_max = _least_compute_s(
+        g.future, p.cum_samples, work_max, g.start_c, g.end_c, p.join_s, least=False
+    )
+    # the latest a member's compute can end, from a start at the block's end one join later
+    latest = g.future.finish_s(g.end_c[:, None] + p.join_s[None, :], work_max)  # (C, N)
+    latest = np.minimum(latest, deadline)
     tail_max = (
-        float(comm_time_s(p, n, float(p.rtt_s.max()), float(p.site_tx_s.max())) * comm_max)
+        float(comm_time_s(p, n, float(p.rtt_s.max()), float(p.site_tx_s.max())) * g.comm_max)
         + p.aggregation_s
     )
     round_end = np.minimum(latest.max(axis=1) + tail_max, deadline)  # (C,)
 
-    busy_w = p.powered * p.gpu_wall_w
-    busy_g = np.maximum(busy_w - p.pv_w, 0.0) * p.g_per_j  # g/s per row and site
-    idle_g = np.empty((n_blocks, n))
-    startable = np.empty((n_blocks, n), dtype=bool)
-    for c in range(n_blocks):
-        lo = int(r0[c])
-        block = p.powered[lo : int(r1[c]) + 1]  # (rows, N) of the block
-        startable[c] = np.any(block > 0.0, axis=0)
+    idle_g = np.empty((g.n_blocks, n))
+    for c in range(g.n_blocks):
+        lo = int(g.r0[c])
+        block = p.powered[lo : int(g.r1[c]) + 1]  # (rows, N) of the block
+        startable = np.any(block > 0.0, axis=0)
         least_powered = np.where(block > 0.0, block, np.inf).min(axis=0)
-        idle_w = p.idle_w_per_gpu * np.where(startable[c], least_powered, 0.0)
+        idle_w = p.idle_w_per_gpu * np.where(startable, least_powered, 0.0)
         hi = min(int(round_end[c] / iv), p.rows - 1)
         span = slice(lo, hi + 1)
         idle_g[c] = (np.maximum(idle_w[None, :] - p.pv_w[span], 0.0) * p.g_per_j[span]).min(axis=0)
 
-    # (K, C): the least time and idle grams of a round of set S starting in block c
-    slowest = np.where(membership[:, None, :], f_min[None, :, :], -np.inf).max(axis=2)
-    duration = slowest + tail[:, None]
+    # (K, C): the least idle grams of a round of set S starting in block c
     wait = np.maximum(slowest[:, :, None] - f_max[None, :, :], 0.0) + tail[:, None, None]
     grams = np.where(membership[:, None, :], wait * idle_g[None, :, :], 0.0).sum(axis=2)
-    can = np.all(startable[None, :, :] | ~membership[:, None, :], axis=2)
-    can &= start_c[None, :] + duration <= deadline
+    return latest, grams
 
+
+def _progress_rates(
+    p: Any, membership: np.ndarray, p_now: float, need: float, segments: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(knots, kappa): the segments' ends ``a_0 < … < a_M`` (M + 1,) and, per set and segment
+    (K, M), the rounds per unit of progress ``κ[S, j]`` of a round of S starting in it.
+
+    **Progress.** A round of S starting at progress P ≥ a_j teaches at most ``ΔP(a_j, B_S) =
+    L·η / (1 + B_noise(a_j) / B_S)`` (full coverage, B_S its members' batches, ``B_noise``
+    rising in P). Progress never falls, so the rounds starting below a_(m+1) carry it there:
+    ``Σ_{j ≤ m} Σ_S ΔP(a_j, B_S) · v[S, j] ≥ a_(m+1) − P_now`` for every m.
+    """
     # progress segments: a round of S covers progress at no more than 1 / κ[S, j] per round
     knots = np.linspace(p_now, need, segments + 1)
     batch = membership @ p.site_batch  # (K,)
@@ -337,82 +425,67 @@ def round_lp_grams(
     most = per_round / (1.0 + float(noise_scale_array(p, p_now)) / batch)  # (K,) ΔP_max of S
     lowest = np.maximum(knots[None, :-1] - most[:, None], p_now)  # (K, M)
     kappa = (1.0 + noise_scale_array(p, lowest) / batch[:, None]) / per_round
+    return knots, kappa
 
+
+def _sample_cells(g: _RoundLPGrid, latest: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(site, block, row, cost), each (Y,): the cells ``y[i, c, r]`` of the samples site i
+    computes in row r for rounds starting in block c, and their grams per sample.
+
+    **Grams, busy.** Member i computes at least ``quota_i · ε_min`` samples, each at no less
+    than the least busy grid carbon per sample (``max(P·wall − pv, 0) · g / rate``) of the rows
+    from the block's start to the latest its compute can end (``finish(end of block + join,
+    quota · ε_max)``, ``latest``); a row without power holds none.
+    """
+    p = g.p
+    n, iv = p.n_sites, p.interval_s
+    busy_w = p.powered * p.gpu_wall_w
+    busy_g = np.maximum(busy_w - p.pv_w, 0.0) * p.g_per_j  # g/s per row and site
     # the samples a site computes in a row for rounds starting in a block: rows from the
     # block's start to the latest its compute can end, with power
     y_site, y_block, y_row = [], [], []
-    for c in range(n_blocks):
+    for c in range(g.n_blocks):
         for i in range(n):
-            rows_ci = np.arange(int(r0[c]), min(int(latest[c, i] / iv), p.rows - 1) + 1)
+            rows_ci = np.arange(int(g.r0[c]), min(int(latest[c, i] / iv), p.rows - 1) + 1)
             rows_ci = rows_ci[p.rate[rows_ci, i] > 0.0]
             y_site.append(np.full(rows_ci.size, i))
             y_block.append(np.full(rows_ci.size, c))
             y_row.append(rows_ci)
     y_site, y_block, y_row = (np.concatenate(a) for a in (y_site, y_block, y_row))
-    rate_y = p.rate[y_row, y_site]
-    y_cost = busy_g[y_row, y_site] / rate_y
+    y_cost = busy_g[y_row, y_site] / p.rate[y_row, y_site]
+    return y_site, y_block, y_row, y_cost
 
-    # variables: u (K·C, only where a round can start), w (K·M), h (C), y
+
+def _solve_round_lp(
+    g: _RoundLPGrid,
+    duration: np.ndarray,
+    can: np.ndarray,
+    idle: np.ndarray,
+    knots: np.ndarray,
+    kappa: np.ndarray,
+    samples: tuple[np.ndarray, ...],
+) -> float:
+    """The LP's least cost (g), ``math.inf`` if no round can start or the target is out of
+    reach. Variables: ``u[S, c]`` only where a round of S can start in c (``can``), at its idle
+    grams; ``w[S, j]``, the progress rounds of S cover in segment j; ``h_c``, block c's rounds'
+    part past its end; ``y``, the ``_sample_cells`` at their busy grams. The constraints, each
+    one of the pieces' arguments: the blocks' time (``_round_times``), every segment covered
+    and paid for in rounds (``_progress_rates``), each member's work done in samples of the
+    rows it can reach (``_sample_cells``), and no row computing more than it holds between now
+    and the deadline.
+    """
+    from scipy.optimize import linprog
+
+    n_blocks, k_sets, segments = g.n_blocks, g.membership.shape[0], knots.size - 1
     cols = np.flatnonzero(can.ravel())
     if cols.size == 0:
         return math.inf
-    set_of, block_of = np.divmod(cols, n_blocks)
-    n_u, n_w, n_y = cols.size, k_sets * segments, y_row.size
+    y_cost = samples[3]
+    n_u, n_w, n_y = cols.size, k_sets * segments, y_cost.size
     n_var = n_u + n_w + n_blocks + n_y
-    w_of = n_u + np.arange(n_w).reshape(k_sets, segments)
     h_of = n_u + n_w + np.arange(n_blocks)
-    y_of = n_u + n_w + n_blocks + np.arange(n_y)
-    cost = np.concatenate([grams.ravel()[cols], np.zeros(n_w + n_blocks), y_cost])
-
-    rows_, cols_, vals_, rhs = [], [], [], []
-    n_con = 0
-
-    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray, b: np.ndarray) -> None:
-        nonlocal n_con
-        rows_.append(n_con + r)
-        cols_.append(c)
-        vals_.append(v)
-        rhs.append(b)
-        n_con += b.size
-
-    # time: Σ_S T u[S, c] + h_(c−1) − h_c ≤ length of c
-    add(
-        np.concatenate([block_of, np.arange(n_blocks), np.arange(1, n_blocks)]),
-        np.concatenate([np.arange(n_u), h_of, h_of[:-1]]),
-        np.concatenate([duration.ravel()[cols], -np.ones(n_blocks), np.ones(n_blocks - 1)]),
-        end_c - start_c,
-    )
-    # coverage: −Σ_S w[S, j] ≤ −(a_(j+1) − a_j)
-    add(np.tile(np.arange(segments), k_sets), w_of.ravel(), -np.ones(n_w), -np.diff(knots))
-    # rounds: Σ_j κ[S, j] w[S, j] − Σ_c u[S, c] ≤ 0
-    add(
-        np.concatenate([np.repeat(np.arange(k_sets), segments), set_of]),
-        np.concatenate([w_of.ravel(), np.arange(n_u)]),
-        np.concatenate([kappa.ravel(), -np.ones(n_u)]),
-        np.zeros(k_sets),
-    )
-    # work: Σ_(S ∋ i) quota_i ε_min u[S, c] − Σ_r y[i, c, r] ≤ 0
-    mem_u = membership[set_of]  # (n_u, N)
-    u_idx, u_site = np.nonzero(mem_u)
-    add(
-        np.concatenate([block_of[u_idx] * n + u_site, y_block * n + y_site]),
-        np.concatenate([u_idx, y_of]),
-        np.concatenate([work_min[u_site], -np.ones(n_y)]),
-        np.zeros(n_blocks * n),
-    )
-    # a row's samples: Σ_c y[i, c, r] ≤ rate · the row's time between now and the deadline
-    key = (y_row - first) * n + y_site
-    width = np.minimum((np.arange(first, last + 1) + 1) * iv, deadline) - np.maximum(
-        np.arange(first, last + 1) * iv, now
-    )
-    cap = np.full((last - first + 1) * n, 0.0)
-    cap[key] = rate_y * width[y_row - first]
-    add(key, y_of, np.ones(n_y), cap)
-    a_ub = sparse.csr_matrix(
-        (np.concatenate(vals_), (np.concatenate(rows_), np.concatenate(cols_))),
-        shape=(n_con, n_var),
-    )
-    b_ub = np.concatenate(rhs)
+    cost = np.concatenate([idle.ravel()[cols], np.zeros(n_w + n_blocks), y_cost])
+    a_ub, b_ub = _round_lp_constraints(g, cols, duration, knots, kappa, samples, n_var)
 
     longest = np.maximum.accumulate(np.where(can, duration, 0.0).max(axis=0))
     bounds = np.zeros((n_var, 2))
@@ -431,6 +504,79 @@ def round_lp_grams(
     if result.status != 0:
         raise RuntimeError(f"round LP: {result.message}")
     return float(result.fun)
+
+
+def _round_lp_constraints(
+    g: _RoundLPGrid,
+    cols: np.ndarray,
+    duration: np.ndarray,
+    knots: np.ndarray,
+    kappa: np.ndarray,
+    samples: tuple[np.ndarray, ...],
+    n_var: int,
+) -> tuple[Any, np.ndarray]:
+    """(A_ub, b_ub) of ``_solve_round_lp``'s constraints, in its variables' order (u, w, h, y),
+    each a step argued by the piece named on it: what every policy's rounds satisfy."""
+    from scipy import sparse
+
+    p, membership = g.p, g.membership
+    n, iv, now, deadline, first, last = p.n_sites, p.interval_s, g.now, g.deadline, g.first, g.last
+    n_blocks, k_sets, segments = g.n_blocks, membership.shape[0], knots.size - 1
+    y_site, y_block, y_row, _ = samples
+    set_of, block_of = np.divmod(cols, n_blocks)
+    n_u, n_w, n_y = cols.size, k_sets * segments, y_row.size
+    w_of = n_u + np.arange(n_w).reshape(k_sets, segments)
+    h_of = n_u + n_w + np.arange(n_blocks)
+    y_of = n_u + n_w + n_blocks + np.arange(n_y)
+    rows_, cols_, vals_, rhs = [], [], [], []
+    n_con = 0
+
+    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray, b: np.ndarray) -> None:
+        nonlocal n_con
+        rows_.append(n_con + r)
+        cols_.append(c)
+        vals_.append(v)
+        rhs.append(b)
+        n_con += b.size
+
+    # time (_round_times): Σ_S T u[S, c] + h_(c−1) − h_c ≤ length of c
+    add(
+        np.concatenate([block_of, np.arange(n_blocks), np.arange(1, n_blocks)]),
+        np.concatenate([np.arange(n_u), h_of, h_of[:-1]]),
+        np.concatenate([duration.ravel()[cols], -np.ones(n_blocks), np.ones(n_blocks - 1)]),
+        g.end_c - g.start_c,
+    )
+    # coverage (_progress_rates): −Σ_S w[S, j] ≤ −(a_(j+1) − a_j)
+    add(np.tile(np.arange(segments), k_sets), w_of.ravel(), -np.ones(n_w), -np.diff(knots))
+    # rounds: Σ_j κ[S, j] w[S, j] − Σ_c u[S, c] ≤ 0
+    add(
+        np.concatenate([np.repeat(np.arange(k_sets), segments), set_of]),
+        np.concatenate([w_of.ravel(), np.arange(n_u)]),
+        np.concatenate([kappa.ravel(), -np.ones(n_u)]),
+        np.zeros(k_sets),
+    )
+    # work (_sample_cells): Σ_(S ∋ i) quota_i ε_min u[S, c] − Σ_r y[i, c, r] ≤ 0
+    mem_u = membership[set_of]  # (n_u, N)
+    u_idx, u_site = np.nonzero(mem_u)
+    add(
+        np.concatenate([block_of[u_idx] * n + u_site, y_block * n + y_site]),
+        np.concatenate([u_idx, y_of]),
+        np.concatenate([g.work_min[u_site], -np.ones(n_y)]),
+        np.zeros(n_blocks * n),
+    )
+    # a row's samples: Σ_c y[i, c, r] ≤ rate · the row's time between now and the deadline
+    key = (y_row - first) * n + y_site
+    width = np.minimum((np.arange(first, last + 1) + 1) * iv, deadline) - np.maximum(
+        np.arange(first, last + 1) * iv, now
+    )
+    cap = np.full((last - first + 1) * n, 0.0)
+    cap[key] = p.rate[y_row, y_site] * width[y_row - first]
+    add(key, y_of, np.ones(n_y), cap)
+    a_ub = sparse.csr_matrix(
+        (np.concatenate(vals_), (np.concatenate(rows_), np.concatenate(cols_))),
+        shape=(n_con, n_var),
+    )
+    return a_ub, np.concatenate(rhs)
 
 
 def _least_compute_s(
