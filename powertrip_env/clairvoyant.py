@@ -85,10 +85,10 @@ class Clairvoyant:
         return dynamics.play_rule(self.params, state, first, rule, rounds)
 
     def rows(self) -> dynamics.RowsAhead:
-        """The true trace's rows from now to the deadline (``dynamics.rows_ahead``): the
+        """The true trace's rows from now to the deadline (``dynamics.clairvoyant_rows_ahead``): the
         samples/s, draw, PV and grid intensity ``env.forecast_rows`` forecasts, as they will
         be."""
-        return dynamics.rows_ahead(self.params, self.state, None)
+        return dynamics.clairvoyant_rows_ahead(self.params, self.state)
 
     def available(self, state: dynamics.SimState) -> np.ndarray:
         """(B, N) bool: the sites of each episode of ``state`` with a powered GPU now."""

@@ -51,6 +51,11 @@ def test_the_columns_are_added_and_nothing_else_moves() -> None:
         np.testing.assert_array_equal(sb[:, :N_SITE], sa[:, :N_SITE])
         np.testing.assert_array_equal(sb[:, N_SITE + ft.N_CARBON_SITE :], sa[:, N_SITE:])
         np.testing.assert_array_equal(gb[:N_GLOBAL], ga)
+        row = int(carbon.unwrapped.decision_view().clock_s // carbon.unwrapped.params.interval_s)
+        site_obs = carbon.unwrapped.params.site_obs
+        np.testing.assert_array_equal(
+            sb[:, N_SITE : N_SITE + ft.N_CARBON_SITE], site_obs[row, :, N_SITE:]
+        )  # the carbon columns are the current row's
         assert carbon.observation_space.contains(b), step
         action = (rng.random(n) < 0.5).astype(np.int8)
         a, ra, *_ = plain.step(action)
@@ -146,6 +151,7 @@ def test_the_vector_env_and_the_dict_shape_agree_with_the_single_env() -> None:
         np.testing.assert_array_equal(v[0], a)
         sites, glob = _split(a, 6, per_site)
         np.testing.assert_array_equal(d["sites"][:6], sites)
+        assert not d["sites"][6:].any()  # padded sites read as absent
         np.testing.assert_array_equal(d["global"], glob)
         assert as_dict.observation_space.contains(d)
         action = np.ones(6, np.int8)

@@ -162,6 +162,20 @@ def test_a_carbon_task_s_summary_adds_the_carbon_cost():
     assert "| carbon (kg) | carbon cost (kg) |" in text and "| 443.3 |" in text
 
 
+def test_evaluate_prices_a_carbon_task_s_misses_and_no_other_task_s():
+    # catches: evaluate not passing the task's carbon_ref_kg to the summary (the column would
+    # be NaN on a carbon task) or passing one where no carbon objective is posed
+    from powertrip_env.harness.evaluation.evaluate import evaluate
+
+    carbon = evaluate("PowerTrip-Carbon-v1", ["FedZeroExcess"], episodes=1, progress=False)
+    row = carbon.summary.iloc[0]
+    missed = 1.0 - row.success_rate
+    assert row.mean_carbon_cost_kg == pytest.approx(row.mean_carbon_kg + 1000.0 * missed)
+    assert "carbon cost (kg)" in carbon.to_markdown()
+    plain = evaluate("PowerTrip-v0", ["AllSites"], episodes=1, progress=False)
+    assert np.isnan(plain.summary.iloc[0].mean_carbon_cost_kg)
+
+
 def test_summary_of_episodes_on_one_day_shows_no_interval():
     frame = _frame({"PowerTrip": [20.0, 22.0]}, ["2022-07-01T01:00:00Z", "2022-07-01T23:00:00Z"])
     summary = summary_table(frame, ["PowerTrip"])

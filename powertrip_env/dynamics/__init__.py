@@ -96,6 +96,7 @@ from powertrip_env.dynamics.paths import path_now, path_of, start_paths
 from powertrip_env.dynamics.plans import (
     RowsAhead,
     Trajectory,
+    clairvoyant_rows_ahead,
     play_plans,
     play_rule,
     predict_plan,
@@ -163,6 +164,7 @@ __all__ = [
     "belief_rows",
     "build_candidates",
     "build_params",
+    "clairvoyant_rows_ahead",
     "comm_time_s",
     "current_row",
     "delta_progress",

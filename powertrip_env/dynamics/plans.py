@@ -20,7 +20,7 @@ import numpy as np
 from powertrip_env.dynamics.candidates import build_candidates
 from powertrip_env.dynamics.formulas import progress_needed
 from powertrip_env.dynamics.layout import G_PER_J, POWERED, PV_W, RATE
-from powertrip_env.dynamics.params import carbon_sources, forecast_world
+from powertrip_env.dynamics.params import CARBON_FORECASTS, carbon_sources, forecast_world
 from powertrip_env.dynamics.paths import without_path
 from powertrip_env.dynamics.round import step_round
 from powertrip_env.dynamics.tables import current_row
@@ -175,20 +175,37 @@ class RowsAhead(NamedTuple):
 def rows_ahead(
     params: SimParams,
     state: SimState,
-    carbon_forecast: str | None,
+    carbon_forecast: str = "week",
     power_forecast: str = "hold",
 ) -> RowsAhead:
-    """The rows from episode 0 of ``state``'s current row to its deadline's (``RowsAhead``).
-
-    With a ``carbon_forecast`` they are the world ``predict_plan`` plays (``forecast_world``):
-    the power forecast issued now and the grid's intensity and PV as that forecast guesses them
-    from the past, so a deployable policy may read them. Beyond the power forecast's horizon,
-    ``power_forecast`` "hold" holds its last row (as ``predict_plan`` does); "week" takes the
-    mean of the same time of day over the last ``WEEK_DAYS`` days already past of the actual
-    power (samples/s and powered GPUs; the rows ``carbon_sources`` names, all at most the
-    current one): a seasonal forecast from past data only. With ``carbon_forecast=None`` they
-    are the true trace's rows: CLAIRVOYANT, for ``Clairvoyant.rows`` only.
+    """The rows from episode 0 of ``state``'s current row to its deadline's (``RowsAhead``), as
+    the forecast issued now sees them: the world ``predict_plan`` plays (``forecast_world``),
+    the power forecast issued now and the grid's intensity and PV as ``carbon_forecast``
+    (``CARBON_FORECASTS``) guesses them from the past, so a deployable policy may read them.
+    Beyond the power forecast's horizon, ``power_forecast`` "hold" holds its last row (as
+    ``predict_plan`` does); "week" takes the mean of the same time of day over the last
+    ``WEEK_DAYS`` days already past of the actual power (samples/s and powered GPUs; the rows
+    ``carbon_sources`` names, all at most the current one): a seasonal forecast from past data
+    only. ``clairvoyant_rows_ahead`` gives the true rows instead.
     """
+    if carbon_forecast not in CARBON_FORECASTS:
+        raise ValueError(
+            f"carbon_forecast={carbon_forecast!r}: allowed: {', '.join(CARBON_FORECASTS)}"
+        )
+    return _rows_ahead(params, state, carbon_forecast, power_forecast)
+
+
+def clairvoyant_rows_ahead(params: SimParams, state: SimState) -> RowsAhead:
+    """CLAIRVOYANT: the true trace's rows from episode 0 of ``state``'s current row to its
+    deadline's (``RowsAhead``), for ``Clairvoyant.rows`` only."""
+    return _rows_ahead(params, state, None, "hold")
+
+
+def _rows_ahead(
+    params: SimParams, state: SimState, carbon_forecast: str | None, power_forecast: str
+) -> RowsAhead:
+    """``rows_ahead`` (``carbon_forecast`` one of ``CARBON_FORECASTS``) or, with None, the true
+    rows (``clairvoyant_rows_ahead``)."""
     if power_forecast not in POWER_FORECASTS:
         raise ValueError(
             f"power_forecast={power_forecast!r}: allowed: {', '.join(POWER_FORECASTS)}"
