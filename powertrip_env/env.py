@@ -74,6 +74,14 @@ class PowerTripEnv(EngineViews, gym.Env):
     telemetry (`ln` of measured over stated compute, exchange and join, clipped to ±1) and the
     measurement's age (`dynamics.TELEMETRY_FEATURES`; docs/model.md, "What is unknown").
 
+    With `carbon_obs=True` (the carbon tasks, `PowerTrip-Carbon-v1` and
+    `PowerTrip-Carbon-Measured-v1`) each site has 10 more columns after its features and before
+    any telemetry: its grid intensity now, the week's and yesterday's forecasts of it over four
+    windows ahead and its PV share (`dynamics.CARBON_SITE_FEATURES`); and 3 more follow the
+    global ones: the time left, the work left at the last pace and the carbon so far
+    (`dynamics.CARBON_JOB_FEATURES`). `PowerTrip-Carbon-v1`'s flat observation has 6 · 25 + 9
+    columns (docs/model.md, "Observation"; docs/carbon.md).
+
     ## Rewards
 
     `reward_mode="excess_gain"` (default): `r = (Δa − ρ_ref · T_r) / (a* − a0)` with

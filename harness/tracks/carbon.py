@@ -4,7 +4,8 @@ carbon, scored on the carbon cost (kg CO2eq, plus ``carbon_ref_kg`` for a missed
 
 Its IDs are registered with ``reward_mode="carbon"``. Its deployable baselines gain the carbon
 rules (on a measured carbon task their adaptive versions too); its references are
-``BestFixedCarbon``, ``PerfectForecastPlanner`` (the deployable planner on the true future),
+``BestFixedCarbon``, ``PerfectForecastPlanner`` (clairvoyant: the carbon planner on the true
+future),
 ``CarbonOptimiser`` (score 1) and the time ``Optimiser`` (the other end of the trade-off); its
 bound is ``carbon_bound_kg``; each task's room is split into a chain (``carbon_chain``:
 PowerTrip → the best deployable rule → the perfect forecast → the clairvoyant plan); and a run
@@ -41,7 +42,7 @@ from powertrip_env.harness.tracks.track import Facts, Section, Track, bracket, w
 from powertrip_env.units import s_to_h
 
 CARBON_TOP, CARBON_FIXED = "CarbonOptimiser", "BestFixedCarbon"  # the track's references
-PERFECT = "PerfectForecastPlanner"  # the deployable planner on the true future: the chain's end
+PERFECT = "PerfectForecastPlanner"  # clairvoyant: the carbon planner on the true future
 TIME_TOP = "Optimiser"  # the time optimiser: the other end of the trade-off
 TRADEOFF = "tradeoff.png"  # its TTA against carbon, drawn with a run
 
