@@ -100,7 +100,8 @@ CARBON_SITE_ROWS = (
                0, 1),
     FeatureRow(tuple(f"intensity_week_{w}" for w in _WINDOWS), "intensity, week forecast",
                "mean over 0–3, 3–6, 6–12, 12–24 h ahead of the mean of the same hour over the "
-               f"last 7 days already past, g/kWh / {INTENSITY_SCALE:g}, clipped to 1", 0, 1),
+               "last 7 days already past (early in the trace, the days it has, in turn), g/kWh / "
+               f"{INTENSITY_SCALE:g}, clipped to 1", 0, 1),
     FeatureRow(tuple(f"intensity_yesterday_{w}" for w in _WINDOWS),
                "intensity, yesterday's", "the same windows of the same hour yesterday", 0, 1),
     FeatureRow(("pv_share",), "PV share",
