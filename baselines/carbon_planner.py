@@ -51,9 +51,8 @@ from powertrip_env.baselines.base import prefix_masks, rank_available, subset_ma
 from powertrip_env.baselines.candidates import pool_of
 from powertrip_env.baselines.carbon import _CarbonRule, grid_g_per_s, grid_g_per_sample
 from powertrip_env.baselines.policies import first_peak
-from powertrip_env.dynamics.plans import POWER_FORECASTS
 from powertrip_env.units import per_kwh_to_per_j
-from powertrip_env.view import DecisionView
+from powertrip_env.view import POWER_FORECASTS, DecisionView
 
 # The share of the progress still needed that the plan adds in reserve against the forecast
 # erring and the joins the blocks do not see. Tuned on PowerTrip-Carbon-v0's 20 first train

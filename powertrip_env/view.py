@@ -16,12 +16,17 @@ import numpy as np
 
 from powertrip_env import dynamics
 from powertrip_env.dynamics.features import F_POWER
+from powertrip_env.dynamics.plans import POWER_FORECASTS
 from powertrip_env.dynamics.unknowns import UnknownFactors
 from powertrip_env.scenario import Scenario
 from powertrip_env.units import g_to_kg, j_to_kwh, per_j_to_per_kwh
 
+# POWER_FORECASTS: the guesses of power beyond the forecast's horizon a policy may ask
+# ``env.forecast_rows`` for (re-exported here, beside the view policies read, so that baselines
+# import nothing from the kernel)
+
 # UnknownFactors: what a policy may believe about the factors it cannot see (a belief's type).
-__all__ = ["FIELD_GROUPS", "DecisionView", "UnknownFactors", "decision_view"]
+__all__ = ["FIELD_GROUPS", "POWER_FORECASTS", "DecisionView", "UnknownFactors", "decision_view"]
 
 FIELD_GROUPS: dict[str, tuple[str, ...]] = {
     "stated": ("scenario", "rtt_s", "exchange_s", "data_share"),
