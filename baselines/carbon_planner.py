@@ -191,9 +191,8 @@ class CarbonPlanner(_CarbonRule):
         # join then costs time the blocks do not see; a share of the progress does not cover
         # these, as it shrinks with what is left
         guard_s = float(self.site_join_s.max()) + float(steady.round_time_s[fastest])
-        # and, deployed, it keeps ``reserve`` of the time left to spare: the forecast errs
-        if self.source != "true":
-            guard_s += self.reserve * (now.time_budget_s - now.elapsed_s)
+        # and it keeps ``reserve`` of the time left to spare: the forecast and the pace err
+        guard_s += self.reserve * (now.time_budget_s - now.elapsed_s)
         deadline = now.clock_s + (now.time_budget_s - now.elapsed_s) - guard_s
         if deadline <= now.clock_s:
             return fastest
@@ -255,7 +254,7 @@ class CarbonPlanner(_CarbonRule):
         the safety switch book. The surrogate's steady-state pace misses stragglers and
         the learning curve's noise, and books joins as free."""
         last, self._last = self._last, None
-        if last is None or self.source == "true":
+        if last is None:
             return
         clock, progress, pace = last
         dt = now.clock_s - clock
@@ -273,7 +272,7 @@ class CarbonPlanner(_CarbonRule):
         it reads only what holds now, as the carbon rules' deadline check does."""
         need = now.progress_needed - now.surrogate_progress
         self._pred = {}
-        if not need > 0.0 or self.source == "true":
+        if not need > 0.0:
             return choice
         steady = self.env.predict_round(sets, steady_state=True)
         joining = self.env.predict_round(sets)
