@@ -38,7 +38,14 @@ from powertrip_env.baselines.registry import (
 from powertrip_env.dynamics.params import SimParams
 from powertrip_env.harness.evaluation.results import ZERO
 from powertrip_env.harness.reports import measures, tradeoff
-from powertrip_env.harness.tracks.track import Facts, Section, Track, bracket, with_bound_rows
+from powertrip_env.harness.tracks.track import (
+    Facts,
+    Section,
+    Track,
+    bracket,
+    chain_table,
+    with_bound_rows,
+)
 from powertrip_env.units import s_to_h
 
 CARBON_TOP, CARBON_FIXED = "CarbonOptimiser", "BestFixedCarbon"  # the track's references
@@ -167,17 +174,7 @@ def carbon_chain_lines(facts: Facts) -> list[str]:
         "perfect-forecast": "perfect forecast (kg)",
         "optimiser": "clairvoyant (kg)",
     }
-    steps = [link["step"] for link in rows[0][1]["chain"]]
-    lines = [
-        "| task | " + " | ".join(heads[step] for step in steps) + " | learnable room |",
-        "|---|" + "---:|" * (len(steps) + 1),
-    ]
-    for task, f in rows:
-        cells = []
-        for link in f["chain"]:
-            share = f" ({link['share']:.0%})" if "share" in link else ""
-            cells.append(f"{link['policy']} {link['cost_kg']:.1f}{share}")
-        lines.append(f"| {task} | {' | '.join(cells)} | {f['learnable_room']:.3f} |")
+    lines = chain_table(rows, heads, "cost_kg", 1)
     return [
         *lines,
         "",

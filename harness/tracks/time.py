@@ -36,7 +36,14 @@ from powertrip_env.baselines.registry import (
     common_rules,
 )
 from powertrip_env.dynamics.params import SimParams
-from powertrip_env.harness.tracks.track import Facts, Section, Track, bracket, with_bound_rows
+from powertrip_env.harness.tracks.track import (
+    Facts,
+    Section,
+    Track,
+    bracket,
+    chain_table,
+    with_bound_rows,
+)
 
 TOP = "Optimiser"  # the reference: score 1
 FIXED = "BestFixedSet"  # the best fixed set in hindsight: the optimiser headroom's numerator
@@ -217,16 +224,7 @@ def chain_lines(facts: Facts) -> list[str]:
     heads = {"PowerTrip": "PowerTrip (h)", "nominal": "stated model (h)",
              "adaptive": "adaptive (h)", "informed": told,
              "monitor-perfect": "monitor-perfect (h)", "optimiser": "Optimiser (h)"}  # fmt: skip
-    lines = [
-        "| task | " + " | ".join(heads[step] for step in steps) + " | learnable room |",
-        "|---|" + "---:|" * (len(steps) + 1),
-    ]
-    for task, f in rows:
-        cells = []
-        for link in f["chain"]:
-            share = f" ({link['share']:.0%})" if "share" in link else ""
-            cells.append(f"{link['policy']} {link['tta_h']:.2f}{share}")
-        lines.append(f"| {task} | {' | '.join(cells)} | {f['learnable_room']:.3f} |")
+    lines = chain_table(rows, heads, "tta_h", 2)
     return [
         *lines,
         "",

@@ -241,6 +241,27 @@ def bound_holds(per_episode: pd.DataFrame, bound: str) -> bool:
     return bool((per_episode[bound].to_numpy()[:, None] <= others + 1e-9).all())
 
 
+def chain_table(
+    rows: Sequence[tuple[str, Mapping[str, Any]]], heads: Mapping[str, str], key: str, digits: int
+) -> list[str]:
+    """The room chains of ``rows`` (task, facts with a ``chain``) as a Markdown table: a column
+    per step, headed ``heads[step]``, each cell the step's policy, its mean ``key`` to
+    ``digits`` decimals and (in brackets) its share of the room, then the learnable room. The
+    measured, moving and carbon tracks lay out their chains alike."""
+    steps = [link["step"] for link in rows[0][1]["chain"]]
+    lines = [
+        "| task | " + " | ".join(heads[step] for step in steps) + " | learnable room |",
+        "|---|" + "---:|" * (len(steps) + 1),
+    ]
+    for task, f in rows:
+        cells = []
+        for link in f["chain"]:
+            share = f" ({link['share']:.0%})" if "share" in link else ""
+            cells.append(f"{link['policy']} {link[key]:.{digits}f}{share}")
+        lines.append(f"| {task} | {' | '.join(cells)} | {f['learnable_room']:.3f} |")
+    return lines
+
+
 def facts_of(facts: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> Facts:
     """The facts of ``tasks``, in their order."""
     return {task: dict(facts[task]) for task in tasks}
