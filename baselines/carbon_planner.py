@@ -163,17 +163,22 @@ class CarbonPlanner(_CarbonRule):
             return np.zeros(now.n_sites, dtype=np.int8)
         self.calibrate(now)
         sets = self.candidate_sets(now)
-        choice = self.safe(now, sets, self.plan(now, sets))
+        steady, joining = self.what_ifs(sets)
+        choice = self.safe(now, sets, self.plan(now, sets, steady, joining), steady, joining)
         self._last = (now.clock_s, now.surrogate_progress, self._pred.get(choice, 0.0))
         if choice < 0:
             return np.zeros(now.n_sites, dtype=np.int8)
         return sets[choice].astype(np.int8)
 
-    def plan(self, now: DecisionView, sets: np.ndarray) -> int:
-        """Index into ``sets`` of the set to play now, or -1 to idle a round."""
+    def what_ifs(self, sets: np.ndarray) -> tuple[Any, Any]:
+        """Each set's round now at steady state and with its joins (``predict_round``), which
+        the plan and the safety switch both price: asked once a decision."""
+        return self.env.predict_round(sets, steady_state=True), self.env.predict_round(sets)
+
+    def plan(self, now: DecisionView, sets: np.ndarray, steady: Any, joining: Any) -> int:
+        """Index into ``sets`` of the set to play now, or -1 to idle a round (``steady`` and
+        ``joining``: ``what_ifs(sets)``)."""
         self.forecast_finish_s = 0.0
-        steady = self.env.predict_round(sets, steady_state=True)
-        joining = self.env.predict_round(sets)
         n = now.n_sites
         singles = np.eye(n, dtype=bool) & now.available
         alone = self.env.predict_round(singles, steady_state=True)
@@ -264,7 +269,9 @@ class CarbonPlanner(_CarbonRule):
         if self._booked > 0.0:
             self.pace_factor = float(np.clip(self._made / self._booked, 0.3, 1.0))
 
-    def safe(self, now: DecisionView, sets: np.ndarray, choice: int) -> int:
+    def safe(
+        self, now: DecisionView, sets: np.ndarray, choice: int, steady: Any, joining: Any
+    ) -> int:
         """``choice`` if, after a round of it (or an idle round, -1), the fastest set at its
         pace now (each round teaching less, ``curve_ratio``) still finishes with ``reserve`` of
         the time left to spare; else the set of least grid carbon per progress now among those
@@ -274,8 +281,6 @@ class CarbonPlanner(_CarbonRule):
         self._pred = {}
         if not need > 0.0:
             return choice
-        steady = self.env.predict_round(sets, steady_state=True)
-        joining = self.env.predict_round(sets)
         # (K,) mean progress / s to the target, as the rounds played so far bore it out
         pace = steady.efficiency * curve_ratio(now, sets) * self.pace_factor
         with np.errstate(divide="ignore", invalid="ignore"):

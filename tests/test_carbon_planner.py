@@ -131,7 +131,7 @@ def _first_decision_on(env, params, policy, planned: bool = False) -> np.ndarray
     if planned:
         now = twin.decision_view()
         sets = policy.candidate_sets(now)
-        choice = policy.plan(now, sets)
+        choice = policy.plan(now, sets, *policy.what_ifs(sets))
         return sets[choice] if choice >= 0 else np.zeros(now.n_sites, dtype=bool)
     return policy.act(None, {})
 
