@@ -31,7 +31,12 @@ from powertrip_env.dynamics.layout import (
     SITE_FIELDS,
     TABLE_FIELDS,
 )
-from powertrip_env.dynamics.site_table import PowerData, _carbon_obs_table, _site_obs_table
+from powertrip_env.dynamics.site_table import (
+    PowerData,
+    _carbon_obs_table,
+    _site_obs_table,
+    same_hour_rows,
+)
 from powertrip_env.units import (
     S_PER_DAY,
     bytes_to_bits,
@@ -476,7 +481,5 @@ def carbon_sources(params: SimParams, row: int, rows: int, carbon_forecast: str)
     if carbon_forecast == "persistence" or row < day:
         return source
     latest = row + ahead[1:] - day * -(-ahead[1:] // day)  # the latest same time already past
-    had = latest // day + 1  # the days the trace has at that time of day, up to the latest
-    for d in range(source.shape[1]):
-        source[1:, d] = latest - day * (d % had)
+    source[1:] = same_hour_rows(latest, day, source.shape[1])
     return source

@@ -131,9 +131,7 @@ def _carbon_obs_table(
     day = round(S_PER_DAY / interval_s)
     per_h = round(h_to_s(1.0) / interval_s)
     # base[q]: the forecasts of row q + D, issued a day or less before it, from q and before
-    q = np.arange(rows)
-    had = q // day + 1  # the days the trace has at q's time of day, q's own included
-    week = np.mean([intensity[q - day * (d % had)] for d in range(WEEK_DAYS)], axis=0)
+    week = intensity[same_hour_rows(np.arange(rows), day, WEEK_DAYS)].mean(axis=1)
     out = np.empty((rows, n, N_CARBON_SITE), dtype=np.float32)
     out[..., FC_INTENSITY] = intensity
     k = np.arange(rows)
@@ -149,3 +147,13 @@ def _carbon_obs_table(
         share = np.where(busy_w > 0.0, pv_w / busy_w, 0.0)
     out[..., FC_PV_SHARE] = np.clip(share, 0.0, 1.0)
     return out
+
+
+def same_hour_rows(latest: np.ndarray, day: int, days: int) -> np.ndarray:
+    """(len(latest), days) the rows a seasonal forecast averages for a row whose latest same
+    time of day already past is ``latest``: that row and the ``days − 1`` days before it, and
+    early in the trace, where fewer days are past, the days it has, taken in turn. ``day`` is
+    the rows a day holds. Every row is at most ``latest`` (``params.carbon_sources`` and the
+    carbon observation's forecasts both read the past through it)."""
+    had = latest // day + 1  # the days the trace has at that time of day, up to the latest
+    return latest[:, None] - day * (np.arange(days)[None, :] % had[:, None])
