@@ -34,8 +34,15 @@ from powertrip_env.units import g_to_kg, h_to_s
 def carbon_cost_from_kg(params: Any, carbon_kg: Any, success: Any) -> np.ndarray:
     """The carbon objective of episodes that ended (``rewards.CarbonCost``'s return times
     ``−carbon_ref_kg``): their grid carbon ``carbon_kg`` (as ``info["carbon_kg"]`` and the
-    evaluation's episodes give it), plus ``carbon_ref_kg`` for each that missed the deadline."""
-    return np.asarray(carbon_kg) + params.carbon_ref_kg * ~np.asarray(success, dtype=bool)
+    evaluation's episodes give it), plus ``params.carbon_ref_kg`` for each that missed the
+    deadline (``priced_misses_kg``)."""
+    return priced_misses_kg(carbon_kg, success, params.carbon_ref_kg)
+
+
+def priced_misses_kg(carbon_kg: Any, success: Any, carbon_ref_kg: float) -> np.ndarray:
+    """``carbon_kg`` plus ``carbon_ref_kg`` for each episode that missed the deadline: the
+    carbon cost, for callers that hold the price rather than the scenario's parameters."""
+    return np.asarray(carbon_kg) + carbon_ref_kg * ~np.asarray(success, dtype=bool)
 
 
 def carbon_cost_kg(params: Any, carbon_g: Any, success: Any) -> np.ndarray:

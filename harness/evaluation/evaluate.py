@@ -54,6 +54,7 @@ from powertrip_env.atomic import (
     write_text,
 )
 from powertrip_env.baselines.base import Policy
+from powertrip_env.baselines.carbon_references import priced_misses_kg
 from powertrip_env.baselines.registry import make_policy
 from powertrip_env.episodes import SPLITS
 from powertrip_env.errors import EvaluationError, ResultsNotWritten, is_whole
@@ -169,7 +170,7 @@ def summary_table(
                 "mean_energy_kwh": float(ep["energy_kwh"].mean()),
                 "mean_carbon_kg": float(ep["carbon_kg"].mean()),
                 "mean_carbon_cost_kg": float(
-                    (ep["carbon_kg"] + carbon_ref_kg * ~ep["success"].astype(bool)).mean()
+                    np.mean(priced_misses_kg(ep["carbon_kg"], ep["success"], carbon_ref_kg))
                 )
                 if carbon_ref_kg > 0.0
                 else math.nan,
