@@ -41,10 +41,15 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 import powertrip_env  # registers the environment IDs
-from powertrip_env.agents import callbacks, checks, hyperparams
+from powertrip_env.agents import (
+    callbacks,
+    candidates,  # noqa: F401  (registers the time slots' action interface)
+    carbon_slots,  # noqa: F401  (registers the carbon slots')
+    checks,
+    hyperparams,
+)
 from powertrip_env.agents.arguments import build_parser, given_options, parse_args
 from powertrip_env.agents.candidate_vec_env import CandidateVecEnv
-from powertrip_env.agents.candidates import CandidatePolicy, CandidateSets
 from powertrip_env.agents.checks import UsageError
 from powertrip_env.agents.hyperparams import ConfigError
 from powertrip_env.agents.powertrip_return import PowerTripReturn
@@ -57,17 +62,31 @@ from powertrip_env.agents.saving import (
 )
 from powertrip_env.atomic import write_error
 from powertrip_env.harness.arguments import draws_sites
+from powertrip_env.harness.models.registry import INTERFACES
 
 # --------------------------------------------------------------------------- 1. environments
 
 
+def action_interface(extractor: str, reward_mode: str) -> str | None:
+    """The registered action interface (``harness.models.registry.INTERFACES``) an agent with
+    ``extractor`` acts through on a task scored by ``reward_mode``; None: the env's own action.
+
+    The candidate-set agent chooses among the sets the rules of its objective would consider:
+    the time slots (``agents/candidates.py``) on the time objectives, the carbon slots
+    (``agents/carbon_slots.py``: idle, CarbonGreedy's pick, the cleanest prefixes) on carbon.
+    """
+    if extractor != "candidates":
+        return None
+    return "carbon_slots" if reward_mode == "carbon" else "candidates"
+
+
 def env_thunk(
-    env_id: str, env_kwargs: dict[str, Any], in_worker: bool = False, candidates: bool = False
+    env_id: str, env_kwargs: dict[str, Any], in_worker: bool = False, interface: str | None = None
 ) -> Callable[[], gym.Env]:
     """A thunk that builds one monitored environment, for SB3's vector envs.
 
-    ``candidates``: the agent chooses among candidate site sets
-    (``powertrip_env.agents.candidates``).
+    ``interface``: the agent acts through that registered wrapper (``action_interface``), for
+    example choosing among candidate site sets (``powertrip_env.agents.candidates``).
 
     ``import powertrip_env`` registers the IDs in worker processes too (forkserver and spawn
     start fresh interpreters). Workers ignore Ctrl-C: the main process catches it, saves the
@@ -80,7 +99,7 @@ def env_thunk(
         if in_worker:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         env = gym.make(env_id, **env_kwargs)
-        return Monitor(CandidateSets(env) if candidates else env)
+        return Monitor(INTERFACES[interface].wrap(env) if interface else env)
 
     return thunk
 
@@ -91,7 +110,7 @@ def make_vec_env(
     n_envs: int,
     kind: str = "dummy",
     scenarios: Sequence[str] = (),
-    candidates: bool = False,
+    interface: str | None = None,
 ) -> VecEnv:
     """``n_envs`` envs in this process (``dummy``, always for 1) or in forkserver workers.
 
@@ -100,7 +119,8 @@ def make_vec_env(
     step for every env, the same episodes as a ``DummyVecEnv`` of ``CandidateSets``.
     """
     # PowerTripVectorEnv steps one site catalogue for every episode, never drawn ones
-    if candidates and kind == "dummy" and len(scenarios) <= 1 and not draws_sites(env_id):
+    native = interface == "candidates" and kind == "dummy" and len(scenarios) <= 1
+    if native and not draws_sites(env_id):
         kwargs = {**env_kwargs, **({"scenario": scenarios[0]} if scenarios else {})}
         return VecMonitor(CandidateVecEnv(gym.make_vec(env_id, num_envs=n_envs, **kwargs)))
     per_env = [
@@ -108,8 +128,8 @@ def make_vec_env(
         for i in range(n_envs)
     ]
     if n_envs == 1 or kind == "dummy":
-        return DummyVecEnv([env_thunk(env_id, kwargs, candidates=candidates) for kwargs in per_env])
-    thunks = [env_thunk(env_id, kwargs, True, candidates) for kwargs in per_env]
+        return DummyVecEnv([env_thunk(env_id, kwargs, interface=interface) for kwargs in per_env])
+    thunks = [env_thunk(env_id, kwargs, True, interface) for kwargs in per_env]
     return SubprocVecEnv(thunks, start_method="forkserver")
 
 
@@ -203,13 +223,11 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     algo_cls = hyperparams.ALGOS[args.algo]
     torch.set_num_threads(args.torch_threads)
     scenarios = run["scenarios"]
-    candidates = args.extractor == "candidates"
-    env = make_vec_env(
-        args.env, run["env_kwargs"], args.n_envs, args.vec_env, scenarios, candidates
-    )
+    interface = action_interface(args.extractor, args.reward_mode)
+    env = make_vec_env(args.env, run["env_kwargs"], args.n_envs, args.vec_env, scenarios, interface)
     first = {"scenario": scenarios[0]} if scenarios else {}
     eval_kwargs = {**run["env_kwargs"], **first, "split": "test"}
-    eval_env = DummyVecEnv([env_thunk(args.env, eval_kwargs, candidates=candidates)])
+    eval_env = DummyVecEnv([env_thunk(args.env, eval_kwargs, interface=interface)])
     done = 0 if run["saved"] is None else run["saved"].timesteps_done
     model = _build_model(algo_cls, args, run, env, eval_env)
 
@@ -227,7 +245,7 @@ def train(args: argparse.Namespace, run: dict[str, Any]) -> int:
     # The comparison: best model if one was kept, else the final one, on the test split.
     if not args.final_episodes:
         return 0
-    return _final_comparison(args, run, algo_cls, final, candidates)
+    return _final_comparison(args, run, algo_cls, final, interface)
 
 
 def _build_model(
@@ -341,7 +359,11 @@ def _learn(
 
 
 def _final_comparison(
-    args: argparse.Namespace, run: dict[str, Any], algo_cls: type, final: Path, candidates: bool
+    args: argparse.Namespace,
+    run: dict[str, Any],
+    algo_cls: type,
+    final: Path,
+    interface: str | None,
 ) -> int:
     """The final table: the best model if one was kept, else ``final``, against the baselines
     on ``--final-episodes`` test episodes of each scenario; 1 if the evaluation failed or its
@@ -359,7 +381,7 @@ def _final_comparison(
     chosen = best if best.exists() else final
     label = f"{args.algo} ({chosen.stem})"
     trained = algo_cls.load(chosen, device="cpu")
-    agent = CandidatePolicy(trained, label) if candidates else SB3Policy(trained, label)
+    agent = INTERFACES[interface].policy(trained, label) if interface else SB3Policy(trained, label)
     env_kwargs = {k: v for k, v in run["env_kwargs"].items() if k != "reward_mode"}
     for scenario in scenarios or [None]:
         where = run["final_env"] + (f" (scenario {scenario})" if scenario else "")

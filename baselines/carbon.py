@@ -106,13 +106,25 @@ class CarbonGreedy(_CarbonRule):
     def choose(self, now: DecisionView, masks: np.ndarray) -> int:
         """Index of the prefix to play among ``masks`` (K, N)."""
         pace = self.env.predict_round(masks, steady_state=True).efficiency  # progress / s
-        finish = finish_s(now, pace)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_progress = np.where(pace > 0, (masks @ grid_g_per_s(now)) / pace, np.inf)
-        on_time = finish <= time_left_s(now, self.reserve)
-        if on_time.any():
-            return int(np.argmin(np.where(on_time, per_progress, np.inf)))
-        return int(np.argmin(finish))
+        return greedy_choice(now, masks, pace, self.reserve)
+
+
+def grams_per_progress(now: DecisionView, masks: np.ndarray, pace: np.ndarray) -> np.ndarray:
+    """(K,) grams of grid carbon per unit of progress of each set of ``masks`` (K, N) at its
+    ``pace`` (progress per second) and the grid now; inf where it makes none."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(pace > 0, (masks @ grid_g_per_s(now)) / pace, np.inf)
+
+
+def greedy_choice(now: DecisionView, masks: np.ndarray, pace: np.ndarray, reserve: float) -> int:
+    """``CarbonGreedy``'s pick among ``masks`` (K, N) at their ``pace``: the least carbon per
+    progress among the sets on time with ``reserve`` of the time left kept back; the fastest if
+    none is. The candidate agent's carbon slots (``agents/carbon_slots.py``) offer it as a slot."""
+    finish = finish_s(now, pace)
+    on_time = finish <= time_left_s(now, reserve)
+    if on_time.any():
+        return int(np.argmin(np.where(on_time, grams_per_progress(now, masks, pace), np.inf)))
+    return int(np.argmin(finish))
 
 
 class DeadlineHorizon(_CarbonRule):

@@ -8,12 +8,11 @@ so every number here is deterministic.
 
 from __future__ import annotations
 
-import dataclasses
-
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
+from future_rows import scrambled_future, twin_on
 
 import powertrip_env  # noqa: F401  (registers the IDs)
 from powertrip_env.baselines.carbon_bound import carbon_bound_kg
@@ -26,8 +25,6 @@ from powertrip_env.baselines.registry import (
     POLICIES,
     make_policy,
 )
-from powertrip_env.dynamics import current_row
-from powertrip_env.dynamics.layout import G_PER_J, POWERED, PV_W, RATE
 from powertrip_env.harness.evaluation.evaluate import run_episode
 from powertrip_env.harness.tracks.carbon import CARBON as CARBON_TRACK
 from powertrip_env.harness.tracks.carbon import carbon_chain, carbon_chain_lines
@@ -101,32 +98,11 @@ def test_the_forecast_rows_are_the_true_rows_now_and_read_no_future_actual(test_
     assert not np.array_equal(fc.grid_g_per_kwh, true.grid_g_per_kwh)
 
 
-def _scrambled_future(env, seed: int):
-    """The env's tables with every row after the current one scrambled: the grid's intensity,
-    the PV and the power (what the planner prices), as another future would have them. The
-    forecasts issued up to now stay (they are the past)."""
-    params = env.params
-    row = int(current_row(params, env.state.time_s)[0])
-    rng = np.random.default_rng(seed)
-    table = params.table.copy()
-    future = table[row + 1 :]
-    future[:, G_PER_J] *= rng.uniform(0.05, 20.0, future[:, G_PER_J].shape)
-    future[:, PV_W] *= rng.uniform(0.0, 2.0, future[:, PV_W].shape)
-    keep = rng.uniform(0.2, 1.0, future[:, RATE].shape)
-    future[:, RATE] *= keep
-    future[:, POWERED] = np.floor(future[:, POWERED] * keep)
-    return dataclasses.replace(params, table=table)
-
-
 def _first_decision_on(env, params, policy, planned: bool = False) -> np.ndarray:
     """``policy``'s decision now on a fork of ``env`` whose tables are ``params``; with
     ``planned``, the plan's choice before the safety switch (which reads only the present, so
     it can hide what the plan read)."""
-    twin = env.fork()
-    engine = twin._engine
-    setup = engine.setup
-    sim = dataclasses.replace(setup.sim, params=params)
-    engine.setup = dataclasses.replace(setup, sim=sim, interface=setup.interface.on(params))
+    twin = twin_on(env, params)
     policy.reset(twin)
     if planned:
         now = twin.decision_view()
@@ -144,7 +120,7 @@ def test_the_planner_reads_no_future_actual_but_the_perfect_forecast_does(test_e
     for seed in range(3):
         env.reset(seed=seed)
         for k in range(4):
-            scrambled = _scrambled_future(env, 10 * seed + k)
+            scrambled = scrambled_future(env, 10 * seed + k)
             ours = _first_decision_on(env, env.params, CarbonPlanner(), planned=True)
             theirs = _first_decision_on(env, scrambled, CarbonPlanner(), planned=True)
             np.testing.assert_array_equal(ours, theirs)

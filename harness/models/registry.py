@@ -48,7 +48,11 @@ _ACTIVATION_NAMES: set[str] = set()
 # Torch's activations a plain SB3 policy may be given (``activation_fn``), by name in torch.nn.
 _TORCH_ACTIVATIONS = ("ReLU", "Tanh", "ELU", "GELU", "SiLU", "LeakyReLU")
 
-PLUGINS: tuple[str, ...] = ("powertrip_env.agents.site_policy", "powertrip_env.agents.candidates")
+PLUGINS: tuple[str, ...] = (
+    "powertrip_env.agents.site_policy",
+    "powertrip_env.agents.candidates",
+    "powertrip_env.agents.carbon_slots",
+)
 """Modules that register policy classes or action interfaces when imported; ``load_plugins``
 imports them (by name, never at import time) when a saved model names a class, or acts in a
 space, that nothing registered yet."""
