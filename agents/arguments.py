@@ -22,6 +22,7 @@ from powertrip_env.harness.arguments import (
     add_seed,
 )
 from powertrip_env.harness.tracks import CARBON, KNOWN, MEASURED
+from powertrip_env.rewards import SHAPINGS
 
 # The candidate-set agent on PowerTrip-v0, whose last slot is the tuned horizon rule: over a
 # 300k-step run its best model on the periodic test-split evaluation came at the first one, 50k
@@ -144,11 +145,22 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
         "elsewhere)",
     )
     p.add_argument(
+        "--shaping",
+        choices=SHAPINGS,
+        default=None,
+        help="add the env's potential-based shaping term to the training reward (progress: "
+        "ahead of the deadline's pace earns, an idle round pays; over an episode the terms sum "
+        "to zero, so the objective and its best policies are unchanged: docs/carbon.md); the "
+        "final table scores the objective alone (default: none)",
+    )
+    p.add_argument(
         "--extractor",
         choices=hyperparams.EXTRACTORS,
         default="candidates",
         help="candidates: choose one of a few candidate site sets built each round from "
-        "predict_round, MlpPolicy on their features (agents/candidates.py); sites: per-site "
+        "predict_round, MlpPolicy on their features (agents/candidates.py; on a carbon reward "
+        "the carbon slots, agents/carbon_slots.py: idle, CarbonGreedy's pick, the cleanest "
+        "prefixes, priced on the forecast); sites: per-site "
         "actions, dict observation, site encoder and shared per-site action head "
         "(agents/site_policy.py); mlp: per-site actions, flat observation and SB3's MlpPolicy",
     )

@@ -166,7 +166,7 @@ def check_clearable(out: Path, inputs: Sequence[str | os.PathLike[str] | None]) 
 # --------------------------------------------------------------------------- --resume
 
 FIXED_ON_RESUME = (
-    "env", "scenario", "max_sites", "algo", "extractor", "reward_mode",
+    "env", "scenario", "max_sites", "algo", "extractor", "reward_mode", "shaping",
     "config", "hp", "n_envs", "seed", "eval_episodes",
 )  # fmt: skip
 """Settings that define a run: a resume takes them from ``config.yaml`` and refuses others.

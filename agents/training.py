@@ -66,6 +66,10 @@ from powertrip_env.harness.models.registry import INTERFACES
 
 # --------------------------------------------------------------------------- 1. environments
 
+# The env arguments of the training reward, which the final table (scored on the final env's
+# own objective) leaves out.
+TRAINING_ONLY = ("reward_mode", "shaping")
+
 
 def action_interface(extractor: str, reward_mode: str) -> str | None:
     """The registered action interface (``harness.models.registry.INTERFACES``) an agent with
@@ -160,6 +164,8 @@ def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dic
         "reward_mode": args.reward_mode,
         "obs_mode": "dict" if args.extractor == "sites" else "flat",
     }
+    if args.shaping:  # the training reward's; the final table scores the objective alone
+        env_kwargs["shaping"] = args.shaping
     scenarios = list(args.scenario or [])
     if len(scenarios) > args.n_envs:
         raise UsageError(
@@ -175,7 +181,7 @@ def setup(args: argparse.Namespace, saved: checks.SavedRun | None = None) -> dic
         for sc in each:  # each scenario fits the padding
             checks.check_env(args.env, {**env_kwargs, **sc})
     final_env = args.final_env or checks.final_env_for(args.env)
-    final_kwargs = {k: v for k, v in env_kwargs.items() if k != "reward_mode"}
+    final_kwargs = {k: v for k, v in env_kwargs.items() if k not in TRAINING_ONLY}
     final_counts = [checks.check_env(final_env, {**final_kwargs, **sc}) for sc in each]
     config_path = args.config or hyperparams.default_config_path(args.algo)
     if saved is None:
@@ -382,7 +388,7 @@ def _final_comparison(
     label = f"{args.algo} ({chosen.stem})"
     trained = algo_cls.load(chosen, device="cpu")
     agent = INTERFACES[interface].policy(trained, label) if interface else SB3Policy(trained, label)
-    env_kwargs = {k: v for k, v in run["env_kwargs"].items() if k != "reward_mode"}
+    env_kwargs = {k: v for k, v in run["env_kwargs"].items() if k not in TRAINING_ONLY}
     for scenario in scenarios or [None]:
         where = run["final_env"] + (f" (scenario {scenario})" if scenario else "")
         print(
@@ -431,6 +437,7 @@ def _install_table(write: Callable[[Path], None], out: Path, table_dir: Path) ->
 RUN_OPTIONS = (
     ("env", "--env"), ("scenario", "--scenario"), ("max_sites", "--max-sites"),
     ("algo", "--algo"), ("extractor", "--extractor"), ("reward_mode", "--reward-mode"),
+    ("shaping", "--shaping"),
     ("config", "--config"), ("hp", "--hp"), ("n_envs", "--n-envs"), ("seed", "--seed"),
     ("timesteps", "--timesteps"), ("eval_freq", "--eval-freq"),
     ("eval_episodes", "--eval-episodes"), ("checkpoint_freq", "--checkpoint-freq"),

@@ -13,12 +13,14 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import yaml
 from future_rows import scrambled_future, twin_on
 
 import powertrip_env  # noqa: F401  (registers the IDs)
 from powertrip_env.agents import carbon_slots as cs
 from powertrip_env.agents import training
 from powertrip_env.baselines.carbon import CarbonGreedy
+from powertrip_env.harness.evaluation import evaluate as evaluate_module
 from powertrip_env.harness.models.loading import load_agent
 from powertrip_env.harness.models.registry import INTERFACES
 
@@ -127,17 +129,33 @@ def test_the_candidate_agent_acts_through_the_slots_of_its_objective() -> None:
 
 
 @pytest.mark.usefixtures("one_torch_thread")
-def test_a_carbon_run_trains_on_the_slots_and_its_model_plays_back(tmp_path: Path) -> None:
-    # catches: train_agent.py on a carbon task building the time slots, a final table without
-    # the agent, or a saved model that the harness cannot match to the interface it acts through
+def test_a_carbon_run_trains_on_the_slots_and_its_model_plays_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # catches: train_agent.py on a carbon task building the time slots, --shaping not reaching
+    # the training envs or reaching the final table (scored on the objective alone), a final
+    # table without the agent, or a saved model that the harness cannot match to the interface
+    # it acts through
     out = tmp_path / "run"
     argv = [
         "--env", ID, "--timesteps", "128", "--n-envs", "2", "--hp", "n_steps=64",
         "--hp", "batch_size=64", "--eval-freq", "0", "--checkpoint-freq", "0",
+        "--shaping", "progress",
         "--final-episodes", "1", "--final-policies", "CarbonGreedy", "--no-progress",
         "--out", str(out),
     ]  # fmt: skip
+    asked: list[dict] = []
+    real = evaluate_module.evaluate
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["env_kwargs"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate_module, "evaluate", spy)
     assert training.main(argv) == 0
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["env_kwargs"]["shaping"] == "progress"
+    assert asked and all("shaping" not in kw and "reward_mode" not in kw for kw in asked)
     summary = (out / "summary.md").read_text()
     assert "CarbonGreedy" in summary and "ppo (final_model)" in summary
     agent, _ = load_agent(str(out / "final_model.zip"), "ppo", "agent", ID)
