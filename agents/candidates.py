@@ -47,6 +47,7 @@ __all__ = [
     "CandidateSets",
     "Candidates",
     "build",
+    "chosen_mask",
     "compiled_actor",
     "estimates_for",
     "slots_of",
@@ -87,6 +88,15 @@ def _as_action(env: gym.Env, mask: np.ndarray) -> np.ndarray:
     return action
 
 
+def chosen_mask(masks: np.ndarray, action: Any) -> np.ndarray:
+    """The set that ``action``, a slot's index, selects among ``masks`` (K, N): what a
+    slot wrapper plays; anything but an index in [0, K) is refused, naming the action."""
+    k = masks.shape[0]
+    if not spaces.Discrete(k).contains(np.int64(np.asarray(action).reshape(()))):
+        raise ValueError(f"action={action!r}: expected an integer in [0, {k})")
+    return masks[int(np.asarray(action).reshape(()))]
+
+
 class CandidateSets(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """A ``PowerTripEnv`` whose action is one of ``N_SLOTS`` candidate sets (``build``).
 
@@ -114,9 +124,7 @@ class CandidateSets(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.candidates is None:
             raise RuntimeError("call reset() first")
-        if not self.action_space.contains(np.int64(np.asarray(action).reshape(()))):
-            raise ValueError(f"action={action!r}: expected an integer in [0, {N_SLOTS})")
-        mask = self.candidates.masks[int(np.asarray(action).reshape(()))]
+        mask = chosen_mask(self.candidates.masks, action)
         if self.estimates is not None:
             self.estimates.played(mask[None, :])
         _, reward, terminated, truncated, info = self.env.step(_as_action(self.env, mask))

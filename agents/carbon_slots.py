@@ -31,7 +31,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from powertrip_env.agents.candidates import _as_action
+from powertrip_env.agents.candidates import _as_action, chosen_mask
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.carbon import (
     _CarbonRule,
@@ -210,9 +210,7 @@ class CarbonSlots(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.candidates is None:
             raise RuntimeError("call reset() first")
-        if not self.action_space.contains(np.int64(np.asarray(action).reshape(()))):
-            raise ValueError(f"action={action!r}: expected an integer in [0, {N_SLOTS})")
-        mask = self.candidates.masks[int(np.asarray(action).reshape(()))]
+        mask = chosen_mask(self.candidates.masks, action)
         _, reward, terminated, truncated, info = self.env.step(_as_action(self.env, mask))
         self.candidates = build(self.env.unwrapped)
         return self.candidates.features, reward, terminated, truncated, info
