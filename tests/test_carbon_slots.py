@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import yaml
 from future_rows import scrambled_future, twin_on
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import powertrip_env  # noqa: F401  (registers the IDs)
 from powertrip_env.agents import carbon_slots as cs
@@ -39,6 +41,13 @@ def test_the_layout_is_named_feature_by_feature() -> None:
     obs, _ = env.reset(seed=0)
     assert obs.shape == env.observation_space.shape == (cs.N_FEATURES,)
     assert env.observation_space.contains(obs)
+
+
+def test_the_wrapper_passes_gymnasiums_and_sb3s_checks() -> None:
+    # catches: observations outside the declared space, a reset that ignores its seed, an
+    # action space SB3 cannot train on
+    gym_check_env(_slots_env(), skip_render_check=True)
+    sb3_check_env(_slots_env(), warn=False)
 
 
 def test_the_greedy_slot_plays_carbon_greedy_round_for_round() -> None:
