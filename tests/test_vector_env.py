@@ -612,3 +612,48 @@ def test_the_vector_env_takes_the_single_envs_options_with_the_same_defaults():
     assert venv.unwrapped.obs_mode == "dict" and venv.unwrapped.max_sites == 12
     with pytest.raises(TypeError, match=r"unexpected keyword arguments \['obs_mod'\]"):
         gym.make_vec("PowerTrip-v0", num_envs=2, obs_mod="dict")
+
+
+def test_the_thread_choice_keeps_the_faster_way_and_follows_a_change():
+    """``ThreadChoice``: on a busy machine (threads 3x slower than one) a step runs on the
+    threads only for the first timings and the probes; one preempted serial call does not flip
+    it; when the cores free up (threads twice as fast) it moves to them within a few probes."""
+    from powertrip_env.dynamics.observation import ThreadChoice
+
+    choice, b = ThreadChoice(probe_every=8), 1024
+    cost = {False: 1.0, True: 3.0}
+
+    def run(calls: int, spike_at: int = -1) -> int:
+        threaded = 0
+        for k in range(calls):
+            way = choice.parallel(b)
+            threaded += way
+            choice.record(b, way, 4.0 if k == spike_at and not way else cost[way])
+        return threaded
+
+    assert run(64, spike_at=20) <= 2 + 64 // 8  # the two first timings and the probes
+    cost[True] = 0.5
+    run(24)  # three probes
+    assert run(64) >= 64 - 64 // 8
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_a_step_is_the_same_on_the_threads_and_off_them(threaded, monkeypatch):
+    """Whichever way ``ThreadChoice`` picks, every episode's step is the same serial code: the
+    observations, rewards and infos are bit-identical to the single envs'."""
+    from powertrip_env.dynamics import observation
+
+    monkeypatch.setattr(observation.THREADS, "parallel", lambda batch: threaded)
+    b = dynamics.PARALLEL_MIN_BATCH
+    actions = np.random.default_rng(1).integers(0, 2, (12, b, 10)).astype(np.int8)
+    venv = gym.make_vec("PowerTrip-v0", num_envs=b)
+    obs, _ = venv.reset(seed=9)
+    for a in actions:
+        obs, reward, *_ = venv.step(a)
+    monkeypatch.setattr(observation.THREADS, "parallel", lambda batch: not threaded)
+    other = gym.make_vec("PowerTrip-v0", num_envs=b)
+    obs2, _ = other.reset(seed=9)
+    for a in actions:
+        obs2, reward2, *_ = other.step(a)
+    np.testing.assert_array_equal(obs, obs2)
+    np.testing.assert_array_equal(reward, reward2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from typing import TYPE_CHECKING, NamedTuple
 
 import numba
@@ -80,6 +81,55 @@ if TYPE_CHECKING:
     from powertrip_env.dynamics.params import SimParams
 
 _PARALLEL_LOCK = threading.Lock()
+
+
+class ThreadChoice:
+    """Whether a batch's step runs on numba's threads or in the caller's: timed, not assumed.
+
+    Threads pay only on free cores. On two cores with one other busy process, the 1,024-env
+    vector env stepped 132k env-steps/s on two threads and 483k on one: a thread the OS
+    descheduled mid-step holds the others at the join (benchmarks/bench_env.py; docs/
+    performance.md). Several training processes, or RLlib's runners, make a machine busy in
+    just this way. So the calls of a batch size are timed, the faster way is kept and its time
+    is a moving mean (one preempted call does not flip the choice), and the other way is timed
+    again every ``probe_every`` calls, that time replacing its stale one, so a machine that
+    becomes busy or free is followed within a probe or two. Each way's first call (which may
+    load its compiled code) is not counted. Which way runs never changes a result: every
+    episode is stepped by the same serial code, in whichever thread.
+    """
+
+    def __init__(self, probe_every: int = 32, weight: float = 0.25) -> None:
+        self.probe_every, self.weight = probe_every, weight
+        self.seconds: dict[int, list[float]] = {}  # batch -> mean s a call [serial, threads]
+        self.timed: dict[int, list[int]] = {}  # batch -> calls seen [serial, threads]
+        self.calls: dict[int, int] = {}
+
+    def parallel(self, batch: int) -> bool:
+        """Whether the next step of ``batch`` episodes runs on the threads."""
+        timed = self.timed.setdefault(batch, [0, 0])
+        calls = self.calls[batch] = self.calls.get(batch, 0) + 1
+        if min(timed) < 2:  # each way: its first call, then one counted
+            return timed[0] >= 2
+        serial, threaded = self.seconds[batch]
+        faster = threaded < serial
+        return (not faster) if calls % self.probe_every == 0 else faster
+
+    def record(self, batch: int, parallel: bool, seconds: float) -> None:
+        """How long the step of ``batch`` episodes just took, on the threads or not."""
+        way = int(parallel)
+        timed = self.timed.setdefault(batch, [0, 0])
+        timed[way] += 1
+        means = self.seconds.setdefault(batch, [math.nan, math.nan])
+        kept = means[way] <= means[1 - way]  # the way in use (False while either is unknown)
+        if timed[way] == 2 or (timed[way] > 2 and not kept):
+            means[way] = seconds  # a probe's time replaces a stale mean
+        elif timed[way] > 2:
+            means[way] += self.weight * (seconds - means[way])
+
+
+THREADS = ThreadChoice()
+"""The process's choice for ``step_observe`` (batches from ``PARALLEL_MIN_BATCH`` up, when
+numba has more than one thread)."""
 
 
 @jit
@@ -252,8 +302,14 @@ def step_observe(
     args = (params.consts, params.site, params.table, params.site_obs, data, mask)
     record, sites = scratch.record, scratch.sites
     if b >= PARALLEL_MIN_BATCH and numba.get_num_threads() > 1:
-        with _PARALLEL_LOCK:  # numba's "workqueue" thread pool is documented not thread-safe
-            _step_observe_parallel(*args, record, sites, obs, width, valid, *info)
+        threaded = THREADS.parallel(b)
+        started = time.perf_counter()
+        if threaded:
+            with _PARALLEL_LOCK:  # numba's "workqueue" thread pool is documented not thread-safe
+                _step_observe_parallel(*args, record, sites, obs, width, valid, *info)
+        else:
+            _step_observe(*args, NO_JITTER, record, sites, obs, width, valid, *info)
+        THREADS.record(b, threaded, time.perf_counter() - started)
     else:
         _step_observe(*args, NO_JITTER, record, sites, obs, width, valid, *info)
     return RoundResult(SimState(data), record, sites), obs, info
