@@ -34,7 +34,7 @@ from gymnasium import spaces
 from powertrip_env.agents.candidates import _as_action, chosen_mask
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.carbon import (
-    _CarbonRule,
+    available_prefixes,
     finish_s,
     grams_per_progress,
     greedy_choice,
@@ -126,7 +126,7 @@ def build(env: Any) -> CarbonCandidates:
 def _build(env: Any) -> CarbonCandidates:
     now = env.decision_view()
     n = now.n_sites
-    _, prefixes = _CarbonRule.prefixes(now, -grid_g_per_sample(now))
+    _, prefixes = available_prefixes(now, -grid_g_per_sample(now))
     k_avail = prefixes.shape[0]
     masks = np.zeros((N_SLOTS, n), dtype=bool)
     valid = np.zeros(N_SLOTS, dtype=bool)

@@ -67,6 +67,14 @@ def finish_s(now: DecisionView, pace: np.ndarray) -> np.ndarray:
         return np.where(pace > 0, (now.progress_needed - now.surrogate_progress) / pace, np.inf)
 
 
+def available_prefixes(now: DecisionView, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The available sites by ``score``, best first, and that ranking's prefixes (K, N): the
+    sets the carbon rules (and the agent's carbon slots) choose among."""
+    n_avail = int(now.available.sum())
+    order = rank_available(score, now.available)[:n_avail]
+    return order, prefix_masks(order)[:n_avail]
+
+
 class _CarbonRule(Policy):
     """What the carbon rules share: they need carbon intensity, and rank the available sites."""
 
@@ -77,13 +85,6 @@ class _CarbonRule(Policy):
                 f"{self.name} needs a scenario with a carbon intensity file ([trace] "
                 "carbon_file), such as the carbon tasks (PowerTrip-Carbon-v1)"
             )
-
-    @staticmethod
-    def prefixes(now: DecisionView, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The available sites by ``score``, best first, and that ranking's prefixes (K, N)."""
-        n_avail = int(now.available.sum())
-        order = rank_available(score, now.available)[:n_avail]
-        return order, prefix_masks(order)[:n_avail]
 
 
 class CarbonGreedy(_CarbonRule):
@@ -100,7 +101,7 @@ class CarbonGreedy(_CarbonRule):
         now = self.env.decision_view()
         if not now.available.any():
             return np.zeros(now.n_sites, dtype=np.int8)
-        order, masks = self.prefixes(now, -grid_g_per_sample(now))
+        order, masks = available_prefixes(now, -grid_g_per_sample(now))
         return _mask(now.n_sites, order[: self.choose(now, masks) + 1])
 
     def choose(self, now: DecisionView, masks: np.ndarray) -> int:
@@ -155,7 +156,7 @@ class DeadlineHorizon(_CarbonRule):
         now = self.env.decision_view()
         if not now.available.any():
             return np.zeros(now.n_sites, dtype=np.int8)
-        _, prefixes = self.prefixes(now, -grid_g_per_sample(now))
+        _, prefixes = available_prefixes(now, -grid_g_per_sample(now))
         sets = np.unique(np.concatenate([pool_of(self.env), prefixes]), axis=0)
         sets = sets[sets.any(axis=1)]
         # each set from now, and (when waiting is allowed) after the idle rounds, for as many
@@ -215,7 +216,7 @@ class FedZeroExcess(_CarbonRule):
             return np.zeros(now.n_sites, dtype=np.int8)
         excess = (now.pv_w >= self.pv_share * now.power_w) & now.available
         # the excess sites first, then the others by the grid carbon of a sample
-        order, masks = self.prefixes(now, -grid_g_per_sample(now) + np.where(excess, 1e9, 0.0))
+        order, masks = available_prefixes(now, -grid_g_per_sample(now) + np.where(excess, 1e9, 0.0))
         n_avail = order.size
         finish = finish_s(now, self.env.predict_round(masks, steady_state=True).efficiency)
         left = time_left_s(now, self.reserve)

@@ -49,7 +49,12 @@ from scipy.sparse import csr_array
 
 from powertrip_env.baselines.base import prefix_masks, rank_available, subset_matrix
 from powertrip_env.baselines.candidates import pool_of
-from powertrip_env.baselines.carbon import _CarbonRule, grid_g_per_s, grid_g_per_sample
+from powertrip_env.baselines.carbon import (
+    _CarbonRule,
+    available_prefixes,
+    grid_g_per_s,
+    grid_g_per_sample,
+)
 from powertrip_env.baselines.policies import first_peak
 from powertrip_env.units import per_kwh_to_per_j
 from powertrip_env.view import POWER_FORECASTS, DecisionView
@@ -153,7 +158,7 @@ class CarbonPlanner(_CarbonRule):
             sets = np.zeros((2**avail.size - 1, now.n_sites), dtype=bool)
             sets[:, avail] = subset_matrix(avail.size)
             return sets
-        _, prefixes = self.prefixes(now, -grid_g_per_sample(now))
+        _, prefixes = available_prefixes(now, -grid_g_per_sample(now))
         sets = np.unique(np.concatenate([pool_of(self.env), prefixes]), axis=0) & now.available
         return np.unique(sets[sets.any(axis=1)], axis=0)
 
