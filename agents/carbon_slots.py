@@ -43,7 +43,7 @@ from powertrip_env.baselines.carbon import (
     time_left_s,
 )
 from powertrip_env.harness.models.registry import ActionInterface, register_action_interface
-from powertrip_env.units import per_kwh_to_per_j
+from powertrip_env.units import per_kwh_to_per_j, s_to_h
 
 MAX_PREFIXES = 8
 SLOT_NAMES: tuple[str, ...] = (
@@ -107,7 +107,7 @@ def _forecast_windows(env: Any, masks: np.ndarray, clock_s: float) -> np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         per_sample = (grams_s @ masks.T) / (rows.rate @ masks.T)  # (R, K)
     per_sample = np.where(np.isfinite(per_sample), per_sample, np.nan)
-    ahead_h = np.maximum(rows.start_s - clock_s, 0.0) / 3600.0  # row 0 holds the clock
+    ahead_h = s_to_h(np.maximum(rows.start_s - clock_s, 0.0))  # row 0 holds the clock
     out = np.empty((masks.shape[0], len(WINDOWS_H) - 1))
     for w, (a, b) in enumerate(itertools.pairwise(WINDOWS_H)):
         inside = (ahead_h >= a) & (ahead_h < b)
