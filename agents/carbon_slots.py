@@ -133,20 +133,25 @@ def _build(env: Any) -> CarbonCandidates:
     valid[IDLE] = True
     if k_avail == 0:  # nothing can train: every slot is idle
         return CarbonCandidates(masks, valid, np.zeros(N_FEATURES, dtype=np.float32))
-    pace = env.predict_round(prefixes, steady_state=True).efficiency
+    current = now.joined & now.available
+    # every slot's set is a prefix or the current set: one what-if for them all
+    known = np.vstack([prefixes, current[None]]) if current.any() else prefixes
+    known_pace = env.predict_round(known, steady_state=True).efficiency
+    pace = known_pace[:k_avail]
     finish = finish_s(now, pace)
     greedy = greedy_choice(now, prefixes, pace, 0.0)
     fastest = int(np.argmin(finish))
-    current = now.joined & now.available
-    masks[GREEDY], masks[FASTEST] = prefixes[greedy], prefixes[fastest]
-    masks[KEEP] = current if current.any() else prefixes[greedy]
+    # slots 1.. as rows of ``known``
+    rows = np.array(
+        [greedy, k_avail if current.any() else greedy, fastest]
+        + [min(k, k_avail - 1) for k in range(MAX_PREFIXES)]
+    )
+    masks[1:] = known[rows]
     valid[[GREEDY, FASTEST]] = True
     valid[KEEP] = bool(current.any())
-    for k in range(MAX_PREFIXES):
-        masks[PREFIX0 + k] = prefixes[min(k, k_avail - 1)]
-        valid[PREFIX0 + k] = k < k_avail
+    valid[PREFIX0:] = np.arange(MAX_PREFIXES) < k_avail
     sets = masks[1:]
-    set_pace = env.predict_round(sets, steady_state=True).efficiency
+    set_pace = known_pace[rows]
     left = time_left_s(now, 0.0)
     slot = np.zeros((N_SLOTS, len(SLOT_FEATURES)))
     slot[:, 0] = valid
