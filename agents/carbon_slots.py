@@ -34,6 +34,7 @@ from gymnasium import spaces
 from powertrip_env.agents.candidates import _as_action, chosen_mask
 from powertrip_env.baselines.base import Policy
 from powertrip_env.baselines.carbon import (
+    TUNED_RESERVE,
     available_prefixes,
     finish_s,
     grams_per_progress,
@@ -139,7 +140,7 @@ def _build(env: Any) -> CarbonCandidates:
     known_pace = env.predict_round(known, steady_state=True).efficiency
     pace = known_pace[:k_avail]
     finish = finish_s(now, pace)
-    greedy = greedy_choice(now, prefixes, pace, 0.0)
+    greedy = greedy_choice(now, prefixes, pace, TUNED_RESERVE)
     fastest = int(np.argmin(finish))
     # slots 1.. as rows of ``known``
     rows = np.array(
@@ -207,7 +208,7 @@ class CarbonSlots(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if not self.env.unwrapped.decision_view().carbon_known:
             raise ValueError(
                 "CarbonSlots needs a carbon task (a scenario with a carbon intensity file, "
-                "such as PowerTrip-Carbon-v1)"
+                "such as PowerTrip-Carbon-v2)"
             )
         self.candidates = build(self.env.unwrapped)
         return self.candidates.features, info

@@ -1,6 +1,6 @@
 """The carbon bound: a carbon cost that no policy can beat, whatever it knows.
 
-On the carbon tasks (``PowerTrip-Carbon-v1``, ``PowerTrip-Carbon-Measured-v1``) a policy's cost
+On the carbon tasks (``PowerTrip-Carbon-v2``, ``PowerTrip-Carbon-Measured-v2``) a policy's cost
 is the episode's grid carbon, plus ``carbon_ref_kg`` if it misses the deadline (the time budget
 from the episode's start; ``carbon_references.carbon_cost_kg``). ``carbon_bound_kg`` is a lower
 bound on that cost from the env's current state, the carbon counterpart of
@@ -147,7 +147,7 @@ def cells(future: Any) -> tuple[np.ndarray, np.ndarray]:
     p, state = future.params, future.state
     iv, rows = p.interval_s, p.rows
     now = float(state.time_s[0])
-    deadline = float(state.start_s[0]) + p.time_budget_s
+    deadline = float(state.start_s[0] + state.budget_s[0])
     first = min(int(now / iv), rows - 1)  # tables._row
     last = min(int(deadline / iv), rows - 1)
     span = np.arange(first, last + 1)
@@ -235,7 +235,7 @@ def round_lp_grams(
     p, state = future.params, future.state
     iv = p.interval_s
     now = float(state.time_s[0])
-    deadline = float(state.start_s[0]) + p.time_budget_s
+    deadline = float(state.start_s[0] + state.budget_s[0])
     p_now, need = float(state.progress[0]), float(future.progress_needed)
     if not need > p_now:
         return 0.0

@@ -109,7 +109,7 @@ def time_shift_carbon(env: Any, every: int = 3) -> PolicyRun:
     ok = np.flatnonzero(fixed.success)
     if ok.size == 0:
         return best_fixed_carbon(env)
-    spare = (p.time_budget_s - h_to_s(fixed.tta_h[ok])) / p.idle_s
+    spare = (float(future.state.budget_s[0]) - h_to_s(fixed.tta_h[ok])) / p.idle_s
     waits = [np.arange(0, int(k) + 1, every) for k in spare]
     wait = np.concatenate(waits)
     which = np.concatenate([np.full(w.size, j) for j, w in zip(ok, waits, strict=True)])

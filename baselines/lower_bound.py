@@ -137,7 +137,7 @@ class _RoundGrid:
         p, state = future.params, future.state
         n = p.n_sites
         start, t_begin = float(state.start_s[0]), float(state.time_s[0])
-        budget_end = start + p.time_budget_s
+        budget_end = start + float(state.budget_s[0])
         jitter = future.jitter(p.max_rounds - int(state.rounds[0]))
         compute_min = float(jitter[:, :n].min()) if jitter.size else 1.0
         comm_min = float(jitter[:, n].min()) if jitter.size else 1.0
@@ -216,7 +216,7 @@ def rate_bound_h(env: Any, max_steps: int = 50_000) -> float:
     n = p.n_sites
     start, t_begin = float(state.start_s[0]), float(state.time_s[0])
     need = future.progress_needed
-    budget_end = start + p.time_budget_s
+    budget_end = start + float(state.budget_s[0])
     jitter = future.jitter(p.max_rounds - int(state.rounds[0]))
     compute_jitter = jitter[:, :n] if jitter.size else np.ones((1, n))
     comm_min = float(jitter[:, n].min()) if jitter.size else 1.0

@@ -299,7 +299,7 @@ class BeamPlanner(Policy):
         best_tta, best_plan, self.source = first.tta_h, list(first.masks), first.name
 
         # The exchange rate between time and progress when scoring: the best start's pace.
-        rate = need / h_to_s(best_tta) if best_tta > 0.0 else need / p.time_budget_s
+        rate = need / h_to_s(best_tta) if best_tta > 0.0 else need / float(future.state.budget_s[0])
         beam = future.state
         plans: list[list[np.ndarray]] = [[]]
         for _ in range(p.max_rounds - self._first_round):

@@ -5,7 +5,7 @@
 
 Measures the budgets docs/performance.md states: steps per second of
 ``gym.make("PowerTrip-v0")`` against ``gym.make("CartPole-v1")`` (at least 45%; the carbon task,
-``PowerTrip-Carbon-v1`` with its carbon reward and its terms in info, too; ``PowerTrip-Moving-v0``,
+``PowerTrip-Carbon-v2`` with its carbon reward and its terms in info, too; ``PowerTrip-Moving-v0``,
 whose rounds advance and apply the episode's path, is reported beside them), and of the native
 vector env at 1,024 envs against Gymnasium's CartPole vector env (at least 25%); also ``PowerTrip-
 Large-v0``, ``predict_round`` calls per second, MyopicOptimal's decisions per second, and the
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "cartpole": single_env_loop("CartPole-v1", steps, seed=0),
             "powertrip": single_env_loop("PowerTrip-v0", steps, seed=0),
             # the carbon task with its own reward and its terms in info
-            "carbon": single_env_loop("PowerTrip-Carbon-v1", steps, seed=0),
+            "carbon": single_env_loop("PowerTrip-Carbon-v2", steps, seed=0),
             # the moving track: each round advances and applies the episode's path
             "moving": single_env_loop("PowerTrip-Moving-v0", steps, seed=0),
         },
@@ -347,7 +347,7 @@ def print_table(f: dict[str, Any]) -> None:
         rate("CartPole-v1, gym.make", f["cartpole_steps_per_s"], "steps"),
         rate("PowerTrip-v0, gym.make", f["powertrip_steps_per_s"], "steps"),
         f"{'  single ratio (budget >= 0.45)':<44} {f['single_ratio_vs_cartpole']:>14.3f}",
-        rate("PowerTrip-Carbon-v1 (carbon reward), gym.make", f["carbon_steps_per_s"], "steps"),
+        rate("PowerTrip-Carbon-v2 (carbon reward), gym.make", f["carbon_steps_per_s"], "steps"),
         f"{'  carbon ratio (budget >= 0.45)':<44} {f['carbon_ratio_vs_cartpole']:>14.3f}",
         rate("PowerTrip-Moving-v0 (a moving world), gym.make", f["moving_steps_per_s"], "steps"),
         f"{'  moving ratio':<44} {f['moving_ratio_vs_cartpole']:>14.3f}",

@@ -3,7 +3,7 @@ the raw action, 8 envs, a budget of steps, then the benchmark's paired test epis
 jitter. Prints the share of episodes in time, the grid carbon and the carbon cost per seed
 (docs/carbon.md, "Learning from scratch").
 
-    python benchmarks/carbon_from_scratch.py [--env PowerTrip-Carbon-v1] [--steps 100000]
+    python benchmarks/carbon_from_scratch.py [--env PowerTrip-Carbon-v2] [--steps 100000]
         [--seeds 0 1 2] [--shaping progress] [--episodes 30]
 """
 
@@ -61,7 +61,7 @@ def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="PowerTrip-Carbon-v1")
+    parser.add_argument("--env", default="PowerTrip-Carbon-v2")
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--shaping", default=None)

@@ -1,7 +1,7 @@
 """Tune ``CarbonPlanner``'s margin on train days: the sweep behind ``TUNED_MARGIN``.
 
     python benchmarks/carbon_planner_tune.py --episodes 20
-    python benchmarks/carbon_planner_tune.py --env PowerTrip-Carbon-v1 --margins 0,0.1,0.2
+    python benchmarks/carbon_planner_tune.py --env PowerTrip-Carbon-v2 --margins 0,0.1,0.2
 
 ``CarbonPlanner`` (``baselines/carbon_planner.py``) plans the progress still needed × (1 +
 margin) before the deadline: its pace is judged at the current progress, which each round
@@ -49,7 +49,7 @@ def grid(margins: list[float]) -> list[Policy]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="PowerTrip-Carbon-v1")
+    parser.add_argument("--env", default="PowerTrip-Carbon-v2")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--margins", default=",".join(f"{m:g}" for m in MARGINS))
     parser.add_argument("--jitter", action="store_true", help="with the episodes' jitter")

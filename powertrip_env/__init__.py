@@ -50,10 +50,10 @@ _SHIPPED: tuple[tuple[str, str, str, bool, dict[str, object]], ...] = (
     ("PowerTrip-Wide-Measured-v0", "wide-measured", "measured", True, {}),  # 24 sites, measured
     ("PowerTrip-Moving-v0", "moving", "moving", True, {}),  # the flagship, measured and moving
     ("PowerTrip-Wide-Moving-v0", "wide-moving", "moving", True, {}),  # 24 sites, moving
-    # six zoned sites, deadline 1.25x the best TTA; and the same, measured;
+    # six zoned sites, each episode's deadline 1.25x its estimated TTA; and the same, measured;
     # both observe what they are scored on (carbon_obs)
-    ("PowerTrip-Carbon-v1", "carbon", "carbon", True, _CARBON_TASK),
-    ("PowerTrip-Carbon-Measured-v1", "carbon-measured", "carbon", True, _CARBON_TASK),
+    ("PowerTrip-Carbon-v2", "carbon", "carbon", True, _CARBON_TASK),
+    ("PowerTrip-Carbon-Measured-v2", "carbon-measured", "carbon", True, _CARBON_TASK),
 )
 # IDs that draw a new site catalogue every episode (powertrip_env.scenario.sampling): ID -> the
 # scenario whose job and power data they use, and the padded site count of their spaces (32

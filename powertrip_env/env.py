@@ -74,12 +74,12 @@ class PowerTripEnv(EngineViews, gym.Env):
     telemetry (`ln` of measured over stated compute, exchange and join, clipped to ±1) and the
     measurement's age (`dynamics.TELEMETRY_FEATURES`; docs/model.md, "What is unknown").
 
-    With `carbon_obs=True` (the carbon tasks, `PowerTrip-Carbon-v1` and
-    `PowerTrip-Carbon-Measured-v1`) each site has 10 more columns after its features and before
+    With `carbon_obs=True` (the carbon tasks, `PowerTrip-Carbon-v2` and
+    `PowerTrip-Carbon-Measured-v2`) each site has 10 more columns after its features and before
     any telemetry: its grid intensity now, the week's and yesterday's forecasts of it over four
     windows ahead and its PV share (`dynamics.CARBON_SITE_FEATURES`); and 3 more follow the
     global ones: the time left, the work left at the last pace and the carbon so far
-    (`dynamics.CARBON_JOB_FEATURES`). `PowerTrip-Carbon-v1`'s flat observation has 6 · 25 + 9
+    (`dynamics.CARBON_JOB_FEATURES`). `PowerTrip-Carbon-v2`'s flat observation has 6 · 25 + 9
     columns (docs/model.md, "Observation"; docs/carbon.md).
 
     ## Rewards
@@ -213,6 +213,13 @@ class PowerTripEnv(EngineViews, gym.Env):
 
     ## Version History
 
+    * v2 (`PowerTrip-Carbon-v2`, `PowerTrip-Carbon-Measured-v2`), 0.6: each carbon episode's
+      deadline is set at its start (`[episode] deadline_slack`): 1.25x the best time found on
+      the train days, scaled by the compute the sites offered the day before against the train
+      days', capped at 48 h, so the slack over the best time is about the same on both splits
+      (v1's 36.7 h and 38.8 h were set on the test days). The time left is observed against the
+      episode's own deadline; episodes start where a 48 h budget lets them. The v1 IDs are
+      retired; the other IDs' results are unchanged.
     * v1 (`PowerTrip-Carbon-v1`, `PowerTrip-Carbon-Measured-v1`), 0.6: the carbon tasks observe
       what they are scored on (`carbon_obs=True`: each site's grid intensity, its week and
       yesterday forecasts and PV share; the time left, the work left at the last pace and the

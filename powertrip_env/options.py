@@ -105,7 +105,7 @@ def _with_carbon_obs(sim: Simulation, carbon_obs: Any, where: str) -> Simulation
         raise ValueError(
             f"carbon_obs=True on {where} ({sim.scenario.source}): the carbon observation needs "
             "a carbon intensity file ([trace] carbon_file), as the carbon tasks' scenarios have "
-            "(PowerTrip-Carbon-v1); leave carbon_obs=False here"
+            "(PowerTrip-Carbon-v2); leave carbon_obs=False here"
         )
     return dataclasses.replace(sim, params=sim.params.with_constants(carbon_obs=1.0))
 

@@ -181,7 +181,7 @@ class Shaped(RewardFn):
         if not after:  # the round's gain and time, taken back
             reached = reached - record[:, cls._DELTA_ACC]
             elapsed = elapsed - record[:, cls._ROUND_S]
-        phi = reached / params.span - elapsed / params.time_budget_s
+        phi = reached / params.span - elapsed / state.budget_s
         if after:
             phi = np.where(result.terminated | result.truncated, 0.0, phi)
         return phi

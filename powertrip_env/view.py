@@ -87,7 +87,7 @@ class DecisionView:
     into_row_s: float  # s since the current trace row began
     elapsed_s: float  # s since the episode began
     last_round_s: float  # s: length of the last round (0 before the first)
-    time_budget_s: float  # s of elapsed time at which the episode ends without success
+    time_budget_s: float  # s of elapsed time at which the episode ends without success (its own)
     rounds: int  # rounds played
     # ---- progress: how far the job has come towards the target accuracy
     progress: float  # (a − a0) / (a* − a0): the accuracy's share of the way, 1 at the target
@@ -151,7 +151,7 @@ def decision_view(
         into_row_s=time_s - row * params.interval_s,
         elapsed_s=time_s - float(state.start_s[i]),
         last_round_s=float(state.last_round_s[i]),
-        time_budget_s=params.time_budget_s,
+        time_budget_s=float(state.budget_s[i]),
         rounds=int(state.rounds[i]),
         # progress
         progress=(float(state.accuracy[i]) - params.a0) / (params.a_target - params.a0),

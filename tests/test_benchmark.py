@@ -278,10 +278,10 @@ def test_the_carbon_track_is_scored_on_its_own_objective(tmp_path, capsys) -> No
     from maintainers import readme_tables
 
     out = tmp_path / "bench"
-    argv = ["--env", "PowerTrip-Carbon-v1", "--quick", "--out", str(out), "--no-progress"]
+    argv = ["--env", "PowerTrip-Carbon-v2", "--quick", "--out", str(out), "--no-progress"]
     assert benchmark.main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    task = summary["tasks"]["PowerTrip-Carbon-v1"]
+    task = summary["tasks"]["PowerTrip-Carbon-v2"]
     assert task["track"] == "carbon" and summary["normaliser"]["top"] == "CarbonOptimiser"
     assert task["reference_never_beaten"] is True and task["bound_holds"] is True
     assert task["optimum_lower_kg"] <= task["optimum_upper_kg"]
@@ -317,6 +317,6 @@ def test_the_carbon_track_is_scored_on_its_own_objective(tmp_path, capsys) -> No
     argv = ["--readme", str(readme), "--tables", "leaderboard", "--leaderboard-from", str(out)]
     assert readme_tables.main(argv) == 0
     text = readme.read_text()
-    assert "| PowerTrip-Carbon-v1 | 6 | 36.7 |" in text and "mean carbon cost" in text
+    assert "| PowerTrip-Carbon-v2 | 6 | 36.7 |" in text and "mean carbon cost" in text
     assert text.count("old") == 2  # the known track's blocks: it did not run
     assert (tmp_path / "docs" / "carbon-tradeoff.png").is_file()

@@ -48,8 +48,11 @@ class _World:
         return self.future
 
 
-def _with(future: Any, **constants: float) -> _World:
-    return _World(dataclasses.replace(future, params=future.params.with_constants(**constants)))
+def _with(future: Any, budget_s: float | None = None, **constants: float) -> _World:
+    """``future`` with the scenario's scalars ``constants`` and the episode's time budget."""
+    state = future.state if budget_s is None else future.state.replace(budget_s=budget_s)
+    params = future.params.with_constants(**constants)
+    return _World(dataclasses.replace(future, params=params, state=state))
 
 
 def _play(env: gym.Env, name: str, seed: int, rounds: int | None = None) -> tuple[float, bool]:
@@ -76,14 +79,14 @@ def _go_on(
 
 @pytest.fixture(scope="module")
 def carbon_env() -> gym.Env:
-    env = gym.make("PowerTrip-Carbon-v1", split="train", jitter=False)
+    env = gym.make("PowerTrip-Carbon-v2", split="train", jitter=False)
     yield env
     env.close()
 
 
 @pytest.fixture(scope="module")
 def measured_env() -> gym.Env:
-    env = gym.make("PowerTrip-Carbon-Measured-v1", split="train", jitter=False)
+    env = gym.make("PowerTrip-Carbon-Measured-v2", split="train", jitter=False)
     yield env
     env.close()
 
@@ -172,14 +175,14 @@ def test_batch_units_have_their_closed_form(carbon_env: gym.Env) -> None:
 def test_cells_are_the_kernels_busy_samples_and_carbon() -> None:
     # with jitter (the least factor below 1) and PV (covering part of the busy draw): the cells
     # are the cumulative tables' differences, the units per sample site_batch / (quota · ε_min)
-    env = gym.make("PowerTrip-Carbon-v1", split="train", jitter=True)
+    env = gym.make("PowerTrip-Carbon-v2", split="train", jitter=True)
     env.reset(seed=4)
     future = env.unwrapped.clairvoyant()
     p, state = future.params, future.state
     jitter = future.jitter(p.max_rounds)[:, : p.n_sites]
     assert compute_jitter_min(future) == jitter.min() < 1.0 < jitter.max()
     first = int(state.time_s[0] / p.interval_s)
-    last = int((state.start_s[0] + p.time_budget_s) / p.interval_s)
+    last = int((state.start_s[0] + state.budget_s[0]) / p.interval_s)
     rows = slice(first, last + 1)
     samples = np.diff(p.table[first : last + 2, CUM_SAMPLES], axis=0)
     grams = np.diff(p.table[first : last + 2, CUM_BUSY_G], axis=0)
@@ -234,13 +237,13 @@ def test_a_deadline_out_of_reach_costs_the_price_of_a_miss(
     # the same episode start with a budget of 2 h: the cells before it cannot hold U_min
     carbon_env.reset(seed=0)
     future = carbon_env.unwrapped.clairvoyant()
-    short = _with(future, time_budget_s=2 * 3600.0)
+    short = _with(future, budget_s=2 * 3600.0)
     assert least_grams(short.future, batch_units_needed(short.future)) == math.inf
     assert carbon_bound_kg(short) == future.params.carbon_ref_kg
     # a scenario that states it: every policy misses and pays at least the price
     path = tmp_path / "short.toml"
     path.write_text('extends = "carbon"\n\n[episode]\ntime_budget_h = 2.0\n', encoding="utf-8")
-    env = gym.make("PowerTrip-Carbon-v1", scenario=str(path), split="train", jitter=False)
+    env = gym.make("PowerTrip-Carbon-v2", scenario=str(path), split="train", jitter=False)
     env.reset(seed=0)
     ref = env.unwrapped.params.carbon_ref_kg
     assert carbon_bound_kg(env) == ref
@@ -274,7 +277,7 @@ def test_bound_rows_are_the_evaluated_episodes(carbon_env: gym.Env) -> None:
 
 
 @pytest.mark.parametrize(
-    ("env_id", "seed"), [("PowerTrip-Carbon-v1", 1), ("PowerTrip-Carbon-Measured-v1", 0)]
+    ("env_id", "seed"), [("PowerTrip-Carbon-v2", 1), ("PowerTrip-Carbon-Measured-v2", 0)]
 )
 def test_round_lp_is_below_the_clairvoyant_plan_and_above_the_knapsack(
     env_id: str, seed: int
@@ -313,7 +316,6 @@ def _toy_future(
         n_sites=n,
         interval_s=iv,
         rows=rows,
-        time_budget_s=budget_s,
         max_rounds=1000,
         fixed_time=False,
         moving=False,
@@ -340,6 +342,7 @@ def _toy_future(
     state = SimpleNamespace(
         time_s=np.array([3000.0]),
         start_s=np.array([3000.0]),
+        budget_s=np.array([budget_s]),
         progress=np.array([0.0]),
         carbon_g=np.array([0.0]),
         rounds=np.array([0.0]),

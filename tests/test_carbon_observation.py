@@ -26,7 +26,7 @@ N_SITE, N_GLOBAL = ft.N_SITE_FEATURES, ft.N_GLOBAL
 
 
 def _carbon_env(**kwargs):
-    return gym.make("PowerTrip-Carbon-Measured-v1", carbon_obs=True, **kwargs)
+    return gym.make("PowerTrip-Carbon-Measured-v2", carbon_obs=True, **kwargs)
 
 
 def _split(obs: np.ndarray, n: int, per_site: int) -> tuple[np.ndarray, np.ndarray]:
@@ -36,7 +36,7 @@ def _split(obs: np.ndarray, n: int, per_site: int) -> tuple[np.ndarray, np.ndarr
 def test_the_columns_are_added_and_nothing_else_moves() -> None:
     # catches: a carbon column written over a feature or the telemetry, the job's columns in
     # the wrong place, a space whose shape or bounds disagree, or the plain task changed
-    plain = gym.make("PowerTrip-Carbon-Measured-v1", carbon_obs=False)
+    plain = gym.make("PowerTrip-Carbon-Measured-v2", carbon_obs=False)
     carbon = _carbon_env()
     n, tel = 6, ft.N_TELEMETRY
     assert plain.observation_space.shape == (n * (N_SITE + tel) + N_GLOBAL,)
@@ -115,7 +115,7 @@ def test_the_job_columns_are_the_state_they_report() -> None:
     env = _carbon_env(jitter=False)
     obs, info = env.reset(seed=3)
     u = env.unwrapped
-    budget, ref = u.params.time_budget_s, u.params.carbon_ref_kg
+    budget, ref = float(u.state.budget_s[0]), u.params.carbon_ref_kg
     job = obs[-ft.N_CARBON_JOB :]
     np.testing.assert_allclose(job, [1.0, 1.0, 0.0])  # no pace yet: the work reads as 1
     prev_pace = 0.0
@@ -141,7 +141,7 @@ def test_the_job_columns_are_the_state_they_report() -> None:
 def test_the_vector_env_and_the_dict_shape_agree_with_the_single_env() -> None:
     # catches: the vector env or the dict split laying out the carbon columns differently
     single = _carbon_env()
-    venv = gym.make_vec("PowerTrip-Carbon-Measured-v1", num_envs=2, carbon_obs=True)
+    venv = gym.make_vec("PowerTrip-Carbon-Measured-v2", num_envs=2, carbon_obs=True)
     as_dict = _carbon_env(obs_mode="dict", max_sites=8)
     a, _ = single.reset(seed=11)
     v, _ = venv.reset(seed=[11, 12])
@@ -174,6 +174,6 @@ def test_a_carbon_observation_needs_a_carbon_file(env_id: str) -> None:
     with pytest.raises(ValueError, match=r"carbon_obs=True on scenario .*carbon_file"):
         gym.make(env_id, carbon_obs=True)
     with pytest.raises(ValueError, match=r"carbon_obs='yes': give True or False"):
-        gym.make("PowerTrip-Carbon-v1", carbon_obs="yes")
+        gym.make("PowerTrip-Carbon-v2", carbon_obs="yes")
     with pytest.raises(ValueError, match=r"carbon_obs=True on scenario"):
         gym.make_vec(env_id, num_envs=2, carbon_obs=True)

@@ -28,7 +28,7 @@ from powertrip_env.baselines.references import (
 from powertrip_env.dynamics.layout import CUM_BUSY_G, G_PER_J, POWERED, PV_W
 from powertrip_env.dynamics.tables import current_row
 
-ID = "PowerTrip-Carbon-v1"
+ID = "PowerTrip-Carbon-v2"
 FAST = {"split": "train", "jitter": False}
 
 
@@ -152,7 +152,8 @@ def test_where_a_clean_hour_follows_a_dirty_one_the_optimiser_waits_for_it() -> 
         optimiser = CarbonOptimiser(starts=[CarbonGreedy()], iterations=20, idle_iterations=12)
         optimiser.reset(env.unwrapped)
         plan = np.asarray(optimiser.plan)
-        assert (~plan.any(axis=1)).sum() >= 12  # at least an hour of waiting
+        # at least half an hour of waiting (this episode's deadline leaves room for about one)
+        assert (~plan.any(axis=1)).sum() >= 6
         busy = [cost for name, cost in optimiser.starts.items() if name not in {"TimeShiftCarbon"}]
         assert optimiser.planned_tta_h < min(busy)
         carbon_kg, terminated, truncated = 0.0, False, False

@@ -29,7 +29,7 @@ from powertrip_env.harness.evaluation.evaluate import run_episode
 from powertrip_env.harness.tracks.carbon import CARBON as CARBON_TRACK
 from powertrip_env.harness.tracks.carbon import carbon_chain, carbon_chain_lines
 
-ID = "PowerTrip-Carbon-v1"
+ID = "PowerTrip-Carbon-v2"
 
 
 @pytest.fixture(scope="module")

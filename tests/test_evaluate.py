@@ -158,7 +158,7 @@ def test_a_carbon_task_s_summary_adds_the_carbon_cost():
     assert "carbon cost" not in Evaluation("PowerTrip-v0", "test", frame, plain).to_markdown()
     priced = summary_table(frame, ["PowerTrip"], carbon_ref_kg=1000.0)
     assert priced.loc[0, "mean_carbon_cost_kg"] == pytest.approx((100 + 150 + 80 + 1000) / 3)
-    text = Evaluation("PowerTrip-Carbon-v1", "test", frame, priced).to_markdown()
+    text = Evaluation("PowerTrip-Carbon-v2", "test", frame, priced).to_markdown()
     assert "| carbon (kg) | carbon cost (kg) |" in text and "| 443.3 |" in text
 
 
@@ -167,7 +167,7 @@ def test_evaluate_prices_a_carbon_task_s_misses_and_no_other_task_s():
     # be NaN on a carbon task) or passing one where no carbon objective is posed
     from powertrip_env.harness.evaluation.evaluate import evaluate
 
-    carbon = evaluate("PowerTrip-Carbon-v1", ["FedZeroExcess"], episodes=1, progress=False)
+    carbon = evaluate("PowerTrip-Carbon-v2", ["FedZeroExcess"], episodes=1, progress=False)
     row = carbon.summary.iloc[0]
     missed = 1.0 - row.success_rate
     assert row.mean_carbon_cost_kg == pytest.approx(row.mean_carbon_kg + 1000.0 * missed)

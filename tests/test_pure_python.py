@@ -92,7 +92,7 @@ out["moving_monitored"] = door.monitored().vector.tolist()
 ahead = door.simulate(subsets[::97], rounds=6)
 out["moving_simulate"] = [ahead.state.data.tolist(), ahead.tta_h.tolist()]
 
-carbon = gym.make("PowerTrip-Carbon-Measured-v1", carbon_obs=True, reward_mode="carbon")
+carbon = gym.make("PowerTrip-Carbon-Measured-v2", carbon_obs=True, reward_mode="carbon")
 obs, _ = carbon.reset(seed=2)
 csteps = []
 for _ in range(12):

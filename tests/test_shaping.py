@@ -12,7 +12,7 @@ import pytest
 import powertrip_env  # noqa: F401  (registers the IDs)
 from powertrip_env.baselines.registry import make_policy
 
-ID = "PowerTrip-Carbon-v1"
+ID = "PowerTrip-Carbon-v2"
 
 
 def _episode(env: gym.Env, policy_name: str, seed: int) -> tuple[list[float], list[dict]]:

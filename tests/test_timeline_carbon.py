@@ -20,7 +20,7 @@ from powertrip_env.harness.evaluation import timeline_figure as tf
 from powertrip_env.harness.evaluation.evaluate import evaluate
 from powertrip_env.harness.evaluation.timeline import PolicyRounds, Timeline
 
-CARBON_ID = "PowerTrip-Carbon-v1"
+CARBON_ID = "PowerTrip-Carbon-v2"
 FAST = {"jitter": False}
 POLICIES = ["PowerTrip", "CarbonGreedy"]
 SEED = 0

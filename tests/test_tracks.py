@@ -102,7 +102,7 @@ def test_every_shipped_id_names_its_track_at_registration() -> None:
     assert {eid for eid, name in names.items() if name == "measured"} == set(
         powertrip_env.MEASURED_SUITE_IDS
     )
-    assert names["PowerTrip-Carbon-Measured-v1"] == "carbon"  # a carbon task that is measured
+    assert names["PowerTrip-Carbon-Measured-v2"] == "carbon"  # a carbon task that is measured
     assert set(powertrip_env.ENV_IDS) | set(powertrip_env.SAMPLED_ENV_IDS) == set(names)
     for env_id, name in names.items():  # registered with the objective its track declares
         assert gym.spec(env_id).kwargs.get("reward_mode") == track_named(name).objective
@@ -139,7 +139,7 @@ def test_the_tracks_rules_are_what_their_tasks_can_run() -> None:
     assert CARBON.told(False) == [] and CARBON.told(True) == ["Informed", "InformedMPC"]
 
 
-@pytest.mark.parametrize("env_id", ["PowerTrip-v0", "PowerTrip-Measured-v0", "PowerTrip-Carbon-v1"])
+@pytest.mark.parametrize("env_id", ["PowerTrip-v0", "PowerTrip-Measured-v0", "PowerTrip-Carbon-v2"])
 def test_a_tracks_starts_are_what_the_planner_would_pick_unasked(env_id: str) -> None:
     """Without a track a planner starts from every rule the scenario can run; a track's declared
     starts are that same list on its tasks, so naming them moved no published number."""
@@ -169,8 +169,8 @@ class _Played(Exception):
     [
         ("PowerTrip-v0", ["HorizonRule"], ["AdaptiveHorizon", "CarbonGreedy"]),
         ("PowerTrip-Measured-v0", ["AdaptiveHorizon", "ExploringHorizon"], ["CarbonGreedy"]),
-        ("PowerTrip-Carbon-v1", ["CarbonGreedy", "FedZeroExcess"], ["AdaptiveCarbonGreedy"]),
-        ("PowerTrip-Carbon-Measured-v1", ["AdaptiveCarbonGreedy", "AdaptiveMPC"], []),
+        ("PowerTrip-Carbon-v2", ["CarbonGreedy", "FedZeroExcess"], ["AdaptiveCarbonGreedy"]),
+        ("PowerTrip-Carbon-Measured-v2", ["AdaptiveCarbonGreedy", "AdaptiveMPC"], []),
     ],
 )
 def test_evaluate_all_plays_the_tasks_track_rules(monkeypatch, env_id, present, absent) -> None:

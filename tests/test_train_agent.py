@@ -297,9 +297,9 @@ def test_the_final_policies_default_to_the_final_envs_track(
     ("argv", "reward_mode", "final"),
     [
         ([], "excess_gain", MEASURED),  # the main job: unchanged
-        (["--env", "PowerTrip-Carbon-v1"], "carbon", CARBON.final_policies.split(",")),
+        (["--env", "PowerTrip-Carbon-v2"], "carbon", CARBON.final_policies.split(",")),
         # a different reward is the user's choice, and config.yaml records it
-        (["--env", "PowerTrip-Carbon-v1", "--reward-mode", "excess_gain"], "excess_gain", None),
+        (["--env", "PowerTrip-Carbon-v2", "--reward-mode", "excess_gain"], "excess_gain", None),
     ],
 )
 def test_the_agent_trains_on_its_tasks_own_objective_by_default(

@@ -56,8 +56,8 @@ FINGERPRINTS = {
     "PowerTrip-Wide-Measured-v0": "5a51867927172a41",
     "PowerTrip-Moving-v0": "490556801ae96125",
     "PowerTrip-Wide-Moving-v0": "2d8af0c5039e16b5",
-    "PowerTrip-Carbon-v1": "fedae1d33b76cc60",
-    "PowerTrip-Carbon-Measured-v1": "a70c431b7bf863d7",
+    "PowerTrip-Carbon-v2": "77f253d897ea92a0",
+    "PowerTrip-Carbon-Measured-v2": "5660d75c27fc6de6",
     "PowerTrip-Random-v0": "7bbecafc9acc4e93",
 }
 # Retired ID -> its last fingerprint: never registered again (its published numbers stand).
@@ -66,6 +66,9 @@ RETIRED = {
     # before the carbon observation
     "PowerTrip-Carbon-v0": "64d96cd9e144c829",
     "PowerTrip-Carbon-Measured-v0": "17fc5236f00c3418",
+    # before the deadline per episode
+    "PowerTrip-Carbon-v1": "fedae1d33b76cc60",
+    "PowerTrip-Carbon-Measured-v1": "a70c431b7bf863d7",
 }
 # digits.toml's surrogate before that refit (commit a864517), which PowerTrip-Digits-v0 ran.
 DIGITS_V0 = {
@@ -107,53 +110,53 @@ FIRST_THREE = {
 # The carbon tasks: (ID, policy, seed) -> (tta_h, rounds, energy_kwh, carbon_kg), the carbon
 # emitted pinned beside the time, for PowerTrip and the carbon rule that needs no tuning.
 CARBON = {
-    ("PowerTrip-Carbon-v1", "PowerTrip", 0): (
-        28.794164152876675,
-        444,
-        1489.4625971585397,
-        237.0191642702918,
+    ("PowerTrip-Carbon-v2", "PowerTrip", 0): (
+        28.98645544675976,
+        446,
+        1479.9529593399836,
+        235.0550518423523,
     ),
-    ("PowerTrip-Carbon-v1", "PowerTrip", 1): (
-        27.690373637625953,
+    ("PowerTrip-Carbon-v2", "PowerTrip", 1): (
+        27.800481077086037,
         502,
-        1274.666002032309,
-        179.9089246032411,
+        1260.5440688528445,
+        178.29806860452328,
     ),
-    ("PowerTrip-Carbon-v1", "CarbonGreedy", 0): (
-        30.559593542092117,
-        512,
-        1155.4870981850572,
-        105.5268584293401,
+    ("PowerTrip-Carbon-v2", "CarbonGreedy", 0): (
+        28.955218332227336,
+        423,
+        1530.8932502096898,
+        184.75682373341633,
     ),
-    ("PowerTrip-Carbon-v1", "CarbonGreedy", 1): (
-        29.746598336743222,
-        532,
-        1085.913563693748,
-        89.7774237348803,
+    ("PowerTrip-Carbon-v2", "CarbonGreedy", 1): (
+        28.9317570463589,
+        522,
+        1112.0024433505816,
+        98.35363587786239,
     ),
-    ("PowerTrip-Carbon-Measured-v1", "PowerTrip", 0): (
-        22.738022619891133,
-        314,
-        1240.3581456330387,
-        214.5400494482735,
+    ("PowerTrip-Carbon-Measured-v2", "PowerTrip", 0): (
+        22.276715709639547,
+        316,
+        1207.131788738494,
+        208.91021400507233,
     ),
-    ("PowerTrip-Carbon-Measured-v1", "PowerTrip", 1): (
-        31.66543851994573,
-        465,
-        1390.9331299077662,
-        174.91746935432207,
+    ("PowerTrip-Carbon-Measured-v2", "PowerTrip", 1): (
+        30.771319057168018,
+        468,
+        1360.2191850825934,
+        175.1670047487479,
     ),
-    ("PowerTrip-Carbon-Measured-v1", "CarbonGreedy", 0): (
-        24.736763181792412,
-        401,
-        748.4613143546882,
-        78.05092867346225,
+    ("PowerTrip-Carbon-Measured-v2", "CarbonGreedy", 0): (
+        24.74218554754491,
+        398,
+        767.4317593517776,
+        79.75403017413673,
     ),
-    ("PowerTrip-Carbon-Measured-v1", "CarbonGreedy", 1): (
-        33.7147221687462,
-        486,
-        1284.2077833794804,
-        99.05962853707989,
+    ("PowerTrip-Carbon-Measured-v2", "CarbonGreedy", 1): (
+        32.0237331154796,
+        462,
+        1330.7020445631658,
+        128.11353402540982,
     ),
 }
 
@@ -234,6 +237,9 @@ def fingerprint(env_id: str, scenario: str | Path | None = None) -> str:
         for site in values["sites"]:
             site.pop("carbon_zone")
         values["episode"].pop("carbon_ref_kg")
+    if not loaded.episode.deadline_slack:  # one deadline for all: nor do the per-episode fields
+        for key in ("deadline_slack", "deadline_ref_h"):
+            values["episode"].pop(key)
     files = [path for path in loaded.inputs if path.suffix != ".toml"]
     sampler = as_sampler(kwargs.pop("sites", None))
     if sampler is not None:  # the catalogue is drawn: the draw's parameters and its cities
@@ -382,8 +388,8 @@ STARTS = {
         "InformedDraw",
         *_INFORMED,
     ],
-    "PowerTrip-Carbon-v1": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD, *_CARBON],
-    "PowerTrip-Carbon-Measured-v1": [
+    "PowerTrip-Carbon-v2": [*_COMMON, "MyopicOptimal", *_LOOKAHEAD, *_CARBON],
+    "PowerTrip-Carbon-Measured-v2": [
         *_COMMON,
         "MyopicOptimal",
         *_LOOKAHEAD,

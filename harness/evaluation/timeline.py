@@ -15,7 +15,7 @@ The recorder reads only what any user of the env can: ``info`` and the decision 
 comes from the same seed played idle (``power_rows``): an idle round moves the clock by one trace
 row, so the decision view then reads every row's power, for every policy alike.
 
-Where the decision view knows the carbon (``carbon_known``: ``PowerTrip-Carbon-v1``, or a
+Where the decision view knows the carbon (``carbon_known``: ``PowerTrip-Carbon-v2``, or a
 scenario with a carbon intensity file), the recorder also keeps its ``grid_g_per_kwh`` as each
 round starts, the intensity the round's grid energy is charged at, in
 ``PolicyRounds.grid_g_per_kwh``; without carbon that field is None and nothing else changes.

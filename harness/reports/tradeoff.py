@@ -285,7 +285,7 @@ def tradeoff_figure(
     in ``references`` as a step line through its ringed points, which bounds what the
     references show attainable (a policy below or left of it beats them on one axis at no cost
     on the other); a policy that missed the deadline in some episode (``success`` < 1) hollow,
-    since its means mix failed episodes in; the deadline as a vertical dashed line.
+    since its means mix failed episodes in; the episodes' mean deadline as a vertical dashed line.
 
     Naming two dozen points in one panel hides them, so a panel names: the references, the
     references' front, the front over every policy of the panel (``pareto_front``: the policies
@@ -371,7 +371,7 @@ def _panel(
     ax.text(
         deadline,
         0.99,
-        " deadline",
+        " mean deadline",
         transform=ax.get_xaxis_transform(),
         ha="left",
         va="top",

@@ -56,7 +56,7 @@ SITE_ROWS = (
 )  # fmt: skip
 GLOBAL_ROWS = (
     FeatureRow(("progress_to_target",), "progress", "`(a − a0) / (a* − a0)`", 0, 1),
-    FeatureRow(("elapsed_fraction",), "elapsed", "elapsed time / time budget", 0, 1),
+    FeatureRow(("elapsed_fraction",), "elapsed", "elapsed time / the episode's time budget", 0, 1),
     FeatureRow(("time_of_day_sin", "time_of_day_cos"), "time of day",
                "sin and cos of the UTC time of day", -1, 1),
     FeatureRow(("last_round_time",), "last round", "last round time / `time_scale`, clipped to 1",
@@ -109,7 +109,7 @@ CARBON_SITE_ROWS = (
                "none is powered)", 0, 1),
 )  # fmt: skip
 CARBON_JOB_ROWS = (
-    FeatureRow(("time_left",), "time left", "(deadline − now) / time budget", 0, 1),
+    FeatureRow(("time_left",), "time left", "(deadline − now) / the episode's time budget", 0, 1),
     FeatureRow(("finish_at_pace",), "work left at pace",
                "seconds to the target at the progress per second of the last round that taught"
                f" anything, / time left / {PACE_SCALE:g}, clipped to 1; 1 before one has", 0, 1),

@@ -16,7 +16,7 @@ import numpy as np
 from powertrip_env.dynamics.jit import jit
 from powertrip_env.dynamics.layout import (
     ACC,
-    C_BUDGET,
+    BUDGET,
     C_T0,
     CARBON,
     DROPPED,
@@ -112,9 +112,9 @@ def _fill_info(c, table, state, rec, srec, values, flags, powered, telemetry):
     minus the start can come back one rounding step above it.
     """
     n = srec.shape[2]
-    budget = c[C_BUDGET]
     for b in range(state.shape[0]):
         st, r, v = state[b], rec[b], values[b]
+        budget = st[BUDGET]
         elapsed = st[TIME] - st[START]
         if elapsed > budget:
             elapsed = budget

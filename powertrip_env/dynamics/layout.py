@@ -123,10 +123,11 @@ C_PROCESS = C_SLOW_RATE
 # (SEEN_FIELDS, N each), then each process's path (PATH_FIELDS, N each).
 STATE_FIELDS = (
     "time_s", "start_s", "progress", "accuracy", "rounds", "energy_j", "last_round_s",
-    "coverage", "key", "carbon_g", "last_pace",
+    "coverage", "key", "carbon_g", "last_pace", "budget_s",
 )  # fmt: skip
 (
     TIME, START, PROGRESS, ACC, ROUNDS, ENERGY, LAST_ROUND, COVERAGE, KEY, CARBON, LAST_PACE,
+    BUDGET,
 ) = range(len(STATE_FIELDS))  # fmt: skip
 JOINED = len(STATE_FIELDS)  # first of the N joined slots; the N absent counts follow them
 KEY_LIMIT = 2**53  # episode keys are whole numbers below this: exact in the float64 state

@@ -40,10 +40,10 @@ from powertrip_env.dynamics.info import Info, _fill_info
 from powertrip_env.dynamics.jit import compiled, jit
 from powertrip_env.dynamics.layout import (
     ACC,
+    BUDGET,
     C_A0,
     C_ALPHA,
     C_AMAX,
-    C_BUDGET,
     C_CARBON_OBS,
     C_CARBON_REF,
     C_MEASURED,
@@ -160,7 +160,7 @@ def _observe_batch(c, site_obs, state, out, width, valid):
             row[x] = 0.0
         day = 2.0 * math.pi * ((st[TIME] + c[C_T0]) % S_PER_DAY) / S_PER_DAY
         row[g + G_PROGRESS] = min(max((st[ACC] - c[C_A0]) / c[C_SPAN], 0.0), 1.0)
-        row[g + G_ELAPSED] = min(max((st[TIME] - st[START]) / c[C_BUDGET], 0.0), 1.0)
+        row[g + G_ELAPSED] = min(max((st[TIME] - st[START]) / st[BUDGET], 0.0), 1.0)
         row[g + G_DAY_SIN] = math.sin(day)
         row[g + G_DAY_COS] = math.cos(day)
         row[g + G_LAST_ROUND] = min(max(st[LAST_ROUND] / c[C_TIME_SCALE], 0.0), 1.0)
@@ -177,8 +177,8 @@ def _job_carbon_features(c, st, row, at):
     """A carbon task's job columns (features.CARBON_JOB_ROWS), into ``row`` from ``at``: the
     time left, the time the progress still needed takes at the last pace (over the time left),
     and the grid carbon so far (over the price of a miss)."""
-    left_s = st[START] + c[C_BUDGET] - st[TIME]
-    row[at + GC_TIME_LEFT] = min(max(left_s / c[C_BUDGET], 0.0), 1.0)
+    left_s = st[START] + st[BUDGET] - st[TIME]
+    row[at + GC_TIME_LEFT] = min(max(left_s / st[BUDGET], 0.0), 1.0)
     # the progress at which the curve reaches the target at full coverage (formulas)
     ratio = (c[C_AMAX] - c[C_TARGET]) / (c[C_AMAX] - c[C_A0])
     needed = max(c[C_P0] * (ratio ** (-1.0 / c[C_ALPHA]) - 1.0) - st[PROGRESS], 0.0)

@@ -74,6 +74,9 @@ class SimParams:
     forecast_rate: np.ndarray  # (rows, H, N) samples/s forecast at row k for row k + h
     site_obs: np.ndarray  # float32 (rows, N, F) the site features that depend only on the row
     consts: np.ndarray  # (len(CONSTS),), read by name below
+    # (rows,) the time budget (s) of an episode starting in each row: its deadline is its start
+    # plus this (``episode_budgets``), which ``state.initial_state`` writes into the state
+    budget_s: np.ndarray
 
     # The names read the packed arrays once, when the instance is made (`__post_init__`): plain
     # attributes are the quickest to read, and the environments read some at every step.
@@ -167,6 +170,13 @@ class SimParams:
         consts.flags.writeable = False
         return dataclasses.replace(self, consts=consts)
 
+    def budget_at(self, start_s: Any) -> np.ndarray:
+        """The time budget (s) of episodes starting at ``start_s`` (seconds since row 0): their
+        deadlines are ``start_s`` plus it (``episode_budgets``)."""
+        start = np.asarray(start_s, dtype=np.float64)
+        rows = np.minimum((start / self.interval_s).astype(np.int64), self.budget_s.shape[0] - 1)
+        return self.budget_s[rows]
+
     @cached_property
     def exchange_s(self) -> np.ndarray:
         """What each site adds to a round's communication: its round trips and its update.
@@ -242,11 +252,41 @@ def build_params(scenario: Any, power: PowerData) -> SimParams:
             _in_order(_constants(scenario, power, rate.shape[0], time_scale_s), CONSTS),
             dtype=np.float64,
         ),
+        budget_s=episode_budgets(scenario.episode, power, table),
     )
     for value in vars(params).values():  # shared by every env of the scenario: read-only
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
     return params
+
+
+def episode_budgets(episode: Any, power: PowerData, table: np.ndarray) -> np.ndarray:
+    """(rows,) the time budget (s) of an episode starting in each row of the wrapped calendar.
+
+    Without ``deadline_slack`` it is ``time_budget_h`` everywhere. With it, an episode's deadline
+    is set when it starts, as a job's owner would set it, from what is known then: the slack
+    times an estimate of its time to accuracy, ``deadline_ref_h · C̄ / C(k)``, where C(k) is the
+    samples per second the sites' powered GPUs offered over the day before row k (since row 0
+    if the trace has less; row k's own early on) and C̄ its mean over the train days' rows. A
+    start after a day of little power gets a later deadline, so the slack over the best time
+    found is about the same on both splits (docs/carbon.md, "The deadline"). No row after k is
+    read; ``time_budget_h`` caps it.
+    """
+    cap = h_to_s(episode.time_budget_h)
+    rows = table.shape[0] - 1
+    if not episode.deadline_slack:
+        return np.full(rows, cap)
+    cum = table[:, CUM_SAMPLES].sum(axis=1)  # (rows + 1,) samples of every site from row 0
+    day = max(1, round(S_PER_DAY / power.interval_s))
+    k = np.arange(rows)
+    lo = np.maximum(k - day, 0)
+    past = (cum[k] - cum[lo]) / np.maximum((k - lo) * float(power.interval_s), 1.0)
+    past[0] = table[0, RATE].sum()  # nothing before row 0: its own compute
+    first, stop = power.day_rows(*episode.train_days, "[episode] train_days")
+    typical = float(past[first:stop].mean())
+    with np.errstate(divide="ignore"):
+        estimate = np.where(past > 0.0, h_to_s(episode.deadline_ref_h) * typical / past, np.inf)
+    return np.minimum(episode.deadline_slack * estimate, cap)
 
 
 def _site_obs(
@@ -447,6 +487,7 @@ def forecast_world(
         forecast_rate=rate[:, None, :],
         site_obs=np.zeros((rate.shape[0], params.n_sites, params.site_obs.shape[2]), np.float32),
         consts=consts,
+        budget_s=np.full(rate.shape[0], params.budget_s[row]),
     )
 
 

@@ -116,7 +116,7 @@ def _play(
         state = state.put(live, result.state)
         ended[live] = result.terminated | result.truncated
         success[live] = result.terminated
-    elapsed = np.where(success, state.time_s - state.start_s, params.time_budget_s)
+    elapsed = np.where(success, state.time_s - state.start_s, state.budget_s)
     need = progress_needed(params, state.coverage)
     return Trajectory(state, success, ended, elapsed / S_PER_H, need)
 
@@ -142,7 +142,7 @@ def predict_plan(
     iv = params.interval_s
     row = int(current_row(params, state.time_s[:1])[0])
     offset = row * iv
-    end = float(state.start_s[0]) + params.time_budget_s
+    end = float(state.start_s[0] + state.budget_s[0])
     rows = int(np.ceil((end - offset) / iv)) + 2
     world = forecast_world(params, row, rows, carbon_forecast)
     here = state.take(np.zeros(1, dtype=np.intp))
@@ -212,7 +212,7 @@ def _rows_ahead(
         )
     iv = params.interval_s
     row = int(current_row(params, state.time_s[:1])[0])
-    end = float(state.start_s[0]) + params.time_budget_s
+    end = float(state.start_s[0] + state.budget_s[0])
     rows = max(int(np.ceil((end - row * iv) / iv)), 1)
     if carbon_forecast is None:
         table = params.table[np.minimum(row + np.arange(rows), params.rows - 1)]

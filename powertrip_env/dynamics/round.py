@@ -17,8 +17,8 @@ from powertrip_env.dynamics.jit import jit
 from powertrip_env.dynamics.jitter import _factor, _round_seed
 from powertrip_env.dynamics.layout import (
     ACC,
+    BUDGET,
     C_AGG,
-    C_BUDGET,
     C_CARBON,
     C_FIXED_TIME,
     C_GRACE,
@@ -420,7 +420,7 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     tally = _run_sites(c, site, table, st, u, jitter, seed, k, srec, work)
     comm_jitter = _factor(c, jitter, seed, n) if tally.completing > 0 else 1.0
     compute_s, comm_s, round_s = _barrier(c, t, n_sel, tally, comm_jitter)
-    deadline = st[START] + c[C_BUDGET]  # step 6
+    deadline = st[START] + st[BUDGET]  # step 6: the episode's deadline
     budget_left = deadline - t
     cut = round_s > budget_left
     round_s = min(round_s, budget_left)

@@ -57,6 +57,10 @@ class PowerData(Protocol):
     carbon_g_per_j: np.ndarray  # (rows, N) gCO2eq per joule from the site's grid (0: unknown)
     has_carbon: bool  # whether carbon_g_per_j holds a carbon intensity file's values
 
+    def day_rows(self, first_day: int, last_day: int, where: str) -> tuple[int, int]:
+        """Rows ``[start, stop)`` of days ``first_day..last_day`` (1-based, inclusive)."""
+        ...
+
 
 def _site_obs_table(
     power: PowerData,

@@ -13,6 +13,7 @@ import numpy as np
 
 from powertrip_env.dynamics.layout import (
     ACC,
+    BUDGET,
     CARBON,
     COVERAGE,
     DROPPED,
@@ -96,6 +97,10 @@ class SimState:
         lambda self: self.data[:, LAST_PACE],
         doc="(B,) progress per second of the last round that taught anything (0: none yet)",
     )
+    budget_s = property(
+        lambda self: self.data[:, BUDGET],
+        doc="(B,) the episode's time budget: its deadline is start_s + budget_s",
+    )
 
     @property
     def rounds(self) -> np.ndarray:
@@ -162,6 +167,7 @@ def initial_state(
     initial_unknowns(data, n, unknowns)
     data[:, TIME] = start
     data[:, START] = start
+    data[:, BUDGET] = params.budget_at(start)  # the deadline is start + budget
     data[:, ACC] = params.a0
     data[:, COVERAGE] = 1.0
     data[:, KEY] = key

@@ -367,6 +367,19 @@ def load_episode(t: Table, trace: Table) -> Episode:
         train_days=train_days,
         test_days=test_days,
         carbon_ref_kg=t.number("carbon_ref_kg", 0.0, lo=0.0),
+        deadline_slack=t.number("deadline_slack", 0.0, lo=0.0, hi=10.0),
+        deadline_ref_h=t.number("deadline_ref_h", 0.0, lo=0.0, hi=24.0 * 7),
     )
+    if episode.deadline_slack and episode.deadline_slack < 1.0:
+        raise ScenarioError(
+            f"{t._where('deadline_slack')} = {episode.deadline_slack!r}: must be 0 (every "
+            "episode's deadline is time_budget_h) or at least 1 (the deadline over the estimated "
+            "time to accuracy)"
+        )
+    if episode.deadline_slack and not episode.deadline_ref_h:
+        raise ScenarioError(
+            f"{t._where('deadline_slack')} = {episode.deadline_slack!r} needs deadline_ref_h > 0 "
+            "(the best time to accuracy found on the train days, in h)"
+        )
     t.finish()
     return episode

@@ -117,6 +117,13 @@ class Episode:
     # The carbon objective's scale (kg CO2eq; 0: the scenario poses none): the return of the
     # "carbon" reward is −carbon / carbon_ref_kg, and −1 more for missing the deadline.
     carbon_ref_kg: float = 0.0
+    # A deadline per episode (0: every episode's is ``time_budget_h``): this slack times an
+    # estimate of the episode's time to accuracy made at its start, from the compute its sites
+    # offered the day before against the train days' (``dynamics.params.episode_budgets``);
+    # ``deadline_ref_h`` is the best time to accuracy found on the train days, and
+    # ``time_budget_h`` caps the deadline.
+    deadline_slack: float = 0.0
+    deadline_ref_h: float = 0.0
 
 
 # The carbon intensity a scenario charges grid energy with (docs/data.md, "Carbon intensity"):
