@@ -22,7 +22,10 @@ facts, not read back from its Markdown. The benchmark's performance
 profile is copied to ``docs/leaderboard-profile.png``, the measured track's room chains drawn to
 ``docs/measured-chain.png``, and ``--leaderboard-from DIR`` takes the
 episodes, the facts (``episodes.csv``, ``leaderboard.json``) and the profile from a finished
-``powertrip benchmark --out DIR`` instead of running it.
+``powertrip benchmark --out DIR`` instead of running it. ``--tables scratch --scratch-from DIR``
+puts a finished ``powertrip scratch --out DIR`` run's rows in the ``scratch`` block (README's:
+one per track and algorithm) and ``scratch-tasks`` (docs/agents.md: each task's), and its
+learning curves in ``docs/scratch-curves.png``; no other command trains them.
 
 ``powertrip readme-tables`` re-runs every registered ID and updates the README.md in the
 current folder and the pages under the docs/ folder beside it (run it from the repository root,
@@ -43,6 +46,7 @@ import pandas as pd
 
 import powertrip_env
 from maintainers.doc_blocks import BlockFiles, doc_files, has_block
+from powertrip_env.agents.scratch import CURVES, read_scratch
 from powertrip_env.atomic import write_bytes
 from powertrip_env.baselines.registry import policy_names
 from powertrip_env.harness.arguments import (
@@ -64,6 +68,9 @@ HEADROOM = "headroom"  # the block of the headroom table
 LEADERBOARD = "leaderboard"  # the benchmark's tables over the suite (docs/benchmark.md)
 SCORES = "leaderboard-scores"  # the known track's board: the aggregate and each task's score
 PROFILE = Path("docs") / "leaderboard-profile.png"  # under the README, as the board shows it
+SCRATCH = "scratch"  # the from-scratch rows of each track (README), from `powertrip scratch`
+SCRATCH_TASKS = "scratch-tasks"  # and each task's (docs/agents.md)
+SCRATCH_CURVES = Path("docs") / "scratch-curves.png"  # their learning curves (docs/agents.md)
 MEASURED = "leaderboard-measured"  # the measured track's board, with its room chains
 CHAIN_FIGURE = Path("docs") / "measured-chain.png"  # the measured tasks' room chains
 MOVING = "leaderboard-moving"  # the moving track's board, with its room chains
@@ -216,11 +223,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--tables",
-        choices=("all", "results", "headroom", "calibration", "moving", "leaderboard"),
+        choices=("all", "results", "headroom", "calibration", "moving", "leaderboard", "scratch"),
         default="all",
         help="the per-ID baseline tables, the headroom table, the flagship's calibration and "
         "sensitivity tables (with the moving flagship's sweep), that sweep alone, the "
-        "benchmark's leaderboard, or all of them",
+        "benchmark's leaderboard, the from-scratch rows (with --scratch-from), or all of them "
+        "but those",
     )
     parser.add_argument(
         "--leaderboard-from",
@@ -229,8 +237,31 @@ def _parser() -> argparse.ArgumentParser:
         help="a finished `powertrip benchmark --out DIR` run to take the leaderboard "
         "and its profile from (default: run the benchmark)",
     )
+    parser.add_argument(
+        "--scratch-from",
+        type=Path,
+        default=None,
+        help="a finished `powertrip scratch --out DIR` run: its rows and curves (--tables scratch)",
+    )
     add_no_progress(parser)
     return parser
+
+
+def _blocks(
+    args: argparse.Namespace, tabled: list[str], parser: argparse.ArgumentParser
+) -> list[str]:
+    """The blocks ``--tables`` names (``tabled``: the IDs whose summaries it refreshes)."""
+    if (args.tables == "scratch") != (args.scratch_from is not None):
+        parser.error("--tables scratch and --scratch-from DIR go together")
+    return {
+        "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, MOVING_SWEEP, LEADERBOARD, SCORES],
+        "results": tabled,
+        "headroom": [HEADROOM],
+        "calibration": [FIDELITY, SENSITIVITY, MOVING_SWEEP],
+        "moving": [MOVING_SWEEP],
+        "leaderboard": [LEADERBOARD, SCORES],
+        "scratch": [SCRATCH, SCRATCH_TASKS],
+    }[args.tables]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -248,20 +279,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"--readme {str(args.readme)!r}: file not found ({args.readme.absolute()}); run "
             "from the repository root or pass --readme PATH"
         )
-    tabled = [env_id for env_id in env_ids if env_id in RESULT_IDS]
-    blocks = {
-        "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, MOVING_SWEEP, LEADERBOARD, SCORES],
-        "results": tabled,
-        "headroom": [HEADROOM],
-        "calibration": [FIDELITY, SENSITIVITY, MOVING_SWEEP],
-        "moving": [MOVING_SWEEP],
-        "leaderboard": [LEADERBOARD, SCORES],
-    }[args.tables]
+    blocks = _blocks(args, [env_id for env_id in env_ids if env_id in RESULT_IDS], parser)
     pages = BlockFiles(args.readme)
     try:
         pages.locate(*blocks)  # fail before any long run if a marker is missing
+        scratch_run = read_scratch(args.scratch_from) if args.scratch_from else None
     except ValueError as exc:
-        parser.error(f"--readme {str(args.readme)!r}: {exc}")
+        parser.error(f"--readme {str(args.readme)!r} or --scratch-from: {exc}")
     finished = None  # a finished benchmark's episodes, facts and JSON, read before the long runs
     if LEADERBOARD in blocks and args.leaderboard_from is not None:
         try:
@@ -279,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summaries = _summaries(pages, parser, args.readme) if LEADERBOARD in blocks else set()
     progress = not args.no_progress
     named = (HEADROOM, FIDELITY, SENSITIVITY, MOVING_SWEEP, LEADERBOARD, SCORES, MEASURED, MOVING)
-    named += (CARBON,)
+    named += (CARBON, SCRATCH, SCRATCH_TASKS)
     for env_id in (b for b in blocks if b not in named):
         print(f"evaluating {env_id} ...", file=sys.stderr)
         pages.splice(env_id, table_for(env_id, args.episodes, args.seed, progress))
@@ -308,6 +332,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         pages.splice(MOVING_SWEEP, "\n".join(tables))
     if LEADERBOARD in blocks:
         _splice_leaderboard(pages, args, finished, summaries)
+    if scratch_run is not None:
+        pages.splice(SCRATCH, scratch_run[2])
+        pages.splice(SCRATCH_TASKS, scratch_run[1])
+        curves = args.scratch_from / CURVES
+        write_bytes(args.readme.parent / SCRATCH_CURVES, curves.read_bytes())
     for path in pages.write():
         print(f"updated {path}", file=sys.stderr)
     print("then run `powertrip docs` to refresh the site's pages built from them", file=sys.stderr)

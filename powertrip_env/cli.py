@@ -73,6 +73,10 @@ COMMANDS: dict[str, Command] = {
         "powertrip_env.harness.datasets.build",
         "record Minari datasets of references and baselines",
     ),
+    "scratch": Command(
+        "powertrip_env.agents.scratch",
+        "standard algorithms from scratch on every task, several seeds: board rows and curves",
+    ),
     "tune": Command(
         "powertrip_env.harness.calibration.tune",
         "tune the lookahead rules' horizon and margin on train days",

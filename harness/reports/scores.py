@@ -306,7 +306,7 @@ def iqm(values: Sequence[float] | np.ndarray) -> float:
         raise ValueError("the IQM of no values is undefined")
     if not np.isfinite(x).all():
         raise ValueError("the IQM needs finite values")
-    return float(_iqm_rows(x[None, :])[0])
+    return float(_iqm_rows(x[None, :].copy())[0])  # sorted in place: never the caller's array
 
 
 def _iqm_rows(x: np.ndarray) -> np.ndarray:

@@ -76,6 +76,13 @@ class CarbonTrack(Track):
     def bound(self, env: gym.Env, episodes: int, seed: int) -> pd.DataFrame:
         return carbon_bound_rows(env, episodes, seed)
 
+    def values(self, played: pd.DataFrame, params: SimParams) -> pd.Series:
+        """The carbon cost of each episode: its grid carbon, and the price of a miss."""
+        return pd.Series(
+            carbon_cost_from_kg(params, played["carbon_kg"], played["success"]),
+            index=played.index,
+        )
+
     def score(
         self,
         env_id: str,
@@ -90,7 +97,7 @@ class CarbonTrack(Track):
         and ``contenders`` the policies the optimiser must not lose to."""
         assert bounds is not None  # bound() always gives rows
         frame = played[["policy", "episode", "start_time", "tta_h", "success", "carbon_kg"]].copy()
-        frame["cost_kg"] = carbon_cost_from_kg(params, frame["carbon_kg"], frame["success"])
+        frame["cost_kg"] = self.values(frame, params)
         frame = with_bound_rows(frame, bounds, self.zero, "cost_kg")
         frame.insert(0, "task", env_id)
         cost = frame.pivot(index="episode", columns="policy", values="cost_kg")

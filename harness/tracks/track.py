@@ -129,6 +129,11 @@ class Track:
         and the measure's key), or ``None``: the plain track has none."""
         return None
 
+    def values(self, played: pd.DataFrame, params: SimParams) -> pd.Series:
+        """Each of ``evaluate``'s episodes (``played``) on the track's measure: the column
+        ``measure.key`` where ``evaluate`` writes it (the time tracks' ``tta_h``)."""
+        return played[self.measure.key]
+
     def on_measure(self, episodes: pd.DataFrame) -> pd.DataFrame:
         """``episodes`` with the measure where the boards read a policy's value (``tta_h``):
         the statistics are the same for any lower-is-better measure."""
