@@ -282,7 +282,7 @@ def episode_budgets(episode: Any, power: PowerData, table: np.ndarray) -> np.nda
     lo = np.maximum(k - day, 0)
     past = (cum[k] - cum[lo]) / np.maximum((k - lo) * float(power.interval_s), 1.0)
     past[0] = table[0, RATE].sum()  # nothing before row 0: its own compute
-    first, stop = power.day_rows(*episode.train_days, "[episode] train_days")
+    first, stop = power.day_rows(*episode.train_days, "[trace] field 'train_days'")
     typical = float(past[first:stop].mean())
     with np.errstate(divide="ignore"):
         estimate = np.where(past > 0.0, h_to_s(episode.deadline_ref_h) * typical / past, np.inf)
