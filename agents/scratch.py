@@ -51,7 +51,8 @@ from powertrip_env.harness.models.policies import SB3Policy
 from powertrip_env.harness.reports import benchmark
 from powertrip_env.harness.reports.scores import iqm
 from powertrip_env.harness.tracks import TRACKS, track_for
-from powertrip_env.tasks import suite_ids
+from powertrip_env.scenario import load_scenario
+from powertrip_env.tasks import suite_ids, task_of
 
 N_ENVS = 8  # make_vec_env's envs, as the issue's from-scratch runs used
 # The rollout of PPO and MaskablePPO: 256 steps of each of the 8 envs, 2,048 a update (SB3's
@@ -328,7 +329,7 @@ def summarise(
     for task in tasks:
         part = final[final["task"] == task]
         track = TRACKS[facts[task]["track"]]
-        deployable = set(track.rules(int(facts[task]["n_sites"]), _measured(facts[task])))
+        deployable = set(track.rules(int(facts[task]["n_sites"]), _measured(task)))
         mine = rules[(rules["task"] == task) & rules["policy"].isin(deployable)]
         best = mine.loc[mine["score"].idxmax()]
         entry: dict[str, Any] = {
@@ -369,9 +370,10 @@ def summarise(
     return out
 
 
-def _measured(entry: dict[str, Any]) -> bool:
-    """Whether a task's facts are a measured scenario's (its board tells the draw)."""
-    return "informed_h" in entry or entry.get("track") in {"measured", "moving"}
+def _measured(task: str) -> bool:
+    """Whether ``task``'s scenario draws unknowns: its deployable rules then include the
+    adaptive ones (``Track.rules``)."""
+    return bool(load_scenario(task_of(task).scenario).unknowns.drawn)
 
 
 def to_markdown(summary: dict[str, Any], steps: int, seeds: Sequence[int]) -> str:
@@ -455,7 +457,7 @@ def curves_figure(summary: dict[str, Any], path: Path) -> Path:
         best = entry["best_rule"]
         track = TRACKS[entry["track"]]
         ax.axhline(0.0, color="black", lw=0.8, label=track.zero)
-        ax.axhline(1.0, color="grey", lw=0.8, ls=":", label=track.top)
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="reference")
         ax.axhline(best["score"], color="tab:red", lw=0.8, ls="--", label="best rule")
         ax.text(
             0.01,

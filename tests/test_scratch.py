@@ -187,3 +187,31 @@ def test_the_quick_run_writes_its_rows_and_curves(tmp_path: Path, capsys) -> Non
     assert scratch.main(argv) == 0  # again: nothing trained anew
     assert {p.name: p.stat().st_mtime_ns for p in (out / scratch.RUNS).iterdir()} == first
     assert json.loads((out / scratch.JSON).read_text(encoding="utf-8")) == summary
+
+
+def test_readme_tables_puts_a_finished_run_where_the_docs_show_it(tmp_path: Path) -> None:
+    # catches: the rows typed by hand (or from another run) instead of the run's own files, the
+    # curves left stale, or --tables scratch run without the folder it needs
+    import maintainers.readme_tables as readme_tables
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, text in ((scratch.JSON, "{}"), (scratch.MARKDOWN, "per task\n"),
+                       (scratch.COMPACT, "per track\n")):  # fmt: skip
+        (run / name).write_text(text, encoding="utf-8")
+    (run / scratch.CURVES).write_bytes(b"png")
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- results:scratch -->\nold\n<!-- /results:scratch -->\n", "utf-8")
+    (tmp_path / "docs").mkdir()
+    agents = tmp_path / "docs" / "agents.md"
+    agents.write_text("<!-- results:scratch-tasks -->\nold\n<!-- /results:scratch-tasks -->\n")
+    argv = ["--readme", str(readme), "--tables", "scratch", "--scratch-from", str(run)]
+    assert readme_tables.main(argv) == 0
+    assert "per track" in readme.read_text(encoding="utf-8")
+    assert "per task" in agents.read_text(encoding="utf-8")
+    assert (tmp_path / readme_tables.SCRATCH_CURVES).read_bytes() == b"png"
+    with pytest.raises(SystemExit):
+        readme_tables.main(["--readme", str(readme), "--tables", "scratch"])
+    (run / scratch.CURVES).unlink()
+    with pytest.raises(SystemExit):
+        readme_tables.main(argv)
