@@ -46,7 +46,7 @@ import pandas as pd
 
 import powertrip_env
 from maintainers.doc_blocks import BlockFiles, doc_files, has_block
-from powertrip_env.agents.scratch import CURVES, read_scratch
+from powertrip_env.agents.scratch_report import CURVES, read_scratch
 from powertrip_env.atomic import write_bytes
 from powertrip_env.baselines.registry import policy_names
 from powertrip_env.harness.arguments import (

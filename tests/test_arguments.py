@@ -28,11 +28,12 @@ from powertrip_env.harness.arguments import (
 
 TOOLS = [name for name in [*cli.COMMANDS, *cli.MAINTAINER_COMMANDS] if name != "docs"]
 """Every command with the common options (``powertrip docs`` has none of them)."""
-EXTRA = {"imitation": ["--out", "unused"]}  # a required option, to get past it
+EXTRA = {"imitation": ["--out", "unused"], "scratch": ["--board", "unused"]}  # required options
 # The tools whose --env takes fewer than every registered PowerTrip ID, and the set they take
 # (the module docstring of harness.arguments says why each).
 NARROWER = {
     "benchmark": allowed_env_ids(SUITE),
+    "scratch": allowed_env_ids(SUITE),
     "datasets": allowed_env_ids(SHIPPED, fixed_sites=True),
     "readme-tables": allowed_env_ids(SHIPPED, fixed_sites=True),
     "headroom": allowed_env_ids(fixed_sites=True),

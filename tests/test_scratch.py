@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import powertrip_env  # noqa: F401  (registers the IDs)
-from powertrip_env.agents import scratch
+from powertrip_env.agents import scratch, scratch_report
 from powertrip_env.harness.reports import benchmark
 from powertrip_env.harness.tracks import TRACKS
 
@@ -26,11 +26,11 @@ def test_the_interval_resamples_runs_within_each_task() -> None:
     # runs for task 1) or that resamples tasks instead of runs: every resampled mean of these
     # two tasks lies between (0 + 5) / 2 and (1 + 5) / 2
     scores = np.array([[0.0, 1.0, 0.0, 1.0], [5.0, 5.0, 5.0, 5.0]])
-    out = scratch.over_runs(scores, resamples=500)
+    out = scratch_report.over_runs(scores, resamples=500)
     assert out["mean"] == pytest.approx(2.75)
     assert 2.5 <= out["ci95"][0] < out["ci95"][1] <= 3.0
     assert out["iqm"] == pytest.approx(np.mean([1.0, 1.0, 5.0, 5.0]))
-    same = scratch.over_runs(np.full((3, 3), 0.4), resamples=100)
+    same = scratch_report.over_runs(np.full((3, 3), 0.4), resamples=100)
     assert same["ci95"] == pytest.approx([0.4, 0.4]) and same["iqm_ci95"] == pytest.approx(
         [0.4, 0.4]
     )
@@ -75,10 +75,10 @@ def test_a_score_is_the_boards_share_of_the_gap() -> None:
     # catches: a score on another scale than the board's (0 = PowerTrip, 1 = the reference),
     # or one that pairs the agent with the wrong episodes
     board, facts = _board()
-    scores = scratch.task_scores(_played((25.0, 26.0)), board, facts)
+    scores = scratch_report.task_scores(_played((25.0, 26.0)), board, facts)
     assert scores["score"].tolist() == pytest.approx([0.5])
     assert scores["success"].tolist() == [0.5]
-    rules = scratch.rule_scores(board, facts).set_index("policy")["score"]
+    rules = scratch_report.rule_scores(board, facts).set_index("policy")["score"]
     assert rules.to_dict() == pytest.approx(
         {"PowerTrip": 0.0, "Optimiser": 1.0, "HorizonRule": 0.5}
     )
@@ -89,10 +89,10 @@ def test_episodes_the_board_did_not_play_are_refused() -> None:
     board, facts = _board()
     moved = _played((25.0, 26.0)).assign(start_time="2019-06-01T00:00:00+00:00")
     with pytest.raises(ValueError, match="PowerTrip-v0: the agent's episodes start elsewhere"):
-        scratch.task_scores(moved, board, facts)
+        scratch_report.task_scores(moved, board, facts)
     more = pd.concat([_played((25.0, 26.0)), _played((25.0, 26.0)).assign(episode=[2, 3])])
     with pytest.raises(ValueError, match=r"episodes \[2, 3\] are not on the board"):
-        scratch.task_scores(more, board, facts)
+        scratch_report.task_scores(more, board, facts)
 
 
 def test_the_summary_gives_curves_aggregates_and_the_best_rule() -> None:
@@ -106,8 +106,10 @@ def test_the_summary_gives_curves_aggregates_and_the_best_rule() -> None:
             for k, h in ((100, h0), (200, h0 - 4.0))
         ]
     )
-    scores = scratch.task_scores(played, board, facts)
-    summary = scratch.summarise(scores, scratch.rule_scores(board, facts), facts, ["PowerTrip-v0"])
+    scores = scratch_report.task_scores(played, board, facts)
+    summary = scratch_report.summarise(
+        scores, scratch_report.rule_scores(board, facts), facts, ["PowerTrip-v0"]
+    )
     entry = summary["tasks"]["PowerTrip-v0"]
     assert entry["best_rule"] == {"policy": "HorizonRule", "score": pytest.approx(0.5)}
     run = entry["algos"]["ppo"]
@@ -115,7 +117,7 @@ def test_the_summary_gives_curves_aggregates_and_the_best_rule() -> None:
     assert run["curve"]["mean"] == pytest.approx([0.2, 0.6])
     assert run["score_by_seed"] == pytest.approx([0.5, 0.7])
     assert summary["aggregate_by_track"]["known"]["ppo"]["mean"] == pytest.approx(0.6)
-    text = scratch.to_markdown(summary, 200, [0, 1])
+    text = scratch_report.to_markdown(summary, 200, [0, 1])
     assert "| PPO | 0.600 [" in text and "0.500 (HorizonRule)" in text
 
 
@@ -176,17 +178,19 @@ def test_the_quick_run_writes_its_rows_and_curves(tmp_path: Path, capsys) -> Non
     argv = ["--quick", "--board", str(board), "--out", str(out), "--no-progress", "--jobs", "2"]
     assert scratch.main(argv) == 0
     printed = capsys.readouterr().out
-    summary, markdown, compact = scratch.read_scratch(out)
+    summary, markdown, compact = scratch_report.read_scratch(out)
     assert markdown.strip() in printed and "| known | PPO |" in compact
     assert set(summary["aggregate_by_track"]["known"]) == {"ppo", "maskable_ppo", "a2c"}
     assert summary["budget"]["steps"] == 2048 and summary["budget"]["seeds"] == [0, 1]
-    played = pd.read_csv(out / scratch.CSV)
-    assert sorted(played["seed"].unique()) == [0, 1] and (out / scratch.CURVES).stat().st_size
-    first = {p.name: p.stat().st_mtime_ns for p in (out / scratch.RUNS).iterdir()}
+    played = pd.read_csv(out / scratch_report.CSV)
+    assert (
+        sorted(played["seed"].unique()) == [0, 1] and (out / scratch_report.CURVES).stat().st_size
+    )
+    first = {p.name: p.stat().st_mtime_ns for p in (out / scratch_report.RUNS).iterdir()}
     assert len(first) == 6
     assert scratch.main(argv) == 0  # again: nothing trained anew
-    assert {p.name: p.stat().st_mtime_ns for p in (out / scratch.RUNS).iterdir()} == first
-    assert json.loads((out / scratch.JSON).read_text(encoding="utf-8")) == summary
+    assert {p.name: p.stat().st_mtime_ns for p in (out / scratch_report.RUNS).iterdir()} == first
+    assert json.loads((out / scratch_report.JSON).read_text(encoding="utf-8")) == summary
 
 
 def test_readme_tables_puts_a_finished_run_where_the_docs_show_it(tmp_path: Path) -> None:
@@ -196,10 +200,10 @@ def test_readme_tables_puts_a_finished_run_where_the_docs_show_it(tmp_path: Path
 
     run = tmp_path / "run"
     run.mkdir()
-    for name, text in ((scratch.JSON, "{}"), (scratch.MARKDOWN, "per task\n"),
-                       (scratch.COMPACT, "per track\n")):  # fmt: skip
+    for name, text in ((scratch_report.JSON, "{}"), (scratch_report.MARKDOWN, "per task\n"),
+                       (scratch_report.COMPACT, "per track\n")):  # fmt: skip
         (run / name).write_text(text, encoding="utf-8")
-    (run / scratch.CURVES).write_bytes(b"png")
+    (run / scratch_report.CURVES).write_bytes(b"png")
     readme = tmp_path / "README.md"
     readme.write_text("<!-- results:scratch -->\nold\n<!-- /results:scratch -->\n", "utf-8")
     (tmp_path / "docs").mkdir()
@@ -212,6 +216,6 @@ def test_readme_tables_puts_a_finished_run_where_the_docs_show_it(tmp_path: Path
     assert (tmp_path / readme_tables.SCRATCH_CURVES).read_bytes() == b"png"
     with pytest.raises(SystemExit):
         readme_tables.main(["--readme", str(readme), "--tables", "scratch"])
-    (run / scratch.CURVES).unlink()
+    (run / scratch_report.CURVES).unlink()
     with pytest.raises(SystemExit):
         readme_tables.main(argv)

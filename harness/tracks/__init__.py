@@ -23,6 +23,7 @@ draws unknowns, else as ``KNOWN`` (``track_for``).
 from __future__ import annotations
 
 import gymnasium as gym
+import pandas as pd
 
 from powertrip_env.harness.tracks.carbon import CARBON, CarbonTrack
 from powertrip_env.harness.tracks.time import (
@@ -67,6 +68,12 @@ def track_of(env_id: str) -> Track | None:
     """The track ``env_id`` joined at registration, or ``None`` if it joined none."""
     task = task_of(env_id)
     return None if task is None else track_named(task.track)
+
+
+def measure_of(env_id: str, env: gym.Env, played: pd.DataFrame) -> pd.Series:
+    """Each of ``played`` (``evaluate``'s episodes of ``env``) on its track's measure, as the
+    board scores it: the tool-side reading of the env's tables, which agents do not make."""
+    return track_for(env_id, env).values(played, env.unwrapped.params)
 
 
 def track_for(env_id: str, env: gym.Env, scenario_given: bool = False) -> Track:
