@@ -48,10 +48,20 @@ def board_means(folder: Path) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     ``value``) and its tasks' facts."""
     episodes, facts, _ = benchmark.read_run(folder)
     scored = benchmark.scored(episodes).copy()
-    scored["value"] = [
-        row[TRACKS[facts[row["task"]]["track"]].measure.key] for _, row in scored.iterrows()
-    ]
+    for task, entry in facts.items():
+        rows = scored["task"] == task
+        scored.loc[rows, "value"] = scored.loc[rows, TRACKS[entry["track"]].measure.key]
     return scored, facts
+
+
+def _ends(board: pd.DataFrame, facts: dict) -> dict[str, tuple[float, float]]:
+    """Each task's score 0 and 1: the mean on its track's measure of the track's zero and top."""
+    ends = {}
+    for task, on_board in board.groupby("task", sort=False):
+        track = TRACKS[facts[task]["track"]]
+        value = on_board.set_index("policy")["value"]
+        ends[task] = float(value[track.zero].mean()), float(value[track.top].mean())
+    return ends
 
 
 def task_scores(played: pd.DataFrame, board: pd.DataFrame, facts: dict) -> pd.DataFrame:
@@ -60,11 +70,11 @@ def task_scores(played: pd.DataFrame, board: pd.DataFrame, facts: dict) -> pd.Da
     The agent's episodes must be the board's (the same start times), or the two are not paired
     and the command says which task differs."""
     rows = []
+    ends = _ends(board, facts)
     for (task, steps, algo, seed), part in played.groupby(["task", "steps", "algo", "seed"]):
         track = TRACKS[facts[task]["track"]]
         on_board = board[board["task"] == task]
         zero = on_board[on_board["policy"] == track.zero].set_index("episode")
-        top = on_board[on_board["policy"] == track.top].set_index("episode")
         mine = part.set_index("episode")
         if not set(mine.index) <= set(zero.index):
             raise ValueError(
@@ -74,7 +84,7 @@ def task_scores(played: pd.DataFrame, board: pd.DataFrame, facts: dict) -> pd.Da
         starts = zero.loc[mine.index, "start_time"].astype(str)
         if (starts != mine["start_time"].astype(str)).any():
             raise ValueError(f"{task}: the agent's episodes start elsewhere than the board's")
-        z, t = float(zero["value"].mean()), float(top["value"].mean())
+        z, t = ends[task]
         rows.append(
             {
                 "task": task,
@@ -94,11 +104,10 @@ def task_scores(played: pd.DataFrame, board: pd.DataFrame, facts: dict) -> pd.Da
 def rule_scores(board: pd.DataFrame, facts: dict) -> pd.DataFrame:
     """Each deployable rule's score per task on the board (its zero and top included)."""
     rows = []
+    ends = _ends(board, facts)
     for task, on_board in board.groupby("task", sort=False):
-        track = TRACKS[facts[task]["track"]]
-        means = on_board.groupby("policy")["value"].mean()
-        z, t = float(means[track.zero]), float(means[track.top])
-        for policy, value in means.items():
+        z, t = ends[task]
+        for policy, value in on_board.groupby("policy")["value"].mean().items():
             rows.append({"task": task, "policy": policy, "score": (z - float(value)) / (z - t)})
     return pd.DataFrame(rows)
 

@@ -170,12 +170,14 @@ class SimParams:
         consts.flags.writeable = False
         return dataclasses.replace(self, consts=consts)
 
+    def row_of(self, time_s: Any) -> np.ndarray:
+        """Row of the per-row tables for each clock ``time_s`` (seconds since row 0)."""
+        return np.minimum((np.asarray(time_s) / self.interval_s).astype(np.intp), self.rows - 1)
+
     def budget_at(self, start_s: Any) -> np.ndarray:
         """The time budget (s) of episodes starting at ``start_s`` (seconds since row 0): their
         deadlines are ``start_s`` plus it (``episode_budgets``)."""
-        start = np.asarray(start_s, dtype=np.float64)
-        rows = np.minimum((start / self.interval_s).astype(np.int64), self.budget_s.shape[0] - 1)
-        return self.budget_s[rows]
+        return self.budget_s[self.row_of(start_s)]
 
     @cached_property
     def exchange_s(self) -> np.ndarray:

@@ -137,7 +137,7 @@ def _finish_batch(c, table, begin, work, out):
 
 def current_row(params: SimParams, time_s: np.ndarray) -> np.ndarray:
     """Row of the per-row tables for each episode's clock."""
-    return np.minimum((np.asarray(time_s) / params.interval_s).astype(np.intp), params.rows - 1)
+    return params.row_of(time_s)
 
 
 def available_now(params: SimParams, state: SimState) -> np.ndarray:
