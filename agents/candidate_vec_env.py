@@ -104,7 +104,7 @@ class CandidateVecEnv(VecEnv):
         if self.estimates is None:
             batch = self.vector.candidates()
         else:
-            batch = self.vector.candidates(belief=self.estimates.update(self.vector.decision_view))
+            batch = self.estimates.candidates(self.vector)
         self.masks = batch.masks
         return batch.features
 

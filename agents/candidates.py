@@ -75,7 +75,7 @@ def slots_of(env: Any, estimates: Estimates | None) -> Candidates:
     the telemetry now) where there are any (``estimates_for``), else on the stated values."""
     if estimates is None:
         return build(env)
-    return build(env, belief=estimates.update(lambda _: env.decision_view()))
+    return build(env, estimates=estimates)
 
 
 def _as_action(env: gym.Env, mask: np.ndarray) -> np.ndarray:

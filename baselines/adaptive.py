@@ -37,16 +37,29 @@ learning agent may take (the benchmark's learnable room).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from powertrip_env.baselines.base import Policy
-from powertrip_env.dynamics.formulas import noise_scale_array
+from powertrip_env.dynamics.estimates import (
+    EstimateRows,
+    Telemetry,
+    belief_of,
+    estimator_config,
+    fit_pace_noise,
+    fitted_rounds,
+    new_estimates,
+    played_estimates,
+    played_row,
+    restart_rows,
+    site_block,
+    update_estimates,
+    update_row,
+)
 from powertrip_env.scenario import Scenario
-from powertrip_env.units import s_to_h
+from powertrip_env.units import h_to_s
 from powertrip_env.view import DecisionView, UnknownFactors
 
 # The smoothing of the per-site estimates: the weight of the newest measurement. A round's
@@ -188,124 +201,103 @@ class Informed(_Believing):
 class Estimator:
     """Online estimates of the unknowns from one episode's telemetry.
 
-    ``update`` reads the decision view at the start of each round: the telemetry each site
-    last gave (``measured_*``, with the round it was taken in) and the progress the last round
-    made against what the stated curve predicts for its global batch.
+    ``update`` reads, at the start of each round, the telemetry each site last gave
+    (``measured_*``, with the round it was taken in) and the progress the last round made
+    against what the stated curve predicts for its global batch: from a decision view, or from
+    the env's ``telemetry()`` (the same fields, without the view's copies). The estimates are
+    one row of floats, updated in compiled code (``powertrip_env.dynamics.estimates``), because
+    a candidate-set agent updates them before every decision and its decision is otherwise a
+    few tens of microseconds. The job's fit keeps, per noise factor, the running mean and
+    squared deviations of the rounds' residuals, so it costs the grid, not the rounds measured.
     """
+
+    tracking: Tracking | None = None
 
     def __init__(self, optimism: float = 0.0, spreads: Any = None) -> None:
         self.optimism = float(optimism)  # in σ of the scenario's spreads, for unmeasured sites
         self.spreads = spreads
-        # per site, (3, N): the log of measured over stated compute, exchange and join, and
-        # how many measurements each holds
-        self.log = np.zeros((3, 0))
-        self.weight = np.zeros((3, 0))
-        self.seen_round = np.zeros(0, dtype=np.int64)
-        # per round measured, the log of its progress over the stated curve's, for every
-        # noise-scale factor of NOISE_GRID: (grid, capacity), the first ``fitted`` columns
-        # filled. Kept as rounds arrive, so a fit costs O(grid) reductions, not a rebuild.
-        self.resid = np.zeros((NOISE_GRID.shape[0], 0))
-        self.fitted = 0
-        self.workload: Any = None
+        self.cfg = np.zeros(0)
+        self.consts = np.zeros(0)
+        self.est = np.zeros(0)
         self.n_sites = 0
-        self.last: tuple[float, float] | None = None  # (progress, batch) of the round played
+
+    def configure(self, scenario: Scenario) -> None:
+        """Take ``scenario``'s stated workload (what the fit starts from) and jitter (what a
+        tracking band is counted in); the estimates themselves are ``attach``'s row."""
+        band, tau_s = None, math.inf
+        if self.tracking is not None:
+            band = self.tracking.threshold * scenario.episode.jitter_sigma
+            tau_s = h_to_s(self.tracking.tau_h)
+        self.cfg, self.consts = estimator_config(
+            scenario.workload, NOISE_GRID, SMOOTHING, self.optimism, self.spreads, band, tau_s
+        )
+        self.n_sites = scenario.n_sites
+
+    def attach(self, row: np.ndarray) -> None:
+        """Keep the estimates in ``row``, a row of an ``Estimates`` batch's array."""
+        self.est = row
 
     def reset(self, scenario: Scenario) -> None:
-        """A new episode of ``scenario`` (its stated workload is what the fit starts from)."""
-        n = scenario.n_sites
-        self.workload = scenario.workload
-        self.n_sites = n
-        self.log = np.zeros((3, n))
-        self.weight = np.zeros((3, n))
-        self.seen_round = np.full(n, -1, dtype=np.int64)
-        self.resid = np.zeros((NOISE_GRID.shape[0], 64))
-        self.fitted = 0
-        self.last = None
+        """A new episode of ``scenario``: every site as stated, nothing fitted."""
+        self.configure(scenario)
+        self.attach(new_estimates(1, scenario.n_sites, NOISE_GRID.shape[0])[0])
 
     def update(self, now: DecisionView) -> None:
-        fresh = now.measured_round > self.seen_round
-        for f, ratio in enumerate((now.measured_compute, now.measured_transfer)):
-            got = fresh & (ratio > 0.0)
-            x = np.log(np.where(got, ratio, 1.0))
-            self._measure(f, got, x, now)
-            self.weight[f] += got
-        # a join has no jitter: its one measurement is the site's join (1: never joined yet)
-        joined = now.measured_join != 1.0
-        self.log[2] = np.where(joined, np.log(np.maximum(now.measured_join, 1e-9)), 0.0)
-        self.weight[2] = joined.astype(np.float64)
-        self.seen_round = np.maximum(self.seen_round, now.measured_round)
-        if self.last is not None and now.rounds > 0:
-            before, batch = self.last
-            gained = now.surrogate_progress - before
-            if batch > 0.0 and gained > 0.0:
-                self._measured(before, batch, gained)
-        self.last = None
+        """Read one episode's telemetry from its decision view (``Estimates`` reads a batch's
+        from the env's ``telemetry()``, into the same rows)."""
+        update_row(
+            self.cfg,
+            self.consts,
+            self.est,
+            now.measured_compute,
+            now.measured_transfer,
+            now.measured_join,
+            now.measured_round,
+            now.available,
+            float(now.surrogate_progress),
+            float(now.rounds),
+            float(now.clock_s),
+        )
 
-    def _measure(self, f: int, got: np.ndarray, x: np.ndarray, now: DecisionView) -> None:
-        """Fold the new log-ratios ``x`` of field ``f`` (0 compute, 1 exchange) into the
-        estimate where ``got``: a site's first measurement is its estimate, later ones are
-        smoothed in (``SMOOTHING``), since on a world that holds still only the jitter moves
-        them."""
-        first = got & (self.weight[f] == 0.0)
-        smoothed = (1.0 - SMOOTHING) * self.log[f] + SMOOTHING * x
-        self.log[f] = np.where(first, x, np.where(got, smoothed, self.log[f]))
+    def played(self, mask: np.ndarray) -> None:
+        """Remember the round about to be played, requesting ``mask`` (N,): its start's progress
+        and its global batch, as the last ``update`` read them."""
+        played_row(self.cfg, self.est, np.asarray(mask))
 
-    def site_logs(self) -> np.ndarray:
-        """(3, N) the log of each site's believed compute, exchange and join over stated: what
-        ``belief`` is built on, and what a subclass that forgets reshapes."""
-        return self.log
+    @property
+    def fitted(self) -> int:
+        """Rounds whose progress the fit holds."""
+        return fitted_rounds(self.est)
 
-    def _measured(self, before: float, batch: float, gained: float) -> None:
-        """One round's progress ``gained`` from ``before`` with global ``batch``: its residual
-        against the stated curve at every noise factor of the grid."""
-        if self.fitted == self.resid.shape[1]:
-            grown = np.zeros((self.resid.shape[0], 2 * self.resid.shape[1] + 1))
-            grown[:, : self.fitted] = self.resid
-            self.resid = grown
-        wl = self.workload
-        eff = 1.0 / (1.0 + noise_scale_array(wl, before, NOISE_GRID) / batch)
-        stated = wl.local_steps * wl.eta_local * eff
-        self.resid[:, self.fitted] = np.log(gained / stated)
-        self.fitted += 1
+    def _block(self, name: str) -> np.ndarray:
+        return site_block(self.est, self.n_sites, NOISE_GRID.shape[0], name)
 
-    def played(self, now: DecisionView, mask: np.ndarray) -> None:
-        """Remember the round about to be played: its start's progress and global batch."""
-        batch = float(self.workload.site_batch * np.count_nonzero((mask > 0) & now.available))
-        self.last = (now.surrogate_progress, batch)
+    @property
+    def log(self) -> np.ndarray:
+        """(3, N) per site, the log of measured over stated compute, exchange and join (the
+        current level, on the moving track)."""
+        return self._block("log")
+
+    @property
+    def weight(self) -> np.ndarray:
+        """(3, N) how many measurements each of those holds."""
+        return self._block("weight")
+
+    @property
+    def base(self) -> np.ndarray:
+        """(2, N) the long-run log-ratios of compute and exchange (``TrackingEstimator``)."""
+        return self._block("base")
 
     def pace_noise(self) -> tuple[float, float]:
         """The job's pace and noise-scale factors that best explain the progress measured: a
         least-squares fit in log space over ``NOISE_GRID``, the pace then in closed form."""
-        if self.fitted == 0:
-            return 1.0, 1.0
-        resid = self.resid[:, : self.fitted]
-        log_pace = np.log(np.exp(resid.mean(axis=1)))  # as the pace is applied: exp, then log
-        err = np.sum((resid - log_pace[:, None]) ** 2, axis=1)
-        best, at = math.inf, None
-        for g in range(err.shape[0]):  # the first of near-equal fits wins
-            if err[g] < best - 1e-12:
-                best, at = float(err[g]), g
-        if at is None:  # no finite fit
-            return 1.0, 1.0
-        return float(np.exp(resid[at].mean())), float(NOISE_GRID[at])
+        pace, noise = fit_pace_noise(self.cfg, self.est)
+        return float(pace), float(noise)
 
     def belief(self) -> UnknownFactors:
         """What the telemetry says so far (with ``optimism``, about the sites it has not
         measured too)."""
-        log = self.site_logs()
-        thr = np.exp(-log[0])  # compute time over stated: its inverse is the speed
-        transfer = np.exp(log[1])
-        join = np.exp(log[2])
-        if self.optimism > 0.0 and self.spreads is not None:
-            s = self.spreads
-            unseen = self.weight[0] == 0.0
-            thr = np.where(unseen, math.exp(self.optimism * s.throughput_sigma), thr)
-            link = math.exp(-self.optimism * math.hypot(s.rtt_sigma, s.bandwidth_sigma))
-            transfer = np.where(self.weight[1] == 0.0, link, transfer)
-            join = np.where(self.weight[2] == 0.0, math.exp(-self.optimism * s.join_sigma), join)
-        pace, noise = self.pace_noise()
-        # an exchange measured r times the stated one: its RTT times r and its bandwidth over r
-        return UnknownFactors(pace, noise, thr, transfer, 1.0 / transfer, join)
+        return UnknownFactors.from_vector(belief_of(self.cfg, self.est, self.n_sites))
 
 
 class TrackingEstimator(Estimator):
@@ -336,44 +328,6 @@ class TrackingEstimator(Estimator):
     def __init__(self, tracking: Tracking, optimism: float = 0.0, spreads: Any = None) -> None:
         super().__init__(optimism, spreads)
         self.tracking = tracking
-        self.band = 0.0  # the threshold in log-ratio: threshold x the scenario's jitter σ
-        self.base = np.zeros((2, 0))  # per site, the long-run log-ratios of compute, exchange
-        self.measured_s = np.zeros((2, 0))  # the clock (s) of each one's last measurement
-        self.clock_s = 0.0
-
-    def reset(self, scenario: Scenario) -> None:
-        super().reset(scenario)
-        n = scenario.n_sites
-        self.band = self.tracking.threshold * scenario.episode.jitter_sigma
-        self.base = np.zeros((2, n))
-        self.measured_s = np.zeros((2, n))
-        self.clock_s = 0.0
-
-    def update(self, now: DecisionView) -> None:
-        self.clock_s = now.clock_s  # the end of the round the fresh measurements come from
-        super().update(now)
-
-    def _measure(self, f: int, got: np.ndarray, x: np.ndarray, now: DecisionView) -> None:
-        first = got & (self.weight[f] == 0.0)
-        level, base = self.log[f], self.base[f]
-        level_next = np.where(
-            np.abs(x - level) > self.band, x, (1.0 - SMOOTHING) * level + SMOOTHING * x
-        )
-        base_next = np.where(
-            x < base - self.band,
-            x,
-            np.where(x > base + self.band, base, (1.0 - SMOOTHING) * base + SMOOTHING * x),
-        )
-        self.log[f] = np.where(first, x, np.where(got, level_next, level))
-        self.base[f] = np.where(first, x, np.where(got, base_next, base))
-        self.measured_s[f] = np.where(got, now.clock_s, self.measured_s[f])
-
-    def site_logs(self) -> np.ndarray:
-        age_h = s_to_h(np.maximum(self.clock_s - self.measured_s, 0.0))
-        kept = np.exp(-age_h / self.tracking.tau_h)
-        log = self.log.copy()
-        log[:2] = self.base + (self.log[:2] - self.base) * kept
-        return log
 
 
 def estimator_for(
@@ -391,10 +345,12 @@ class Estimates:
 
     The agent's slots on the measured track are built on what the telemetry has said so far
     (``powertrip_env.agents.candidates``): the same estimates ``AdaptiveHorizon`` plans with, so
-    its choice is the agent's last slot and the agent starts from that rule. ``update`` reads
-    every episode's decision view and gives the beliefs the candidates assume, one row each;
-    ``played`` tells the estimators which sets the round plays (its global batch is what the
-    progress it makes is fitted against).
+    its choice is the agent's last slot and the agent starts from that rule. ``candidates``
+    folds the telemetry in and builds the slots on the beliefs it gives, in the kernel's one
+    pass over the batch; ``update`` folds a batch's ``telemetry()`` in and gives the beliefs,
+    one row each, for a rule that plans with them; ``played`` tells the estimates which sets
+    the round plays (its global batch is what the progress it makes is fitted against).
+    ``estimators[i]`` is episode i's ``Estimator``, on the same row.
     """
 
     def __init__(
@@ -409,34 +365,56 @@ class Estimates:
         self.estimators = [
             estimator_for(optimism, scenario.unknowns, tracking) for _ in range(batch)
         ]
-        self.now: list[Any] = [None] * batch
-        self.restart(np.ones(batch, dtype=bool))
+        for estimator in self.estimators:
+            estimator.configure(scenario)
+        first = self.estimators[0]
+        self.cfg, self.consts = first.cfg, first.consts
+        self.est = new_estimates(batch, scenario.n_sites, NOISE_GRID.shape[0])
+        for estimator, row in zip(self.estimators, self.est, strict=True):
+            estimator.attach(row)
+        self.none_played = np.zeros((0, scenario.n_sites), dtype=bool)
+        self.pending = self.none_played  # the sets played, told at the next read
+        self.ready = False  # whether the telemetry was read since the last ``played``
+
+    def _tell(self) -> None:
+        """Tell the estimates the sets played since the last read, if any."""
+        if self.pending.shape[0]:
+            played_estimates(self.cfg, self.est, self.pending)
+            self.pending = self.none_played
 
     def restart(self, rows: np.ndarray) -> None:
         """New episodes in ``rows`` (B,) bool: their estimates start again from the stated
         values."""
-        for i in np.flatnonzero(rows):
-            self.estimators[i].reset(self.scenario)
-            self.now[i] = None
+        rows = np.asarray(rows, dtype=bool)
+        if np.any(rows):
+            self._tell()
+            restart_rows(self.est, rows, self.scenario.n_sites, NOISE_GRID.shape[0])
+            self.ready = False
 
-    def update(self, view: Callable[[int], Any]) -> np.ndarray:
-        """(B, width) the beliefs after this round's telemetry; ``view(i)`` is episode i's
-        ``decision_view``."""
-        rows = []
-        for i, estimator in enumerate(self.estimators):
-            now = view(i)
-            estimator.update(now)
-            self.now[i] = now
-            rows.append(estimator.belief().vector)
-        return np.stack(rows)
+    def update(self, telemetry: Telemetry) -> np.ndarray:
+        """(B, width) the beliefs after this round's ``telemetry`` (the env's ``telemetry()``)."""
+        self._tell()
+        beliefs = update_estimates(self.cfg, self.consts, self.est, telemetry)
+        self.ready = True
+        return beliefs
+
+    def candidates(self, env: Any, rules: Any = None) -> Any:
+        """The candidates of ``env`` (unwrapped, or the vector env) for the coming round, built
+        on the beliefs these estimates hold once they have read its telemetry now (and the
+        sets played since the last read: one compiled pass for both)."""
+        rows = EstimateRows(self.cfg, self.consts, self.est, self.pending)
+        batch = env.candidates(rules, estimates=rows)
+        self.pending = self.none_played
+        self.ready = True
+        return batch
 
     def played(self, masks: np.ndarray) -> None:
-        """The sets (B, N) the coming round requests, after ``update``."""
-        for i, estimator in enumerate(self.estimators):
-            if self.now[i] is None:
-                raise RuntimeError("Estimates.played: call update() first")
-            estimator.played(self.now[i], masks[i])
-            self.now[i] = None
+        """The sets (B, N) the coming round requests, after ``update`` or ``candidates``; the
+        estimates take them in at the next read (or ``restart``), before its telemetry."""
+        if not self.ready:
+            raise RuntimeError("Estimates.played: call update() or candidates() first")
+        self.pending = np.asarray(masks)
+        self.ready = False
 
 
 class Adaptive(_Believing):
@@ -454,18 +432,26 @@ class Adaptive(_Believing):
         super().__init__(inner, name)
         self.optimism = float(optimism)
         self.tracking = tracking
-        self.estimator = estimator_for(optimism, None, tracking)
+        self.estimates: Estimates | None = None
+
+    @property
+    def estimator(self) -> Estimator:
+        """This episode's estimator (``Estimator``, or ``TrackingEstimator`` with tracking)."""
+        if self.estimates is None:
+            return estimator_for(self.optimism, None, self.tracking)
+        return self.estimates.estimators[0]
 
     def first_belief(self) -> UnknownFactors:
         scenario = self.env.decision_view().scenario
-        self.estimator = estimator_for(self.optimism, scenario.unknowns, self.tracking)
-        self.estimator.reset(scenario)
-        return self.estimator.belief()
+        self.estimates = Estimates(scenario, 1, self.optimism, self.tracking)
+        return self.estimates.estimators[0].belief()
 
     def act(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        now = self.env.decision_view()
-        self.estimator.update(now)
-        self.inner.env.belief = self.estimator.belief()
+        if self.estimates is None:
+            raise RuntimeError(f"{self.name}: call reset(env) first")
+        beliefs = self.estimates.update(self.env.telemetry())
+        self.inner.env.belief = UnknownFactors.from_vector(beliefs[0])
         mask = self.inner.act(obs, info)
-        self.estimator.played(now, mask)
+        n = self.estimates.scenario.n_sites
+        self.estimates.played(np.asarray(mask)[None, :n])
         return mask

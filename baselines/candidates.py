@@ -61,12 +61,21 @@ class Candidates:
 
 
 def build(
-    env: Any, rules: Sequence[tuple[float, float]] | None = None, belief: Any = None
+    env: Any,
+    rules: Sequence[tuple[float, float]] | None = None,
+    belief: Any = None,
+    estimates: Any = None,
 ) -> Candidates:
     """The candidates of the unwrapped env ``env`` (a ``PowerTripEnv``) for the coming round:
     slot 0 the current set, then one slot per ``(horizon, margin)`` rule (default: the agent's
-    ``SLOT_RULES``), their what-ifs assuming ``belief`` (default: the stated values)."""
-    batch = env.candidates(rules) if belief is None else env.candidates(rules, belief=belief)
+    ``SLOT_RULES``), their what-ifs assuming ``belief`` (default: the stated values), or the
+    beliefs of ``estimates`` (``baselines.adaptive.Estimates``) updated with the telemetry now."""
+    if estimates is not None:
+        batch = estimates.candidates(env, rules)
+    elif belief is None:
+        batch = env.candidates(rules)
+    else:
+        batch = env.candidates(rules, belief=belief)
     return Candidates(batch.masks[0], batch.features[0])
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_decisions.py            # N = 10 to 16 and 32 (a few minutes)
     python benchmarks/bench_decisions.py --quick    # a rough look
+    python benchmarks/bench_decisions.py --only "N = 10"   # the settings whose label says so
 
 MyopicOptimal predicts all 2^m − 1 sets of the m available sites every round; the agent of
 ``agents/candidates.py`` predicts a pool of at most 4m + 1 sets twice and runs its network once.
@@ -44,6 +45,8 @@ SETTINGS: list[tuple[str, str, dict[str, Any]]] = [
     # the measured track: the agent's slots are built on the telemetry's estimates, updated
     # every decision (agents/candidates.py, ``estimates_for``); MyopicOptimal plans as stated
     ("N = 10 (PowerTrip-Measured-v0)", "PowerTrip-Measured-v0", {}),
+    # the moving track: the same estimates, on a world whose sites slow down and recover
+    ("N = 10 (PowerTrip-Moving-v0)", "PowerTrip-Moving-v0", {}),
     *((f"N = {n} (drawn catalogues)", "PowerTrip-Random-v0", _drawn(n)) for n in (12, 14, 16)),
     ("N = 32 (PowerTrip-Large-v0)", "PowerTrip-Large-v0", {}),
 ]
@@ -80,11 +83,16 @@ def agent_policy(env_id: str, kwargs: dict[str, Any]) -> Policy:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer decisions and repeats")
+    parser.add_argument(
+        "--only", default="", metavar="TEXT", help="the settings whose label contains TEXT"
+    )
     args = parser.parse_args(argv)
     decisions, repeats = (100, 1) if args.quick else (400, 3)
     torch.set_num_threads(1)
     figures: dict[str, Any] = {}
     for label, env_id, kwargs in SETTINGS:
+        if args.only not in label:
+            continue
         env = gym.make(env_id, **kwargs)
         timers = {"agent": decision_timer(env, agent_policy(env_id, kwargs), decisions, 0)}
         env.reset(seed=0)

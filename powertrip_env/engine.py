@@ -120,6 +120,11 @@ class Engine:
         """(B, 2M) bool, MaskablePPO's: per site [may choose 0, may choose 1]."""
         return self.interface.action_masks(self.available())
 
+    def telemetry(self) -> dynamics.Telemetry:
+        """Every row's telemetry now (``dynamics.Telemetry``): what the estimates read, as
+        read-only views of the state."""
+        return dynamics.telemetry(self.params, self.require_state())
+
     def decision_view(self, i: int = 0) -> DecisionView:
         """What a policy may know now in row ``i`` (``powertrip_env.view``): no future actual."""
         return decision_view(self.params, self.require_state(), self.scenario, self._row(i))
@@ -168,10 +173,16 @@ class Engine:
         return dynamics.rows_ahead(self.params, self._one(i), carbon_forecast, power_forecast)
 
     def candidates(
-        self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None
+        self,
+        rules: Sequence[tuple[float, float]] | None = None,
+        *,
+        belief: Any = None,
+        estimates: dynamics.EstimateRows | None = None,
     ) -> dynamics.CandidateBatch:
         """Every row's candidate sets for the coming round, in one compiled call."""
-        return dynamics.build_candidates(self.params, self.require_state(), rules, belief)
+        return dynamics.build_candidates(
+            self.params, self.require_state(), rules, belief, estimates
+        )
 
     def clairvoyant(self, i: int | None = None) -> Clairvoyant:
         """CLAIRVOYANT: every row's future from now (or row ``i``'s), on copies of the state.

@@ -363,6 +363,12 @@ class PowerTripEnv(EngineViews, gym.Env):
         now and which sites are joined (``powertrip_env.view``); no future actual."""
         return self._engine.decision_view()
 
+    def telemetry(self) -> dynamics.Telemetry:
+        """The telemetry the decision view shows (each site's last measurement, the progress,
+        rounds and clock, the sites powered now) as a batch of one, without the view's copies:
+        what an estimator reads before every decision (``baselines.adaptive.Estimates``)."""
+        return self._engine.telemetry()
+
     def available(self) -> np.ndarray:
         """(N,) bool: sites that have at least one powered GPU now."""
         return self._engine.available()[0]
@@ -384,7 +390,11 @@ class PowerTripEnv(EngineViews, gym.Env):
         return self._engine.predict_round(mask, steady_state=steady_state, belief=belief)
 
     def candidates(
-        self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None
+        self,
+        rules: Sequence[tuple[float, float]] | None = None,
+        *,
+        belief: Any = None,
+        estimates: dynamics.EstimateRows | None = None,
     ) -> dynamics.CandidateBatch:
         """A few candidate sets for the coming round and their features, as a batch of one.
 
@@ -393,9 +403,10 @@ class PowerTripEnv(EngineViews, gym.Env):
         the current set by a margin: ``rules`` as (horizon, margin) pairs, by default the
         candidate-set agent's (``dynamics.candidates``). Deployable: the forecast issued now
         and who is joined, no future actual; the state does not change. The what-ifs assume
-        ``belief`` (``predict_round``'s).
+        ``belief`` (``predict_round``'s), or what ``estimates`` (a policy's online estimates,
+        ``baselines.adaptive.Estimates``' rows) believe once they have read the telemetry now.
         """
-        return self._engine.candidates(rules, belief=belief)
+        return self._engine.candidates(rules, belief=belief, estimates=estimates)
 
     def predict_plan(
         self,

@@ -198,11 +198,16 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
         return self._engine.predict_round(mask, steady_state=steady_state, i=i, belief=belief)
 
     def candidates(
-        self, rules: Sequence[tuple[float, float]] | None = None, *, belief: Any = None
+        self,
+        rules: Sequence[tuple[float, float]] | None = None,
+        *,
+        belief: Any = None,
+        estimates: dynamics.EstimateRows | None = None,
     ) -> dynamics.CandidateBatch:
         """Every sub-environment's candidate sets for the coming round, in one compiled call
-        (``PowerTripEnv.candidates``); ``belief`` one for all, or (B, width) one each."""
-        return self._engine.candidates(rules, belief=belief)
+        (``PowerTripEnv.candidates``); ``belief`` one for all, or (B, width) one each;
+        ``estimates`` one row each."""
+        return self._engine.candidates(rules, belief=belief, estimates=estimates)
 
     def clairvoyant(self, i: int | None = None) -> Clairvoyant:
         """CLAIRVOYANT: every sub-environment's future from now (``PowerTripEnv.clairvoyant``),
@@ -210,6 +215,10 @@ class PowerTripVectorEnv(EngineViews, gym.vector.VectorEnv):
         batch, and it works on copies. On the measured track each sub-environment's world is
         its own: name one (``i``)."""
         return self._engine.clairvoyant(i)
+
+    def telemetry(self) -> dynamics.Telemetry:
+        """Every sub-environment's telemetry now (``PowerTripEnv.telemetry``), one row each."""
+        return self._engine.telemetry()
 
     def available(self) -> np.ndarray:
         """(B, N) bool: sites that have at least one powered GPU now."""

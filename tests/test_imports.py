@@ -93,7 +93,8 @@ DYNAMICS_LAYERS: tuple[tuple[str, ...], ...] = tuple(
         # packed state, power tables, counter-based randomness, the unknowns and telemetry
         ("state", "tables", "jitter", "unknowns", "paths"),
         ("round", "info"),  # a round on the true trace; what an environment reports of it
-        ("predict", "observation", "formulas"),  # the what-if, the observation, the formulas
+        # the what-if, the observation, the formulas, a policy's estimates from the telemetry
+        ("predict", "observation", "formulas", "estimates"),
         ("candidates",),  # candidate sets ranked by the what-if
         ("plans",),  # plans played rounds ahead
         ("",),  # the package's ``__init__`` (its public names) and ``__main__``

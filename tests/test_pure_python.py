@@ -6,7 +6,8 @@ round in a debugger. This module keeps that path honest: a subprocess with the v
 plays episodes of the single env, the vector env (autoresets included), a padded dict env,
 ``predict_round`` over every subset, the forecast what-if of several rounds, the candidate sets,
 the clairvoyant references' simulation and the lower bounds' compiled searches, a moving
-episode (its path, rounds, monitor and clairvoyant simulation) and a carbon task's observation,
+episode (its path, rounds, monitor and clairvoyant simulation), a carbon task's observation and
+the online estimates (``dynamics.estimates``) with the candidates built on them,
 and everything it prints must equal, bit for bit, what the compiled code gives here.
 """
 
@@ -99,6 +100,20 @@ for _ in range(12):
     obs, r, te, tr, info = carbon.step((rng.random(6) < 0.6).astype(np.int8))
     csteps.append([obs.astype(float).tolist(), r, info["carbon_kg"]])
 out["carbon_obs"] = csteps
+
+from powertrip_env.baselines.adaptive import TUNED_TRACKING, Estimates
+est_out = []
+for eid, tracking in (("PowerTrip-Measured-v0", None), ("PowerTrip-Moving-v0", TUNED_TRACKING)):
+    e = gym.make(eid).unwrapped
+    e.reset(seed=4)
+    estimates = Estimates(e.decision_view().scenario, 1, 0.5, tracking)
+    for k in range(25):
+        c = estimates.candidates(e)
+        mask = c.masks[0, k % c.masks.shape[1]]
+        estimates.played(mask[None, :])
+        e.step(mask.astype(np.int8))
+    est_out.append([estimates.est.tolist(), estimates.update(e.telemetry()).tolist()])
+out["estimates"] = est_out
 json.dump(out, sys.stdout)
 """
 

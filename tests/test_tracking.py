@@ -197,7 +197,7 @@ def test_on_a_world_that_holds_still_the_belief_is_estimator_s():
         mask = np.zeros(view.n_sites, dtype=bool)
         mask[np.flatnonzero(view.available)[:2]] = True
         for estimator in (plain, wide, narrow):
-            estimator.played(view, mask)
+            estimator.played(mask)
     # the job's pace and noise are fitted alike: nothing there tracks
     assert narrow.pace_noise() == plain.pace_noise()
 

@@ -26,6 +26,8 @@ parameter, is in docs/model.md. The modules follow it:
   field's name in the ``*_FIELDS`` tuples exported here;
 * ``unknowns``: what a scheduler cannot know before it measures (the measured track), and
   the beliefs the what-ifs take instead;
+* ``estimates``: what a deployable policy estimates from the telemetry (the adaptive rules'
+  and the candidate-set agent's estimates), compiled because it runs before every decision;
 * ``paths``: what moves while the job runs (the moving track): each site's path through the
   fail-slow, link and power-callback processes;
 * ``formulas``: the model's formulas for tools that reason about it;
@@ -35,6 +37,7 @@ parameter, is in docs/model.md. The modules follow it:
 from __future__ import annotations
 
 from powertrip_env.dynamics.candidates import CandidateBatch, build_candidates
+from powertrip_env.dynamics.estimates import EstimateRows, Telemetry, telemetry
 from powertrip_env.dynamics.features import (
     CARBON_JOB_FEATURES,
     CARBON_JOB_HIGH,
@@ -150,6 +153,7 @@ __all__ = [
     "TELEMETRY_HIGH",
     "TELEMETRY_LOW",
     "CandidateBatch",
+    "EstimateRows",
     "Info",
     "RoundPrediction",
     "RoundResult",
@@ -157,6 +161,7 @@ __all__ = [
     "Scratch",
     "SimParams",
     "SimState",
+    "Telemetry",
     "Trajectory",
     "UnknownFactors",
     "accuracy",
@@ -202,6 +207,7 @@ __all__ = [
     "start_paths",
     "step_observe",
     "step_round",
+    "telemetry",
     "unknowns_width",
     "with_belief",
 ]

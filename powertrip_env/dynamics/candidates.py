@@ -32,8 +32,17 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from powertrip_env.dynamics.estimates import EstimateRows, _update_from_state
 from powertrip_env.dynamics.jit import jit
-from powertrip_env.dynamics.layout import ACC, C_A0, C_TARGET, JOINED, LAST_ROUND, TIME
+from powertrip_env.dynamics.layout import (
+    ACC,
+    C_A0,
+    C_TARGET,
+    JOINED,
+    LAST_ROUND,
+    TIME,
+    unknowns_width,
+)
 from powertrip_env.dynamics.predict import P_DELTA_PROGRESS, P_ROUND_S, _predict_batch
 from powertrip_env.dynamics.tables import _row
 from powertrip_env.dynamics.unknowns import belief_rows
@@ -487,14 +496,19 @@ def build_candidates(
     state: SimState,
     rules: Sequence[tuple[float, float]] | None = None,
     belief: np.ndarray | None = None,
+    estimates: EstimateRows | None = None,
 ) -> CandidateBatch:
     """Every episode's candidates for the coming round, in one compiled call for the batch.
 
     ``rules`` are the slots after slot 0 (the current set) as ``(horizon, margin)`` pairs: the
     pool's best set with its joins spread over ``horizon`` rounds, kept unless it beats the
     current set by ``margin``; by default the agent's slots (``SLOT_RULES``). The what-ifs assume
-    ``belief`` (``predict_round``'s): by default the scenario's stated values.
+    ``belief`` (``predict_round``'s): by default the scenario's stated values. With
+    ``estimates`` (a policy's, ``dynamics.estimates``) they assume what those estimates believe
+    once they have read the telemetry now, which this folds into them first.
     """
+    if estimates is not None and belief is not None:
+        raise ValueError("build_candidates: pass a belief or estimates, not both")
     horizons, margins = _SLOT_HORIZONS, _SLOT_MARGINS
     if rules is not None:
         pairs = np.asarray(rules, dtype=np.float64).reshape(-1, 2)
@@ -507,7 +521,7 @@ def build_candidates(
     pool = np.zeros((b, rows, n), dtype=np.bool_)
     pool_size = np.zeros(b, dtype=np.int64)
     times = np.zeros((len(POOL_FIELDS), b, rows))
-    _build_batch(
+    world = (
         params.consts,
         params.site,
         params.forecast_rate,
@@ -518,7 +532,57 @@ def build_candidates(
         params.gpu_rate,
         params.exchange_s,
         state.data,
-        belief_rows(belief, b, n),
+    )
+    out = (horizons, margins, masks, features, pool, pool_size, times)
+    if estimates is None:
+        _build_batch(*world, belief_rows(belief, b, n), *out)
+    else:  # the estimates' update and the build in one call: it runs before every decision
+        est = (estimates.cfg, estimates.consts, estimates.est, estimates.played)
+        _build_batch_estimating(*world, *est, np.empty((b, unknowns_width(n))), *out)
+    return CandidateBatch(masks, features, pool, pool_size, times)
+
+
+@jit
+def _build_batch_estimating(
+    c,
+    site,
+    forecast,
+    available_tab,
+    rate_tab,
+    powered_tab,
+    wall_w,
+    gpu_rate,
+    exchange_s,
+    state,
+    cfg,
+    consts,
+    est,
+    played,
+    belief,
+    horizons,
+    margins,
+    masks,
+    features,
+    pool,
+    pool_size,
+    times,
+):
+    """``_build_batch`` on the beliefs of estimates that first read the telemetry in
+    ``state`` (and the sets ``played`` since their last read): ``dynamics.estimates``."""
+    n = masks.shape[2]
+    _update_from_state(cfg, consts, est, c, available_tab, state, n, played, belief)
+    _build_batch(
+        c,
+        site,
+        forecast,
+        available_tab,
+        rate_tab,
+        powered_tab,
+        wall_w,
+        gpu_rate,
+        exchange_s,
+        state,
+        belief,
         horizons,
         margins,
         masks,
@@ -527,4 +591,3 @@ def build_candidates(
         pool_size,
         times,
     )
-    return CandidateBatch(masks, features, pool, pool_size, times)

@@ -142,7 +142,19 @@ def current_row(params: SimParams, time_s: np.ndarray) -> np.ndarray:
 
 def available_now(params: SimParams, state: SimState) -> np.ndarray:
     """(B, N) bool: sites with at least one powered GPU at the current time."""
-    return params.available[current_row(params, state.time_s)]
+    out = np.empty((state.data.shape[0], params.n_sites), dtype=np.bool_)
+    _available_batch(params.consts, params.available, state.time_s, out)
+    return out
+
+
+@jit
+def _available_batch(c, available, time_s, out):
+    """``available_now`` in one compiled pass: a policy asks before every decision, and the
+    row's arithmetic and a gather in numpy cost more than a one-set what-if."""
+    for b in range(time_s.shape[0]):
+        row = _row(c, time_s[b])
+        for i in range(out.shape[1]):
+            out[b, i] = available[row, i]
 
 
 def finish_times(params: SimParams, begin: np.ndarray, work: np.ndarray) -> np.ndarray:

@@ -232,9 +232,22 @@ def belief_rows(belief: Any, batch: int, n_sites: int) -> np.ndarray:
             f"belief of shape {np.shape(belief)}: expected ({width},) or ({batch}, {width}) "
             f"(layout.UNKNOWN_FIELDS, then {len(UNKNOWN_SITE_FIELDS)} blocks of {n_sites} sites)"
         )
-    if not np.all(np.isfinite(out)) or np.any(out <= 0.0):
+    if not _all_positive_finite(out):
         raise ValueError("belief: every factor must be a finite number > 0")
     return out
+
+
+@jit
+def _all_positive_finite(rows: np.ndarray) -> bool:
+    """Whether every factor is a finite number > 0: one compiled pass, since a candidate-set
+    agent passes its belief before every decision and numpy's two reductions would cost it a
+    fifth of the decision."""
+    for b in range(rows.shape[0]):
+        for j in range(rows.shape[1]):
+            x = rows[b, j]
+            if not (x > 0.0 and x < math.inf):
+                return False
+    return True
 
 
 @dataclass(frozen=True)
