@@ -1,10 +1,11 @@
 """Train a Stable-Baselines3 agent on a PowerTrip environment and compare it with the baselines.
 
-    python train_agent.py                  # PPO over candidate sets on PowerTrip-Measured-v0
+    python train_agent.py                  # PPO over candidate sets on PowerTrip-Moving-v0
     python train_agent.py --env PowerTrip-v0       # the known-track flagship
+    python train_agent.py --env PowerTrip-Measured-v0      # the measured-track flagship
     python train_agent.py --extractor sites --timesteps 700_000   # per-site actions, SitePolicy
     python train_agent.py --algo a2c --extractor mlp --timesteps 500_000
-    python train_agent.py --resume runs/PowerTrip-Measured-v0-ppo-0/interrupted.zip   # finish it
+    python train_agent.py --resume runs/PowerTrip-Moving-v0-ppo-0/interrupted.zip   # finish it
     python train_agent.py --resume runs/PowerTrip-v0-ppo-0/final_model.zip --timesteps 1_000_000
     python train_agent.py --env PowerTrip-Random-v0        # one agent for any site catalogue
     python train_agent.py --scenario a.toml --scenario b.toml --max-sites 16

@@ -109,15 +109,17 @@ def informed_regrets(
     vector: Any, masks: np.ndarray, rule: tuple[float, float] = TEACHER
 ) -> np.ndarray:
     """READS THE DRAW: (B, S) how far each slot's set is from what ``Informed`` would play,
-    ``rule`` with its what-ifs told the episode's drawn unknowns (and never the future): the
-    share of sites on which they differ, less the nearest slot's. The teacher of identification
-    alone: on the measured track a student of it learns to act as if it knew the draw, from
-    slots built on the telemetry's estimates; on the known track the draw is the stated world
-    and it is the rule itself."""
-    drawn = None  # the known track: the stated values are the world
+    ``rule`` with its what-ifs told the episode's drawn unknowns and, on the moving track, each
+    site's present state (a perfect monitor; never the future): the share of sites on which
+    they differ, less the nearest slot's. The teacher of identification alone: on the measured
+    track a student of it learns to act as if it knew the draw, on the moving track as if it
+    saw every change when it happens, from slots built on the telemetry's estimates; on the
+    known track the draw is the stated world and it is the rule itself."""
+    told = None  # the known track: the stated values are the world
     if vector.decision_view(0).measured_track:
-        drawn = np.stack([vector.clairvoyant(i).drawn().vector for i in range(masks.shape[0])])
-    choice = vector.candidates([rule], belief=drawn).masks[:, 1]
+        doors = (vector.clairvoyant(i) for i in range(masks.shape[0]))
+        told = np.stack([door.monitored().vector for door in doors])
+    choice = vector.candidates([rule], belief=told).masks[:, 1]
     apart = (masks != choice[:, None, :]).mean(axis=2)
     return apart - apart.min(axis=1, keepdims=True)  # its set may be no slot's: the nearest
 

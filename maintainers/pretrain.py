@@ -15,10 +15,11 @@ it. PPO over the same slots and tasks (200k steps) did worse on every scenario o
 slot, which the teacher's labels prefer wherever it is among the best.
 
 The table runs the shipped model, unchanged, against PowerTrip, MyopicOptimal, the strongest
-deployable rules (HorizonRule, ForecastMPC; on the measured track the adaptive rules too) and
-BestFixedSet: on the flagship (its test days), and on scenarios it never trained on: the two
-measured tasks, the 32-site LoRA scenario (another job and synthetic power) and the two
-held-out catalogues in examples/scenarios (other cities, GPU mixes and site counts).
+deployable rules (HorizonRule, ForecastMPC; on the measured and moving tracks the adaptive
+rules too, and on the moving track ``TrackingHorizon``) and BestFixedSet: on the flagship (its
+test days), and on scenarios it never trained on: the two measured tasks, the two moving tasks,
+the 32-site LoRA scenario (another job and synthetic power) and the two held-out catalogues in
+examples/scenarios (other cities, GPU mixes and site counts).
 Run both from the repository root. This is a maintainers' command: it writes the checkout's
 ``agents/pretrained/`` (``PRETRAINED_DIR``), which the wheel then ships, and never an installed
 package.
@@ -87,14 +88,28 @@ TARGETS = [
     ("PowerTrip-Measured-v0 (10 sites, unknowns drawn)", "PowerTrip-Measured-v0", None),
     ("PowerTrip-Wide-Measured-v0 (24 sites, unknowns drawn)", "PowerTrip-Wide-Measured-v0",
      None),
+    ("PowerTrip-Moving-v0 (10 sites, unknowns drawn, the world moves)", "PowerTrip-Moving-v0",
+     None),
+    ("PowerTrip-Wide-Moving-v0 (24 sites, unknowns drawn, the world moves)",
+     "PowerTrip-Wide-Moving-v0", None),
 ]  # fmt: skip
 # The rules each target is compared with: on the known track the strongest rules on the stated
 # values; on the measured track (the scenario draws unknowns) the adaptive rules, which are the
 # strongest deployable ones there (the stated-value rules run too, to show what measuring buys).
 BASELINES = ["PowerTrip", "MyopicOptimal", "HorizonRule", "ForecastMPC", "BestFixedSet"]
-MEASURED_BASELINES = ["PowerTrip", "MyopicOptimal", "ForecastMPC", "AdaptiveHorizon", "AdaptiveMPC"]
-COLUMNS = list(dict.fromkeys([*BASELINES, *MEASURED_BASELINES]))
-RULES_BY_TRACK = {"known": BASELINES, "measured": MEASURED_BASELINES}
+MEASURED_BASELINES = [
+    "PowerTrip",
+    "MyopicOptimal",
+    "ForecastMPC",
+    "AdaptiveHorizon",
+    "AdaptiveMPC",
+    "ExploringHorizon",
+]
+# On the moving track (the measured tasks' world moving while the job runs) the adaptive rules
+# and the track's own, which detect changes and re-probe (docs/moving.md).
+MOVING_BASELINES = [*MEASURED_BASELINES, "TrackingHorizon"]
+COLUMNS = list(dict.fromkeys([*BASELINES, *MEASURED_BASELINES, *MOVING_BASELINES]))
+RULES_BY_TRACK = {"known": BASELINES, "measured": MEASURED_BASELINES, "moving": MOVING_BASELINES}
 """The rules of a target, by the track its ID joined (``powertrip_env.register_task``)."""
 ZERO_SHOT_BLOCK = "zero-shot"
 
@@ -164,10 +179,11 @@ def zero_shot_table(episodes: int, seed: int, progress: bool) -> str:
         f"of the episodes) over {episodes} paired test episodes with jitter "
         "(episode e uses seed e). The agent trained on the train days of the four known suite "
         "tasks: it never saw the catalogues of the LoRA scenario and the two example files, nor "
-        "a measured task's drawn unknowns (there its slots are built on the telemetry's "
-        "estimates). The strongest rule is the fastest deployable one in the row (BestFixedSet "
-        "is clairvoyant); the adaptive rules run only on the measured track, whose episodes draw "
-        "unknowns. MyopicOptimal enumerates subsets and stops at 16 sites. Regenerate with "
+        "a measured or moving task's drawn unknowns and events (there its slots are built on "
+        "the telemetry's estimates). The strongest rule is the fastest deployable one in the row "
+        "(BestFixedSet is clairvoyant); the adaptive rules run only on the measured and moving "
+        "tracks, whose episodes draw unknowns, and the tracking rule on the moving track. "
+        "MyopicOptimal enumerates subsets and stops at 16 sites. Regenerate with "
         "`powertrip pretrain --table`.\n"
     )
     return header + "\n".join(rows) + "\n" + note

@@ -131,6 +131,25 @@ def test_informed_regrets_on_the_measured_track_read_the_draw() -> None:
     assert chose_otherwise and labelled_otherwise
 
 
+def test_informed_regrets_on_the_moving_track_read_the_present_state() -> None:
+    """On the moving track the teacher is ``Informed`` as the benchmark plays it: the tuned
+    rule told the draw and each site's present state (``monitored``), so while an event is on
+    its choice departs from the rule told the draw alone, and the labels follow the former."""
+    venv = stepped("PowerTrip-Moving-v0", seed=1, steps=0)
+    departed = False
+    for _ in range(120):
+        vector, masks = venv.vector, venv.masks
+        regret = imitation.informed_regrets(vector, masks)
+        monitored = np.stack([vector.clairvoyant(i).monitored().vector for i in range(2)])
+        told = informed_choice(vector, monitored)
+        apart = (masks != told[:, None, :]).sum(axis=2)
+        np.testing.assert_array_equal(regret == 0, apart == apart.min(axis=1, keepdims=True))
+        drawn = np.stack([vector.clairvoyant(i).drawn().vector for i in range(2)])
+        departed |= bool((informed_choice(vector, drawn) != told).any())
+        venv.step(np.full(2, N_SLOTS - 1))
+    assert departed, "no event moved the teacher's choice in 120 rounds"
+
+
 def test_the_teacher_prefers_the_tuned_rule_among_the_best() -> None:
     regret = np.array([[0.0, 0.1] + [0.0] * (N_SLOTS - 2), [0.2, 0.0] + [0.3] * (N_SLOTS - 2)])
     np.testing.assert_array_equal(imitation.teacher_slots(regret), [N_SLOTS - 1, 1])

@@ -28,6 +28,7 @@ from powertrip_env.agents import callbacks, training
 from powertrip_env.agents.arguments import (
     DEFAULT_FINAL_POLICIES,
     DEFAULT_MEASURED_FINAL_POLICIES,
+    DEFAULT_MOVING_FINAL_POLICIES,
     parse_args,
 )
 from powertrip_env.agents.candidates import N_FEATURES, N_SLOTS
@@ -266,13 +267,15 @@ def test_bad_arguments_exit_2_with_one_line_naming_the_argument(
 
 KNOWN = DEFAULT_FINAL_POLICIES.split(",")
 MEASURED = DEFAULT_MEASURED_FINAL_POLICIES.split(",")
+MOVING = DEFAULT_MOVING_FINAL_POLICIES.split(",")
 
 
 @pytest.mark.usefixtures("no_training")
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ([], MEASURED),  # the default --env, PowerTrip-Measured-v0
+        ([], MOVING),  # the default --env, PowerTrip-Moving-v0
+        (["--env", "PowerTrip-Measured-v0"], MEASURED),
         (["--env", "PowerTrip-v0"], KNOWN),
         (["--env", "PowerTrip-Wide-Measured-v0"], MEASURED),
         # the final environment's track decides, not the training one's
@@ -296,7 +299,7 @@ def test_the_final_policies_default_to_the_final_envs_track(
 @pytest.mark.parametrize(
     ("argv", "reward_mode", "final"),
     [
-        ([], "excess_gain", MEASURED),  # the main job: unchanged
+        ([], "excess_gain", MOVING),  # the main job: unchanged
         (["--env", "PowerTrip-Carbon-v2"], "carbon", CARBON.final_policies.split(",")),
         # a different reward is the user's choice, and config.yaml records it
         (["--env", "PowerTrip-Carbon-v2", "--reward-mode", "excess_gain"], "excess_gain", None),
@@ -320,11 +323,12 @@ def test_help_names_both_default_final_tables(capsys: pytest.CaptureFixture[str]
     code, out, _ = run(["--help"], capsys)
     assert code == 0
     flat = "".join(out.split())  # argparse breaks the long lists anywhere
-    assert "(default:PowerTrip-Measured-v0)" in flat  # --env
+    assert "(default:PowerTrip-Moving-v0)" in flat  # --env
     entry = flat.split("--final-policiesFINAL_POLICIES")[-1].split("--eval-seed")[0]
     assert entry.endswith(
         f"(default:thetrack'sown:{DEFAULT_FINAL_POLICIES}ontheknowntrack,"
         f"{DEFAULT_MEASURED_FINAL_POLICIES}onthemeasuredtrack,"
+        f"{DEFAULT_MOVING_FINAL_POLICIES}onthemovingtrack,"
         f"{CARBON.final_policies}onthecarbontrack)"
     )  # and not argparse's "(default: None)" after them
 
@@ -586,15 +590,15 @@ def test_the_readme_command_run_twice_says_how_to_go_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    first = tmp_path / "runs" / "PowerTrip-Measured-v0-ppo-0"
+    first = tmp_path / "runs" / "PowerTrip-Moving-v0-ppo-0"
     first.mkdir(parents=True)
     (first / "interrupted.zip").write_bytes(b"the first run's model")
     code, _, err = run([], capsys)  # python train_agent.py
     assert code == 2
     assert err.startswith(
-        "train_agent.py: error: argument --out: output folder 'runs/PowerTrip-Measured-v0-ppo-0' "
+        "train_agent.py: error: argument --out: output folder 'runs/PowerTrip-Moving-v0-ppo-0' "
         "already holds results; choose another with --out, or pass --force to replace them, "
-        "or continue its run with --resume runs/PowerTrip-Measured-v0-ppo-0/interrupted.zip"
+        "or continue its run with --resume runs/PowerTrip-Moving-v0-ppo-0/interrupted.zip"
     )
     assert files_in(first) == {"interrupted.zip": b"the first run's model"}
 
