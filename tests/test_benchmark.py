@@ -246,6 +246,50 @@ def test_each_track_has_its_own_board_and_aggregate(tmp_path) -> None:
     assert (tmp_path / time.CHAIN).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_merge_makes_one_board_of_runs_of_each_track(tmp_path, capsys) -> None:
+    """``--merge`` reads finished runs and writes the board their episodes give together, as a
+    run of both tracks would; a task two runs hold, and runs of different episode counts, are
+    refused before anything is written."""
+    frame, facts = _two_tracks()
+    for task in facts:
+        facts[task]["episodes"] = 2
+    runs = []
+    for task in ("M-v0", "K-v0"):  # the measured run first: the board's order is the suite's
+        here = frame[frame["task"] == task]
+        markdown, summary = benchmark.report(here, {task: facts[task]})
+        runs.append(tmp_path / task)
+        runs[-1].mkdir()
+        benchmark.write_run(runs[-1], here, markdown, summary)
+    out = tmp_path / "merged"
+    argv = ["--merge", str(runs[0]), "--merge", str(runs[1]), "--out", str(out), "--no-progress"]
+    assert benchmark.main(argv) == 0
+    episodes, merged_facts, saved = benchmark.read_run(out)
+    _, together = benchmark.report(frame, {"K-v0": facts["K-v0"], "M-v0": facts["M-v0"]})
+    assert saved == together  # the known track's aggregate at the top, as a run of both gives
+    assert list(merged_facts) == ["K-v0", "M-v0"] and len(episodes) == len(frame)
+    capsys.readouterr()
+    again = ["--merge", str(runs[1]), "--merge", str(out), "--out", str(tmp_path / "x")]
+    with pytest.raises(SystemExit) as stop:
+        benchmark.main(again)
+    assert stop.value.code == 2
+    assert "K-v0 is in" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    with pytest.raises(SystemExit):
+        benchmark.main(["--merge", str(out), "--env", "PowerTrip-v0", "--out", str(tmp_path / "y")])
+    assert "drop --env" in capsys.readouterr().err
+    longer = tmp_path / "K-v0-3"
+    longer.mkdir()
+    here = frame[frame["task"] == "K-v0"]
+    third = here[here["episode"] == 1].assign(episode=2, start_time="2022-06-30T03:00:00Z")
+    here = pd.concat([here, third], ignore_index=True)
+    markdown, summary = benchmark.report(here, {"K-v0": {**facts["K-v0"], "episodes": 3}})
+    benchmark.write_run(longer, here, markdown, summary)
+    with pytest.raises(SystemExit):
+        benchmark.main(
+            ["--merge", str(runs[0]), "--merge", str(longer), "--out", str(tmp_path / "z")]
+        )
+    assert "different numbers of episodes" in capsys.readouterr().err
+
+
 def test_readme_tables_fills_the_measured_block_from_a_run_of_both_tracks(tmp_path) -> None:
     import maintainers.readme_tables as readme_tables
 

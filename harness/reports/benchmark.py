@@ -292,6 +292,34 @@ def read_run(folder: Path) -> tuple[pd.DataFrame, dict[str, dict[str, Any]], dic
     return episodes, facts, summary
 
 
+def merge_runs(folders: Sequence[Path]) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+    """The episodes and task facts of several finished runs as one board's, tasks in the
+    suite's order: a maintainer runs one track again (a new rule, an agent) and keeps the
+    others' runs. ``ValueError`` names a task two runs both hold (a task's board comes from one
+    run) or runs of different episode counts (the boards' intervals would not be alike)."""
+    frames, facts, where = [], {}, {}
+    for folder in folders:
+        episodes, these, _ = read_run(folder)
+        for task in these:
+            if task in facts:
+                raise ValueError(
+                    f"{folder}: {task} is in {where[task]} too; a task's board comes from one run"
+                )
+            where[task] = folder
+        frames.append(episodes)
+        facts.update(these)
+    counts = {task: entry.get("episodes") for task, entry in facts.items()}
+    if len(set(counts.values())) > 1:
+        raise ValueError(
+            "the runs played different numbers of episodes a task ("
+            + ", ".join(f"{task} {n}" for task, n in counts.items())
+            + "); run them with the same --episodes"
+        )
+    order = {task: i for i, task in enumerate(suite_ids())}
+    facts = dict(sorted(facts.items(), key=lambda item: order.get(item[0], len(order))))
+    return pd.concat(frames, ignore_index=True), facts
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="powertrip benchmark",
@@ -305,6 +333,15 @@ def _parser() -> argparse.ArgumentParser:
     add_seed(parser)
     parser.add_argument("--model", action="append", default=[], help="saved agent; may repeat")
     parser.add_argument("--algo", default="ppo", choices=sorted(ALGOS), help="of every --model")
+    parser.add_argument(
+        "--merge",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="instead of running, make one board of finished runs' folders, each task from "
+        "the one run that holds it; may repeat",
+    )
     add_out(parser, "results/benchmark")
     add_force(parser)
     add_no_progress(parser)
@@ -322,11 +359,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"argument --episodes: {episodes}: the leaderboard's 95% intervals resample start "
             "days, so it needs at least 2 episodes a task"
         )
+    if args.merge and (args.env or args.model or args.quick):
+        parser.error("argument --merge: a merge runs nothing; drop --env, --model and --quick")
+    merged = None
+    if args.merge:
+        try:
+            merged = merge_runs(args.merge)
+        except ValueError as exc:
+            parser.error(f"argument --merge: {exc}")
     out = Path(args.out)
     summary = None
     with stop_codes(EvaluationError, OutputDirError, OSError) as stop:
         check_output_dir(out, force=args.force)
-        frame, facts = benchmark(
+        frame, facts = merged or benchmark(
             args.env or None,
             episodes=episodes,
             seed=args.seed,
