@@ -135,9 +135,9 @@ def test_informed_regrets_on_the_moving_track_read_the_present_state() -> None:
     """On the moving track the teacher is ``Informed`` as the benchmark plays it: the tuned
     rule told the draw and each site's present state (``monitored``), so while an event is on
     its choice departs from the rule told the draw alone, and the labels follow the former."""
-    venv = stepped("PowerTrip-Moving-v0", seed=1, steps=0)
+    venv = stepped("PowerTrip-Moving-v0", seed=2, steps=0)  # a seed with an event on early
     departed = False
-    for _ in range(120):
+    for _ in range(40):
         vector, masks = venv.vector, venv.masks
         regret = imitation.informed_regrets(vector, masks)
         monitored = np.stack([vector.clairvoyant(i).monitored().vector for i in range(2)])
@@ -147,7 +147,7 @@ def test_informed_regrets_on_the_moving_track_read_the_present_state() -> None:
         drawn = np.stack([vector.clairvoyant(i).drawn().vector for i in range(2)])
         departed |= bool((informed_choice(vector, drawn) != told).any())
         venv.step(np.full(2, N_SLOTS - 1))
-    assert departed, "no event moved the teacher's choice in 120 rounds"
+    assert departed, "no event moved the teacher's choice in 40 rounds"
 
 
 def test_the_teacher_prefers_the_tuned_rule_among_the_best() -> None:
