@@ -203,12 +203,13 @@ class Estimator:
 
     ``update`` reads, at the start of each round, the telemetry each site last gave
     (``measured_*``, with the round it was taken in) and the progress the last round made
-    against what the stated curve predicts for its global batch: from a decision view, or from
-    the env's ``telemetry()`` (the same fields, without the view's copies). The estimates are
-    one row of floats, updated in compiled code (``powertrip_env.dynamics.estimates``), because
-    a candidate-set agent updates them before every decision and its decision is otherwise a
-    few tens of microseconds. The job's fit keeps, per noise factor, the running mean and
-    squared deviations of the rounds' residuals, so it costs the grid, not the rounds measured.
+    against what the stated curve predicts for its global batch, from a decision view
+    (``Estimates`` reads a batch's ``telemetry()``, the same fields without the view's copies,
+    into the same rows). The estimates are one row of floats, updated in compiled code
+    (``powertrip_env.dynamics.estimates``), because a candidate-set agent updates them before
+    every decision and its decision is otherwise a few tens of microseconds. The job's fit
+    keeps, per noise factor, the running mean and squared deviations of the rounds' residuals,
+    so it costs the grid, not the rounds measured.
     """
 
     tracking: Tracking | None = None

@@ -121,8 +121,8 @@ class Engine:
         return self.interface.action_masks(self.available())
 
     def telemetry(self) -> dynamics.Telemetry:
-        """Every row's telemetry now (``dynamics.Telemetry``): what the estimates read, as
-        read-only views of the state."""
+        """Every row's telemetry now (``dynamics.Telemetry``): what the estimates read, copied
+        out of the state."""
         return dynamics.telemetry(self.params, self.require_state())
 
     def decision_view(self, i: int = 0) -> DecisionView:
