@@ -568,7 +568,10 @@ def _build_batch_estimating(
     times,
 ):
     """``_build_batch`` on the beliefs of estimates that first read the telemetry in
-    ``state`` (and the sets ``played`` since their last read): ``dynamics.estimates``."""
+    ``state`` (and the sets ``played`` since their last read): ``dynamics.estimates``. A
+    function of its own, not a branch of ``_build_batch``: the update writes the belief, and
+    the belief ``_build_batch`` is otherwise given may be read-only (the nominal one is), which
+    numba types apart."""
     n = masks.shape[2]
     _update_from_state(cfg, consts, est, c, available_tab, state, n, played, belief)
     _build_batch(

@@ -59,7 +59,7 @@ from powertrip_env.dynamics.layout import (
     unknowns_width,
 )
 from powertrip_env.dynamics.learning import _noise_scale
-from powertrip_env.dynamics.tables import _row
+from powertrip_env.dynamics.tables import _row, available_now
 
 # What policies use (the baselines may import these, as they do the formulas): the estimates
 # read nothing but the telemetry, so they are not the simulator's core.
@@ -434,18 +434,18 @@ def fitted_rounds(est: np.ndarray) -> int:
 
 def telemetry(params: Any, state: Any) -> Telemetry:
     """A batch's telemetry now (``Telemetry``), copied out of ``state`` in one compiled pass
-    (cheaper than read-only views, which cost a flag each)."""
+    (cheaper than read-only views, which cost a flag each), with the sites powered now
+    (``available_now``)."""
     data = state.data
     b, n = data.shape[0], params.n_sites
     seen = np.empty((b, len(SEEN_FIELDS), n))
     scalars = np.empty((3, b))
-    available = np.empty((b, n), dtype=np.bool_)
-    _read_telemetry(params.consts, params.available, data, n, seen, scalars, available)
-    return Telemetry(seen, scalars[0], scalars[1], scalars[2], available)
+    _read_telemetry(data, n, seen, scalars)
+    return Telemetry(seen, scalars[0], scalars[1], scalars[2], available_now(params, state))
 
 
 @jit
-def _read_telemetry(c, powered, data, n, seen, scalars, available):
+def _read_telemetry(data, n, seen, scalars):
     lo = seen_start(n)
     for b in range(data.shape[0]):
         for f in range(seen.shape[1]):
@@ -454,9 +454,6 @@ def _read_telemetry(c, powered, data, n, seen, scalars, available):
         scalars[0, b] = data[b, PROGRESS]
         scalars[1, b] = data[b, ROUNDS]
         scalars[2, b] = data[b, TIME]
-        row = _row(c, data[b, TIME])
-        for i in range(n):
-            available[b, i] = powered[row, i]
 
 
 def update_estimates(
