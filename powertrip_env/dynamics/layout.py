@@ -120,7 +120,8 @@ C_PROCESS = C_SLOW_RATE
 # of the training state fetched so far) and its rounds absent; then the episode's unknowns (a
 # belief's layout, below: what the world is this episode against the scenario's stated values,
 # drawn at reset, all 1 when the scenario draws none), then the telemetry each site last gave
-# (SEEN_FIELDS, N each), then each process's path (PATH_FIELDS, N each).
+# (SEEN_FIELDS, N each), then each process's path (PATH_FIELDS, N each), then the job's share of
+# each site (SHARE_FIELDS).
 STATE_FIELDS = (
     "time_s", "start_s", "progress", "accuracy", "rounds", "energy_j", "last_round_s",
     "coverage", "key", "carbon_g", "last_pace", "budget_s",
@@ -159,7 +160,14 @@ V_COMPUTE, V_TRANSFER, V_JOIN, V_ROUND = range(len(SEEN_FIELDS))
 PATH_FIELDS = (
     "slow_on", "slow_until", "link_on", "link_until", "callback_on", "callback_until",
 )  # fmt: skip
-STATE_BLOCKS = 2 + len(UNKNOWN_SITE_FIELDS) + len(SEEN_FIELDS) + len(PATH_FIELDS)  # per site
+# Last, each site's share of its powered GPUs that this episode's job holds (SHARE_FIELDS, N): 1
+# unless several jobs share the sites (``powertrip_env.multijob`` writes it before each of the
+# job's rounds, from its allocation rule; 0: none left for it). The round multiplies it into the
+# site's throughput and its GPUs' draw, where a power callback takes its part (``round.py``).
+SHARE_FIELDS = ("share",)
+STATE_BLOCKS = (
+    2 + len(UNKNOWN_SITE_FIELDS) + len(SEEN_FIELDS) + len(PATH_FIELDS) + len(SHARE_FIELDS)
+)  # per site
 
 
 # The spreads a scenario's [unknowns] gives and the draw takes, in this order (all default 0):
@@ -204,9 +212,16 @@ def path_start(n_sites: int) -> int:
     return seen_start(n_sites) + len(SEEN_FIELDS) * n_sites
 
 
+@jit
+def share_start(n_sites: int) -> int:
+    """The state column where each site's share of its GPUs held by the job (SHARE_FIELDS)
+    begins."""
+    return path_start(n_sites) + len(PATH_FIELDS) * n_sites
+
+
 def state_width(n_sites: int) -> int:
     """Columns of a batch's state (``SimState.data``) for ``n_sites`` sites."""
-    return path_start(n_sites) + len(PATH_FIELDS) * n_sites
+    return share_start(n_sites) + len(SHARE_FIELDS) * n_sites
 
 
 # A round's outcome: a (B, len(RECORD_FIELDS)) record and a (B, len(SITE_RECORD), N) one.

@@ -78,6 +78,7 @@ from powertrip_env.dynamics.layout import (
     W_POWER,
     W_SPEED,
     WORK_FIELDS,
+    share_start,
 )
 from powertrip_env.dynamics.learning import _accuracy, _coverage, _delta_progress, _rewards
 from powertrip_env.dynamics.paths import _path_factors
@@ -252,15 +253,31 @@ def _barrier(c, t, n_sel, tally, comm_jitter):
 
 
 @jit
-def _start_sites(table, k, mask, srec):
-    """Step 1: the requested sites with a powered GPU in row ``k`` start; (requested, started)."""
+def _shares(st, n, moving, work):
+    """The job's share of each site's powered GPUs (1 alone; ``layout.SHARE_FIELDS``) into
+    ``work``: fewer GPUs process the quota more slowly and draw less, as a power callback's."""
+    lo = share_start(n)
+    for i in range(n):
+        share = st[lo + i]
+        if moving:
+            work[W_SPEED, i] *= share
+            work[W_POWER, i] *= share
+        else:
+            work[W_SPEED, i] = share
+            work[W_POWER, i] = share
+
+
+@jit
+def _start_sites(table, k, mask, srec, work):
+    """Step 1: the requested sites with a powered GPU in row ``k``, of which the job holds a
+    share, start; (requested, started)."""
     n_req = 0
     n_sel = 0
     for i in range(mask.shape[0]):
         powered = table[k, POWERED, i]
         chosen = mask[i] != 0
         n_req += chosen
-        sel = chosen and powered > 0.0
+        sel = chosen and powered > 0.0 and work[W_POWER, i] > 0.0
         n_sel += sel
         srec[SELECTED, i] = sel
         srec[DROPPED, i] = 0.0
@@ -304,8 +321,9 @@ def _run_sites(c, site, table, st, u, jitter, seed, k, srec, work):
         dropped = drop_at < end
         srec[DROPPED, i] = dropped
         samples = 0.0
-        if fixed and not dropped:
-            samples = _samples_at(c, table, min(end, drop_at), i) - s_begin
+        if fixed and not dropped:  # on the share of the GPUs the job holds
+            share = st[share_start(n) + i]
+            samples = share * (_samples_at(c, table, min(end, drop_at), i) - s_begin)
         rtt, tx = _link(site, u, i)
         tx = tx / work[W_LINK, i]
         tally = _tally_site(c, site, tally, i, end, drop_at, dropped, samples, rtt, tx)
@@ -388,7 +406,8 @@ def _settle_sites(site, st, u, srec, fetch, t, t_end, idle):
 def _round(c, site, table, st, mask, jitter, rec, srec, work):
     """One round of one episode, in the order docs/model.md gives it; ``st`` is updated.
 
-    1. Requested sites without a powered GPU now are dropped (``invalid``); the rest start. None
+    1. Requested sites without a powered GPU now (or none of whose GPUs the job holds, when jobs
+       share the sites) are dropped (``invalid``); the rest start. None
        starting is an idle round: the clock moves ``idle_s``, nothing is learned, every site is
        released.
     2. A site that did not complete the previous round first joins: ``join_s`` (fixed cost plus
@@ -414,9 +433,11 @@ def _round(c, site, table, st, mask, jitter, rec, srec, work):
     k = _row(c, t)
     u = _unknowns_of(st, n)
     seed = _round_seed(st[KEY], int(st[ROUNDS]))
-    if c[C_MOVING] > 0.0:  # the world's moving part, as it stands at the start
+    moving = c[C_MOVING] > 0.0
+    if moving:  # the world's moving part, as it stands at the start
         _path_factors(c, st, n, k, work)
-    n_req, n_sel = _start_sites(table, k, mask, srec)
+    _shares(st, n, moving, work)
+    n_req, n_sel = _start_sites(table, k, mask, srec, work)
     tally = _run_sites(c, site, table, st, u, jitter, seed, k, srec, work)
     comm_jitter = _factor(c, jitter, seed, n) if tally.completing > 0 else 1.0
     compute_s, comm_s, round_s = _barrier(c, t, n_sel, tally, comm_jitter)

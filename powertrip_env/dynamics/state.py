@@ -51,6 +51,7 @@ from powertrip_env.dynamics.layout import (
     V_ROUND,
     path_start,
     seen_start,
+    share_start,
     state_width,
     unknowns_start,
     unknowns_width,
@@ -71,7 +72,7 @@ class SimState:
     """
 
     __slots__ = ("data",)
-    FIELDS = (*STATE_FIELDS, "prev_selected", "absent_rounds")  # the properties, by name
+    FIELDS = (*STATE_FIELDS, "prev_selected", "absent_rounds", "shares")  # the properties
 
     def __init__(self, data: np.ndarray) -> None:
         self.data = data
@@ -130,9 +131,16 @@ class SimState:
         """The episodes at ``index`` (an int array, repeats allowed), as a new batch."""
         return SimState(self.data[np.asarray(index)])
 
+    @property
+    def shares(self) -> np.ndarray:
+        """(B, N) the share of each site's powered GPUs the episode's job holds (1: all, as
+        when it runs alone; ``powertrip_env.multijob`` sets it before each round)."""
+        n = self.n_sites
+        return self.data[:, share_start(n) : share_start(n) + n]
+
     def replace(self, **fields: Any) -> SimState:
         """A copy with the named fields (``STATE_FIELDS``, ``prev_selected``,
-        ``absent_rounds``) set to the given values, broadcast over the batch."""
+        ``absent_rounds``, ``shares``) set to the given values, broadcast over the batch."""
         data = self.data.copy()
         n = self.n_sites
         for name, value in fields.items():
@@ -140,6 +148,8 @@ class SimState:
                 data[:, JOINED : JOINED + n] = np.asarray(value, dtype=bool)
             elif name == "absent_rounds":
                 data[:, JOINED + n : JOINED + 2 * n] = value
+            elif name == "shares":
+                data[:, share_start(n) : share_start(n) + n] = _checked_shares(value, n)
             elif name in STATE_FIELDS:
                 data[:, STATE_FIELDS.index(name)] = value
             else:
@@ -258,14 +268,26 @@ def _round_buffers(params: SimParams, state: SimState) -> tuple[np.ndarray, np.n
     return state.data.copy(), record, np.empty((b, len(SITE_RECORD), params.n_sites))
 
 
+def _checked_shares(value: Any, n: int) -> np.ndarray:
+    """Shares a round can run on: finite, in [0, 1], one per site (or one for all)."""
+    shares = np.asarray(value, dtype=np.float64)
+    if shares.ndim > 2 or (shares.ndim and shares.shape[-1] not in (1, n)):
+        raise ValueError(f"shares: shape {shares.shape} does not give one share per site ({n})")
+    if not np.all((shares >= 0.0) & (shares <= 1.0)):
+        raise ValueError(f"shares: {shares!r} must each be in [0, 1] (a share of a site's GPUs)")
+    return shares
+
+
 def initial_unknowns(data: np.ndarray, n_sites: int, unknowns: np.ndarray | None) -> None:
-    """Write fresh episodes' unknowns (default all 1) and "never measured" telemetry."""
+    """Write fresh episodes' unknowns (default all 1), "never measured" telemetry and a whole
+    share of every site."""
     lo = unknowns_start(n_sites)
     data[:, lo : lo + unknowns_width(n_sites)] = 1.0 if unknowns is None else unknowns
     seen = seen_start(n_sites)
     data[:, seen : seen + len(SEEN_FIELDS) * n_sites] = 1.0
     data[:, seen + V_ROUND * n_sites : seen + (V_ROUND + 1) * n_sites] = -1.0
     calm_paths(data, n_sites)
+    data[:, share_start(n_sites) : share_start(n_sites) + n_sites] = 1.0
 
 
 def calm_paths(data: np.ndarray, n_sites: int) -> None:
