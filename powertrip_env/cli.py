@@ -77,6 +77,10 @@ COMMANDS: dict[str, Command] = {
         "powertrip_env.agents.scratch",
         "standard algorithms from scratch on every task, several seeds: board rows and curves",
     ),
+    "multijob": Command(
+        "powertrip_env.harness.multijob.board",
+        "the multi-job track's board: jobs sharing sites, joint rules, trained agents",
+    ),
     "tune": Command(
         "powertrip_env.harness.calibration.tune",
         "tune the lookahead rules' horizon and margin on train days",

@@ -93,6 +93,7 @@ class MultiJobEnv(AECEnv):
             )
         self.task = resolve_task(task, jobs, allocation)
         self.allocation = self.task.allocation
+        self._split, self._jitter = split, jitter
         self.jobs = [
             PowerTripEnv(JOBS[job].scenario(self.task.base), split=split, jitter=jitter)
             for job in self.task.jobs
@@ -139,12 +140,14 @@ class MultiJobEnv(AECEnv):
         self.arrival_s = np.concatenate([[0.0], np.cumsum(gaps)])
         seeds = rng.integers(0, _SEED_LIMIT, size=k)
         self._obs: list[np.ndarray] = []
+        self.job_starts: list[tuple[int, float]] = []
         infos = []
         for j, job in enumerate(self.jobs):
             options = None if j == 0 else {"start_time": self._start_s + self.arrival_s[j]}
             obs, info = job.reset(seed=int(seeds[j]), options=options)
             if j == 0:
                 self._start_s = float(info["start_time_s"])
+            self.job_starts.append((int(seeds[j]), float(info["start_time_s"])))
             self._obs.append(obs)
             infos.append(info)
         self._held = np.zeros((k, n))
@@ -224,6 +227,15 @@ class MultiJobEnv(AECEnv):
         multi-job env, never it."""
         return self.jobs[self._index[agent]]
 
+    def alone(self, agent: str) -> tuple[PowerTripEnv, int, dict[str, Any]]:
+        """A fresh single-job env of ``agent``'s job with the seed and options that start the
+        episode this job has here, alone on all the power (the lower bound's episodes):
+        ``env.reset(seed=seed, options=options)``."""
+        j = self._index[agent]
+        seed, start = self.job_starts[j]
+        lone = PowerTripEnv(self.jobs[j].scenario, split=self._split, jitter=self._jitter)
+        return lone, seed, {"start_time": start}
+
     def clock_s(self, agent: str) -> float:
         """The job's clock: the end of its latest round, or its arrival (s since row 0)."""
         return float(self.jobs[self._index[agent]].state.time_s[0])
@@ -240,19 +252,30 @@ class MultiJobEnv(AECEnv):
         """The sites each unfinished job asked for in its latest round (none before its first)."""
         return {a: self._wanted[self._index[a]] > 0.0 for a in self.agents}
 
+    def job_results(self) -> dict[str, np.ndarray]:
+        """(K,) per job, as its latest info says: TTA (h; NaN until it ends), arrival (h from
+        the first job's), energy (kWh), carbon (kg) and whether it reached its target."""
+        infos = self._last_info
+        return {
+            "tta_h": self._tta_h.copy(),
+            "arrival_h": s_to_h(self.arrival_s),
+            "energy_kwh": np.array([float(i["energy_kwh"]) for i in infos]),
+            "carbon_kg": np.array([float(i["carbon_kg"]) for i in infos]),
+            "success": np.array([bool(i["success"]) for i in infos]),
+        }
+
     def team_metrics(self) -> dict[str, float]:
         """The jobs' mean TTA, the makespan (the last job's end, from the first arrival), the
         energy and the carbon so far, over the finished jobs (NaN before any finishes)."""
+        jobs = self.job_results()
         done = self._done
-        ends = s_to_h(self.arrival_s) + self._tta_h
-        energy = sum(float(info["energy_kwh"]) for info in self._last_info)
-        carbon = sum(float(info["carbon_kg"]) for info in self._last_info)
+        ends = jobs["arrival_h"] + jobs["tta_h"]
         return {
-            "mean_tta_h": float(np.mean(self._tta_h[done])) if done.any() else float("nan"),
+            "mean_tta_h": float(np.mean(jobs["tta_h"][done])) if done.any() else float("nan"),
             "makespan_h": float(np.max(ends[done])) if done.any() else float("nan"),
             "jobs_done": int(done.sum()),
-            "energy_kwh": energy,
-            "carbon_kg": carbon,
+            "energy_kwh": float(jobs["energy_kwh"].sum()),
+            "carbon_kg": float(jobs["carbon_kg"].sum()),
         }
 
     # ------------------------------------------------------------------ helpers

@@ -1,0 +1,1 @@
+"""The multi-job track's board: its joint policies played on paired episodes, and its facts."""

@@ -1,0 +1,218 @@
+"""The multi-job track's board: every joint policy on the same test episodes of each task.
+
+Per episode and policy: the jobs' mean TTA, the makespan (the last job's end from the first
+arrival), Jain's fairness index over the jobs' slowdowns (each job's TTA over its TTA alone on
+all the power under the clairvoyant Optimiser), the energy and the carbon. Per task: the
+bracket between the alone bound and the coordinated rule, whether the coordinated rule was
+beaten by a contender in any episode (``reference_never_beaten``), and the coordination room,
+the independent HorizonRule's mean TTA over the coordinated rule's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from powertrip_env import multijob
+from powertrip_env.atomic import write_text
+from powertrip_env.harness.arguments import add_episodes, add_out
+from powertrip_env.harness.multijob.play import ALONE, joint, play, play_alone, task_env
+from powertrip_env.harness.tracks.track import bound_holds, never_beaten
+
+RULES = ("Independent-PowerTrip", "Independent-HorizonRule", "Coordinated")
+"""The joint rules every board plays: each job on its own (PowerTrip, the SoCC '25 rule; the
+strongest single-job rule), and the central scheduler."""
+REFERENCE = "Coordinated"
+INDEPENDENT = "Independent-HorizonRule"
+BOARD_FILE = "multijob.json"
+BOARD_KEY = "multijob"  # its board's key in the benchmark's leaderboard.json
+
+
+def jain(values: np.ndarray) -> float:
+    """Jain's fairness index of ``values`` (1: all equal; 1/K: one takes everything)."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.sum() ** 2 / (values.size * np.square(values).sum()))
+
+
+def episode_row(task: str, policy: str, episode: int, jobs: dict, alone: np.ndarray) -> dict:
+    """One episode's scores from its per-job results (``MultiJobEnv.job_results``)."""
+    tta = jobs["tta_h"]
+    return {
+        "task": task,
+        "policy": policy,
+        "episode": episode,
+        "mean_tta_h": float(tta.mean()),
+        "makespan_h": float((jobs["arrival_h"] + tta).max()),
+        "jain": jain(tta / alone),
+        "energy_kwh": float(jobs["energy_kwh"].sum()),
+        "carbon_kg": float(jobs["carbon_kg"].sum()),
+        "jobs_succeeded": int(jobs["success"].sum()),
+        "job_tta_h": [round(float(x), 6) for x in tta],
+    }
+
+
+def run_task(
+    task: str,
+    episodes: int,
+    agents: dict[str, Callable[[str, np.ndarray], Any]] | None = None,
+    rules: Sequence[str] = RULES,
+) -> pd.DataFrame:
+    """Every rule (and each trained agent of ``agents``, a callable ``(agent, observation) ->
+    action``) and the alone bound on episodes 0 … ``episodes`` − 1 of ``task``'s test days,
+    paired: episode ``e`` is the reset from seed ``e`` for all of them."""
+    env = task_env(task, jitter=False)  # as the benchmark plays: every measurement exact
+    players: dict[str, Any] = {name: joint(name) for name in rules} | dict(agents or {})
+    rows = []
+    for e in range(episodes):
+        results = {name: play(env, player, e) for name, player in players.items()}
+        alone = play_alone(env)
+        alone_jobs = {**results[next(iter(results))], "tta_h": alone}
+        alone_jobs["energy_kwh"] = np.full(alone.size, np.nan)
+        alone_jobs["carbon_kg"] = np.full(alone.size, np.nan)
+        alone_jobs["success"] = np.ones(alone.size, dtype=bool)
+        for name, jobs in results.items():
+            rows.append(episode_row(task, name, e, jobs, alone))
+        rows.append(episode_row(task, ALONE, e, alone_jobs, alone))
+    return pd.DataFrame(rows)
+
+
+def facts(frame: pd.DataFrame) -> dict[str, Any]:
+    """A task's board from its episodes (``run_task``)."""
+    task = str(frame["task"].iloc[0])
+    spec = multijob.TASKS[task]
+    mean = frame.groupby("policy")[["mean_tta_h", "makespan_h", "jain", "energy_kwh"]].mean()
+    carbon = frame.groupby("policy")["carbon_kg"].mean()
+    cost = frame.pivot(index="episode", columns="policy", values="mean_tta_h")
+    contenders = [p for p in cost.columns if p not in (REFERENCE, ALONE)]
+    policies = {
+        name: {
+            "mean_tta_h": float(row["mean_tta_h"]),
+            "makespan_h": float(row["makespan_h"]),
+            "jain": float(row["jain"]),
+            "energy_kwh": None if name == ALONE else float(row["energy_kwh"]),
+            "carbon_kg": None if name == ALONE else float(carbon[name]),
+        }
+        for name, row in mean.iterrows()
+    }
+    upper, lower = float(mean.loc[REFERENCE, "mean_tta_h"]), float(mean.loc[ALONE, "mean_tta_h"])
+    return {
+        "track": "multijob",
+        "jobs": list(spec.jobs),
+        "allocation": spec.allocation,
+        "mean_interarrival_s": spec.mean_interarrival_s,
+        "episodes": int(cost.shape[0]),
+        "policies": policies,
+        "bracket_h": [lower, upper],
+        "gap": upper / lower,
+        "reference": REFERENCE,
+        "bound": ALONE,
+        "reference_never_beaten": never_beaten(cost, REFERENCE, contenders),
+        "bound_holds": bound_holds(cost, ALONE),
+        "coordination_room": float(mean.loc[INDEPENDENT, "mean_tta_h"]) / upper,
+    }
+
+
+def board(frames: Sequence[pd.DataFrame]) -> dict[str, Any]:
+    """The track's board: each task's facts, by task."""
+    return {str(f["task"].iloc[0]): facts(f) for f in frames}
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The board as Markdown tables, one per task."""
+    lines = []
+    for task, f in summary.items():
+        low, high = f["bracket_h"]
+        lines += [
+            f"### {task}",
+            "",
+            f"Jobs {', '.join(f['jobs'])}; allocation {f['allocation']}; {f['episodes']} test "
+            f"episodes. Bracket [{low:.2f}, {high:.2f}] h (gap {f['gap']:.3f}); coordination "
+            f"room {f['coordination_room']:.3f}; reference never beaten: "
+            f"{f['reference_never_beaten']}; bound holds: {f['bound_holds']}.",
+            "",
+            "| policy | mean TTA (h) | makespan (h) | Jain | energy (kWh) |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        ranked = sorted(f["policies"].items(), key=lambda kv: kv[1]["mean_tta_h"])
+        for name, p in ranked:
+            energy = "–" if p["energy_kwh"] is None else f"{p['energy_kwh']:,.0f}"
+            lines.append(
+                f"| {name} | {p['mean_tta_h']:.2f} | {p['makespan_h']:.2f} | {p['jain']:.3f} | "
+                f"{energy} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(folder: Path, frames: Sequence[pd.DataFrame]) -> dict[str, Any]:
+    """Write the board (``multijob.json``, ``multijob.md``, ``multijob-episodes.csv``) into
+    ``folder``, and add it to the benchmark's ``leaderboard.json`` there under ``"multijob"``
+    when one is there; returns the board."""
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = board(frames)
+    episodes = pd.concat(frames, ignore_index=True).to_csv(index=False)
+    write_text(folder / "multijob-episodes.csv", episodes)
+    write_text(folder / BOARD_FILE, json.dumps(summary, indent=1) + "\n")
+    write_text(folder / "multijob.md", markdown(summary))
+    benchmark = folder / "leaderboard.json"
+    if benchmark.exists():
+        data = json.loads(benchmark.read_text())
+        data[BOARD_KEY] = summary
+        write_text(benchmark, json.dumps(data) + "\n")
+    return summary
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="powertrip multijob", description=__doc__)
+    parser.add_argument(
+        "--task",
+        action="append",
+        choices=list(multijob.TASKS),
+        default=None,
+        help="a multi-job task (repeat for several; default: every registered one)",
+    )
+    add_episodes(parser, 30)
+    add_out(
+        parser,
+        None,
+        what="folder for multijob.json (and a benchmark's leaderboard.json)",
+        required=True,
+    )
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=MODEL.zip",
+        help="a shared-parameter PPO agent saved by examples/multijob_ppo.py, as a row NAME",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from powertrip_env.agents.multijob import load_agent
+
+    agents = {}
+    for given in args.agent:
+        name, sep, path = given.partition("=")
+        if not sep or not name or not Path(path).is_file():
+            raise SystemExit(
+                f"powertrip multijob: --agent {given!r}: give NAME=MODEL.zip, a saved file"
+            )
+        agents[name] = load_agent(path)
+    tasks = args.task or list(multijob.TASKS)
+    frames = [run_task(task, args.episodes, agents) for task in tasks]
+    summary = write(Path(args.out), frames)
+    print(markdown(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
