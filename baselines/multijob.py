@@ -54,24 +54,36 @@ class Independent(JointPolicy):
 
 
 class Coordinated(JointPolicy):
-    """A central scheduler, shortest remaining job first: the unfinished jobs are ranked by the
-    time each still needs at its reference pace (its ``h_ref_h`` times the share of the way to
-    its target still to go; ties: the earlier-arrived), and each plays ``rule`` on the sites
-    that no job ranked above it asked for in its latest round. The first plays ``rule`` on
-    every site; the others' choices are cut to what is left them, and a job left none of its
-    choice takes every powered site left it. Shortest remaining processing time first is the
-    order that minimises the mean completion time on one machine (Schrage, Operations Research
-    1968); docs/multijob.md.
+    """A central scheduler that ranks the jobs: each plays ``rule`` on the sites that no job
+    ranked above it asked for in its latest round. The first plays ``rule`` on every site; the
+    others' choices are cut to what is left them, and a job left none of its choice takes every
+    powered site left it (a job never idles while power is left to it).
+
+    ``order="srpt"`` (the default) ranks the unfinished jobs by the time each still needs at
+    its reference pace (its ``h_ref_h`` times the share of the way to its target still to go;
+    ties: the earlier-arrived), shortest first: the order that minimises the mean completion
+    time on one machine (Schrage, Operations Research 1968). A tuple of job indices is a fixed
+    ranking instead (the hindsight reference tries several).
     """
 
-    def __init__(self, rule: str = "HorizonRule") -> None:
+    def __init__(self, rule: str = "HorizonRule", order: str | tuple[int, ...] = "srpt") -> None:
         super().__init__(rule)
-        self.name = "Coordinated" if rule == "HorizonRule" else f"Coordinated-{rule}"
+        if order != "srpt" and not (
+            isinstance(order, tuple) and all(isinstance(j, int) and j >= 0 for j in order)
+        ):
+            raise ValueError(f"Coordinated: order={order!r}; give 'srpt' or a tuple of job indices")
+        self.order = order
+        named = "" if rule == "HorizonRule" else f"-{rule}"
+        ranked = "" if order == "srpt" else "[" + ",".join(map(str, order)) + "]"
+        self.name = f"Coordinated{named}{ranked}"
 
     def ranking(self) -> list[str]:
-        """The unfinished jobs, the one with the least time left first."""
+        """The unfinished jobs, the first ranked first."""
         env = self.env
         live = [a for a in env.agents if not _finished(env, a)]
+        if self.order != "srpt":
+            rank = {env.possible_agents[j]: r for r, j in enumerate(self.order)}
+            return sorted(live, key=lambda a: rank.get(a, len(rank)))
 
         def left(agent: str) -> float:
             job = env.job(agent)

@@ -288,7 +288,12 @@ def one_round(env: PowerTripEnv, mask: np.ndarray, **fields: Any) -> tuple[Power
     return fork, fork.step(np.asarray(mask, dtype=np.int8))
 
 
-def test_shares_of_one_change_nothing_bit_for_bit(single: PowerTripEnv) -> None:
+@pytest.mark.parametrize("scenario", ["default", "moving"])
+def test_shares_of_one_change_nothing_bit_for_bit(single: PowerTripEnv, scenario: str) -> None:
+    """On a static world and on a moving one (whose path's factors the share multiplies)."""
+    if scenario != "default":
+        single = PowerTripEnv(scenario, jitter=False)
+        single.reset(seed=0)
     n = single.n_sites
     rng = np.random.default_rng(0)
     masks = [np.ones(n), rng.integers(0, 2, size=n), np.eye(n)[3], np.ones(n)]

@@ -2,10 +2,11 @@
 
 Per episode and policy: the jobs' mean TTA, the makespan (the last job's end from the first
 arrival), Jain's fairness index over the jobs' slowdowns (each job's TTA over its TTA alone on
-all the power under the clairvoyant Optimiser), the energy and the carbon. Per task: the
-bracket between the alone bound and the coordinated rule, whether the coordinated rule was
-beaten by a contender in any episode (``reference_never_beaten``), and the coordination room,
-the independent HorizonRule's mean TTA over the coordinated rule's.
+all the power under HorizonRule), the energy and the carbon. Per task: the bracket between the
+alone bound and the clairvoyant joint reference (``JointHindsight``), whether the reference was
+beaten by a contender in any episode (``reference_never_beaten``) and the bound by anything
+(``bound_holds``), and the coordination room: the independent HorizonRule's mean TTA over the
+coordinated rule's.
 """
 
 from __future__ import annotations
@@ -23,13 +24,21 @@ import pandas as pd
 from powertrip_env import multijob
 from powertrip_env.atomic import write_text
 from powertrip_env.harness.arguments import add_episodes, add_out
-from powertrip_env.harness.multijob.play import ALONE, joint, play, play_alone, task_env
+from powertrip_env.harness.multijob.play import (
+    BOUND,
+    HINDSIGHT,
+    alone,
+    hindsight,
+    joint,
+    play,
+    task_env,
+)
 from powertrip_env.harness.tracks.track import bound_holds, never_beaten
 
 RULES = ("Independent-PowerTrip", "Independent-HorizonRule", "Coordinated")
 """The joint rules every board plays: each job on its own (PowerTrip, the SoCC '25 rule; the
 strongest single-job rule), and the central scheduler."""
-REFERENCE = "Coordinated"
+COORDINATED = "Coordinated"
 INDEPENDENT = "Independent-HorizonRule"
 BOARD_FILE = "multijob.json"
 BOARD_KEY = "multijob"  # its board's key in the benchmark's leaderboard.json
@@ -41,8 +50,9 @@ def jain(values: np.ndarray) -> float:
     return float(values.sum() ** 2 / (values.size * np.square(values).sum()))
 
 
-def episode_row(task: str, policy: str, episode: int, jobs: dict, alone: np.ndarray) -> dict:
-    """One episode's scores from its per-job results (``MultiJobEnv.job_results``)."""
+def episode_row(task: str, policy: str, episode: int, jobs: dict, yardstick: np.ndarray) -> dict:
+    """One episode's scores from its per-job results (``MultiJobEnv.job_results``);
+    ``yardstick`` (K,) each job's TTA alone, the slowdowns' denominators."""
     tta = jobs["tta_h"]
     return {
         "task": task,
@@ -50,11 +60,12 @@ def episode_row(task: str, policy: str, episode: int, jobs: dict, alone: np.ndar
         "episode": episode,
         "mean_tta_h": float(tta.mean()),
         "makespan_h": float((jobs["arrival_h"] + tta).max()),
-        "jain": jain(tta / alone),
+        "jain": jain(tta / yardstick),
         "energy_kwh": float(jobs["energy_kwh"].sum()),
         "carbon_kg": float(jobs["carbon_kg"].sum()),
         "jobs_succeeded": int(jobs["success"].sum()),
-        "job_tta_h": [round(float(x), 6) for x in tta],
+        "job_tta_h": " ".join(f"{x:.4f}" for x in tta),
+        "played": policy,
     }
 
 
@@ -65,21 +76,21 @@ def run_task(
     rules: Sequence[str] = RULES,
 ) -> pd.DataFrame:
     """Every rule (and each trained agent of ``agents``, a callable ``(agent, observation) ->
-    action``) and the alone bound on episodes 0 … ``episodes`` − 1 of ``task``'s test days,
-    paired: episode ``e`` is the reset from seed ``e`` for all of them."""
+    action``), the hindsight reference and the alone bound on episodes 0 … ``episodes`` − 1 of
+    ``task``'s test days, paired: episode ``e`` is the reset from seed ``e`` for all of them."""
     env = task_env(task, jitter=False)  # as the benchmark plays: every measurement exact
     players: dict[str, Any] = {name: joint(name) for name in rules} | dict(agents or {})
     rows = []
     for e in range(episodes):
         results = {name: play(env, player, e) for name, player in players.items()}
-        alone = play_alone(env)
-        alone_jobs = {**results[next(iter(results))], "tta_h": alone}
-        alone_jobs["energy_kwh"] = np.full(alone.size, np.nan)
-        alone_jobs["carbon_kg"] = np.full(alone.size, np.nan)
-        alone_jobs["success"] = np.ones(alone.size, dtype=bool)
+        best, best_name = hindsight(env, e)
+        yardstick, bound = alone(env)
         for name, jobs in results.items():
-            rows.append(episode_row(task, name, e, jobs, alone))
-        rows.append(episode_row(task, ALONE, e, alone_jobs, alone))
+            rows.append(episode_row(task, name, e, jobs, yardstick))
+        rows.append({**episode_row(task, HINDSIGHT, e, best, yardstick), "played": best_name})
+        lower = {**best, "tta_h": bound, "energy_kwh": np.zeros(bound.size)}
+        row = episode_row(task, BOUND, e, {**lower, "carbon_kg": np.zeros(bound.size)}, bound)
+        rows.append({**row, "energy_kwh": float("nan"), "carbon_kg": float("nan")})
     return pd.DataFrame(rows)
 
 
@@ -89,19 +100,21 @@ def facts(frame: pd.DataFrame) -> dict[str, Any]:
     spec = multijob.TASKS[task]
     mean = frame.groupby("policy")[["mean_tta_h", "makespan_h", "jain", "energy_kwh"]].mean()
     carbon = frame.groupby("policy")["carbon_kg"].mean()
+    has_carbon = bool(multijob.MultiJobEnv.base_has_carbon(spec))  # else no intensity to count
     cost = frame.pivot(index="episode", columns="policy", values="mean_tta_h")
-    contenders = [p for p in cost.columns if p not in (REFERENCE, ALONE)]
+    contenders = [p for p in cost.columns if p not in (HINDSIGHT, BOUND)]
     policies = {
         name: {
             "mean_tta_h": float(row["mean_tta_h"]),
             "makespan_h": float(row["makespan_h"]),
-            "jain": float(row["jain"]),
-            "energy_kwh": None if name == ALONE else float(row["energy_kwh"]),
-            "carbon_kg": None if name == ALONE else float(carbon[name]),
+            "jain": None if name == BOUND else float(row["jain"]),
+            "energy_kwh": None if name == BOUND else float(row["energy_kwh"]),
+            "carbon_kg": None if name == BOUND or not has_carbon else float(carbon[name]),
         }
         for name, row in mean.iterrows()
     }
-    upper, lower = float(mean.loc[REFERENCE, "mean_tta_h"]), float(mean.loc[ALONE, "mean_tta_h"])
+    played = frame.loc[frame["policy"] == HINDSIGHT, "played"].value_counts()
+    upper, lower = float(mean.loc[HINDSIGHT, "mean_tta_h"]), float(mean.loc[BOUND, "mean_tta_h"])
     return {
         "track": "multijob",
         "jobs": list(spec.jobs),
@@ -111,11 +124,13 @@ def facts(frame: pd.DataFrame) -> dict[str, Any]:
         "policies": policies,
         "bracket_h": [lower, upper],
         "gap": upper / lower,
-        "reference": REFERENCE,
-        "bound": ALONE,
-        "reference_never_beaten": never_beaten(cost, REFERENCE, contenders),
-        "bound_holds": bound_holds(cost, ALONE),
-        "coordination_room": float(mean.loc[INDEPENDENT, "mean_tta_h"]) / upper,
+        "reference": HINDSIGHT,
+        "reference_played": {str(k): int(v) for k, v in played.items()},
+        "bound": BOUND,
+        "reference_never_beaten": never_beaten(cost, HINDSIGHT, contenders),
+        "bound_holds": bound_holds(cost, BOUND),
+        "coordination_room": float(mean.loc[INDEPENDENT, "mean_tta_h"])
+        / float(mean.loc[COORDINATED, "mean_tta_h"]),
     }
 
 
@@ -143,9 +158,9 @@ def markdown(summary: dict[str, Any]) -> str:
         ranked = sorted(f["policies"].items(), key=lambda kv: kv[1]["mean_tta_h"])
         for name, p in ranked:
             energy = "–" if p["energy_kwh"] is None else f"{p['energy_kwh']:,.0f}"
+            fair = "–" if p["jain"] is None else f"{p['jain']:.3f}"
             lines.append(
-                f"| {name} | {p['mean_tta_h']:.2f} | {p['makespan_h']:.2f} | {p['jain']:.3f} | "
-                f"{energy} |"
+                f"| {name} | {p['mean_tta_h']:.2f} | {p['makespan_h']:.2f} | {fair} | {energy} |"
             )
         lines.append("")
     return "\n".join(lines)

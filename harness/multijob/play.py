@@ -1,57 +1,96 @@
-"""Playing joint policies on the multi-job tasks, episode by episode, and the alone bound."""
+"""Playing joint policies on the multi-job tasks, episode by episode; the jobs alone; the
+hindsight reference."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from powertrip_env import multijob
-from powertrip_env.baselines.multijob import JointPolicy, joint_policy
+from powertrip_env.baselines.lower_bound import lower_bound_h
+from powertrip_env.baselines.multijob import Coordinated, Independent, JointPolicy, joint_policy
 from powertrip_env.baselines.registry import make_policy
 
-ALONE = "Alone-Optimiser"
-"""The lower bound: each job alone on all the power, planned by the clairvoyant Optimiser (no
-job can finish sooner sharing the sites than alone)."""
+BOUND = "Alone-Bound"
+"""The lower bound: each job's lower bound alone on all the power (``lower_bound_h``, a
+relaxation no policy beats, whatever it knows): a job that shares the sites has at most the
+power it would have alone, so no joint schedule beats it either."""
+HINDSIGHT = "JointHindsight"
+"""The clairvoyant joint reference: the best, in hindsight, of a family of joint schedules
+played on the same episode (``hindsight_family``)."""
+ALONE_RULE = "HorizonRule"  # each job alone under it: the slowdowns' yardstick
 
 
-def play(env: Any, policy: JointPolicy | Any, seed: int) -> dict[str, Any]:
+def play(env: Any, policy: JointPolicy | Callable[[str, np.ndarray], Any], seed: int) -> dict:
     """One episode of ``env`` (``multijob.env``) from ``seed`` under ``policy`` (a
     ``JointPolicy``, or a callable ``(agent, observation) -> action`` such as a trained agent);
-    each job's TTA (h), arrival (h), energy (kWh) and carbon (kg)."""
+    returns ``MultiJobEnv.job_results``."""
     env.reset(seed=seed)
     raw = env.unwrapped
-    if isinstance(policy, JointPolicy):
+    joint = isinstance(policy, JointPolicy)
+    if joint:
         policy.reset(raw)
     for agent in env.agent_iter():
         obs, _, terminated, truncated, info = env.last()
         if terminated or truncated:
             env.step(None)
-            continue
-        if isinstance(policy, JointPolicy):
-            action = policy.act(agent, info)
+        elif joint:
+            env.step(policy.act(agent, info))
         else:
-            action = policy(agent, obs)
-        env.step(action)
+            env.step(policy(agent, obs))
     return raw.job_results()
 
 
-def play_alone(env: Any, rule: str = "Optimiser") -> np.ndarray:
-    """(K,) each job's TTA (h) alone on all the power, from the start and seed it had in
-    ``env``'s current episode, under the single-job ``rule``: the lower bound's episodes."""
+def alone(env: Any, rule: str = ALONE_RULE) -> tuple[np.ndarray, np.ndarray]:
+    """(K,) each job's TTA (h) alone on all the power under the single-job ``rule``, and its
+    lower bound alone, from the start and seed it had in ``env``'s current episode."""
     raw = env.unwrapped
-    out = []
+    tta, bound = [], []
     for agent in raw.possible_agents:
         lone, seed, options = raw.alone(agent)
         policy = make_policy(rule, lone.n_sites)
         obs, info = lone.reset(seed=seed, options=options)
+        bound.append(lower_bound_h(lone))
         policy.reset(lone)
         done = False
         while not done:
             obs, _, terminated, truncated, info = lone.step(policy.act(obs, info))
             done = terminated or truncated
-        out.append(float(info["tta_h"]))
-    return np.array(out)
+        tta.append(float(info["tta_h"]))
+    return np.array(tta), np.array(bound)
+
+
+def hindsight_family(k: int) -> list[JointPolicy]:
+    """The joint schedules the hindsight reference chooses among: each job on its own
+    (HorizonRule, PowerTrip), the central scheduler with each rule, and, with HorizonRule, every
+    fixed ranking of the jobs (K ≤ 4) or the arrival order and its reverse."""
+    orders = (
+        list(itertools.permutations(range(k)))
+        if k <= 4
+        else [tuple(range(k)), tuple(reversed(range(k)))]
+    )
+    return [
+        Independent("HorizonRule"),
+        Independent("PowerTrip"),
+        Coordinated("HorizonRule"),
+        Coordinated("PowerTrip"),
+        *(Coordinated("HorizonRule", order) for order in orders),
+    ]
+
+
+def hindsight(env: Any, seed: int) -> tuple[dict, str]:
+    """The clairvoyant joint reference on episode ``seed``: every schedule of
+    ``hindsight_family`` played on it, and the one with the least mean TTA (its results and
+    name). Each is played from the same seed, so each sees the same episode."""
+    best, name = None, ""
+    for policy in hindsight_family(len(env.unwrapped.possible_agents)):
+        jobs = play(env, policy, seed)
+        if best is None or jobs["tta_h"].mean() < best["tta_h"].mean():
+            best, name = jobs, policy.name
+    return best, name
 
 
 def joint(name: str) -> JointPolicy:

@@ -26,6 +26,7 @@ from pettingzoo import AECEnv
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.multijob.allocation import offers
 from powertrip_env.multijob.tasks import ALLOCATIONS, DEFAULT_TASK, JOBS, TASKS, MultiJobTask
+from powertrip_env.simulation import load_simulation
 from powertrip_env.units import s_to_h
 
 _SEED_LIMIT = 2**31  # the jobs' seeds, drawn from the episode's generator
@@ -118,6 +119,11 @@ class MultiJobEnv(AECEnv):
         self.render_mode = None
         self.np_random, _ = seeding.np_random(None)
         self._seeded = False
+
+    @staticmethod
+    def base_has_carbon(task: MultiJobTask) -> bool:
+        """Whether ``task``'s sites have a grid carbon intensity series (else carbon is 0)."""
+        return load_simulation(JOBS[task.jobs[0]].scenario(task.base)).params.carbon
 
     # ------------------------------------------------------------------ PettingZoo API
 
