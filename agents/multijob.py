@@ -9,7 +9,6 @@ return is the sum of the jobs' returns (each ``1 − TTA / H_ref`` on success), 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -69,20 +68,3 @@ def train(task: str | None = None, steps: int = 20_000, seed: int = 0, **ppo: An
     model = PPO("MlpPolicy", env, seed=seed, verbose=0, **ppo)
     model.learn(total_timesteps=steps)
     return model
-
-
-def as_policy(model: Any) -> Callable[[str, np.ndarray], np.ndarray]:
-    """The shared policy as the board plays it: ``(agent, observation) -> action``."""
-
-    def act(agent: str, obs: np.ndarray) -> np.ndarray:
-        action, _ = model.predict(obs, deterministic=True)
-        return np.asarray(action, dtype=np.int8)
-
-    return act
-
-
-def load_agent(path: str) -> Callable[[str, np.ndarray], np.ndarray]:
-    """A shared-parameter PPO agent saved by ``model.save`` (examples/multijob_ppo.py)."""
-    from stable_baselines3 import PPO
-
-    return as_policy(PPO.load(path, device="cpu"))

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from powertrip_env import multijob
-from powertrip_env.agents.multijob import as_policy, train
+from powertrip_env.agents.multijob import train
 from powertrip_env.harness.multijob.board import markdown, run_task, write
+from powertrip_env.harness.multijob.play import as_policy
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,7 +28,14 @@ from powertrip_env.harness.arguments import (
 
 TOOLS = [name for name in [*cli.COMMANDS, *cli.MAINTAINER_COMMANDS] if name != "docs"]
 """Every command with the common options (``powertrip docs`` has none of them)."""
-EXTRA = {"imitation": ["--out", "unused"], "scratch": ["--board", "unused"]}  # required options
+EXTRA = {  # required options
+    "imitation": ["--out", "unused"],
+    "scratch": ["--board", "unused"],
+    "multijob": ["--out", "unused"],
+}
+# The tools without --env: pretrain trains and tables the suite's tasks, fixed; multijob's
+# --task names a multi-job task (powertrip_env.multijob.TASKS), which is not a Gymnasium ID.
+NO_ENV = ("pretrain", "multijob")
 # The tools whose --env takes fewer than every registered PowerTrip ID, and the set they take
 # (the module docstring of harness.arguments says why each).
 NARROWER = {
@@ -79,7 +86,7 @@ def _exit(name: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tup
 def test_each_tool_declares_the_common_options_with_the_shared_checks(name, monkeypatch):
     parser = parser_of(name, monkeypatch)
     env = _option(parser, "--env")
-    if name != "pretrain":  # it trains and tables the suite's tasks, fixed
+    if name not in NO_ENV:
         assert env is not None and env.type.__qualname__.startswith("env_id_type.")
     assert _option(parser, "--episodes") is None or _option(parser, "--episodes").type is (
         positive_int
@@ -98,7 +105,7 @@ def arguments_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@pytest.mark.parametrize("name", [t for t in TOOLS if t != "pretrain"])
+@pytest.mark.parametrize("name", [t for t in TOOLS if t not in NO_ENV])
 def test_an_unknown_id_is_one_argparse_error_naming_what_each_tool_takes(name, capsys):
     code, err = _exit(name, ["--env", "Nope-v0"], capsys)
     assert code == 2

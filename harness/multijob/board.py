@@ -23,13 +23,14 @@ import pandas as pd
 
 from powertrip_env import multijob
 from powertrip_env.atomic import write_text
-from powertrip_env.harness.arguments import add_episodes, add_out
+from powertrip_env.harness.arguments import add_episodes, add_out, add_seed
 from powertrip_env.harness.multijob.play import (
     BOUND,
     HINDSIGHT,
     alone,
     hindsight,
     joint,
+    load_agent,
     play,
     task_env,
 )
@@ -74,14 +75,15 @@ def run_task(
     episodes: int,
     agents: dict[str, Callable[[str, np.ndarray], Any]] | None = None,
     rules: Sequence[str] = RULES,
+    first: int = 0,
 ) -> pd.DataFrame:
     """Every rule (and each trained agent of ``agents``, a callable ``(agent, observation) ->
-    action``), the hindsight reference and the alone bound on episodes 0 … ``episodes`` − 1 of
-    ``task``'s test days, paired: episode ``e`` is the reset from seed ``e`` for all of them."""
+    action``), the hindsight reference and the alone bound on ``episodes`` test episodes of
+    ``task``, paired: episode ``e`` is the reset from seed ``first + e`` for all of them."""
     env = task_env(task, jitter=False)  # as the benchmark plays: every measurement exact
     players: dict[str, Any] = {name: joint(name) for name in rules} | dict(agents or {})
     rows = []
-    for e in range(episodes):
+    for e in range(first, first + episodes):
         results = {name: play(env, player, e) for name, player in players.items()}
         best, best_name = hindsight(env, e)
         yardstick, bound = alone(env)
@@ -194,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a multi-job task (repeat for several; default: every registered one)",
     )
     add_episodes(parser, 30)
+    add_seed(parser, "the first episode's seed; episode e is the reset from seed + e")
     add_out(
         parser,
         None,
@@ -212,8 +215,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from powertrip_env.agents.multijob import load_agent
-
     agents = {}
     for given in args.agent:
         name, sep, path = given.partition("=")
@@ -223,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         agents[name] = load_agent(path)
     tasks = args.task or list(multijob.TASKS)
-    frames = [run_task(task, args.episodes, agents) for task in tasks]
+    frames = [run_task(task, args.episodes, agents, first=args.seed) for task in tasks]
     summary = write(Path(args.out), frames)
     print(markdown(summary))
     return 0

@@ -101,3 +101,22 @@ def joint(name: str) -> JointPolicy:
 def task_env(task: str, split: str = "test", jitter: bool = True) -> Any:
     """The wrapped env of ``task`` on ``split`` (the board plays the test days)."""
     return multijob.env(task, split=split, jitter=jitter)
+
+
+def as_policy(model: Any) -> Callable[[str, np.ndarray], np.ndarray]:
+    """A trained SB3 model shared by every job, as the board plays it: ``(agent, observation)
+    -> action``, deterministic."""
+
+    def act(agent: str, obs: np.ndarray) -> np.ndarray:
+        action, _ = model.predict(obs, deterministic=True)
+        return np.asarray(action, dtype=np.int8)
+
+    return act
+
+
+def load_agent(path: str) -> Callable[[str, np.ndarray], np.ndarray]:
+    """A shared-parameter PPO agent saved by ``model.save`` (examples/multijob_ppo.py); needs
+    the train extra."""
+    from stable_baselines3 import PPO
+
+    return as_policy(PPO.load(path, device="cpu"))
