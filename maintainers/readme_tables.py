@@ -59,6 +59,8 @@ from powertrip_env.harness.arguments import (
 )
 from powertrip_env.harness.calibration import fidelity, sensitivity
 from powertrip_env.harness.evaluation.evaluate import evaluate
+from powertrip_env.harness.multijob.board import markdown as board_markdown
+from powertrip_env.harness.multijob.board import read_board, summary_markdown
 from powertrip_env.harness.reports import benchmark, headroom, leaderboard, measures
 from powertrip_env.harness.tracks import TRACKS, Track
 from powertrip_env.harness.tracks.carbon import TRADEOFF
@@ -71,6 +73,8 @@ PROFILE = Path("docs") / "leaderboard-profile.png"  # under the README, as the b
 SCRATCH = "scratch"  # the from-scratch rows of each track (README), from `powertrip scratch`
 SCRATCH_TASKS = "scratch-tasks"  # and each task's (docs/agents.md)
 SCRATCH_CURVES = Path("docs") / "scratch-curves.png"  # their learning curves (docs/agents.md)
+MULTIJOB = "multijob"  # the multi-job track's board (docs/multijob.md), from `powertrip multijob`
+MULTIJOB_SUMMARY = "summary-multijob"  # and its lines in the README
 MEASURED = "leaderboard-measured"  # the measured track's board, with its room chains
 CHAIN_FIGURE = Path("docs") / "measured-chain.png"  # the measured tasks' room chains
 MOVING = "leaderboard-moving"  # the moving track's board, with its room chains
@@ -223,12 +227,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--tables",
-        choices=("all", "results", "headroom", "calibration", "moving", "leaderboard", "scratch"),
+        choices=(
+            "all",
+            "results",
+            "headroom",
+            "calibration",
+            "moving",
+            "leaderboard",
+            "scratch",
+            "multijob",
+        ),
         default="all",
         help="the per-ID baseline tables, the headroom table, the flagship's calibration and "
         "sensitivity tables (with the moving flagship's sweep), that sweep alone, the "
-        "benchmark's leaderboard, the from-scratch rows (with --scratch-from), or all of them "
-        "but those",
+        "benchmark's leaderboard, the from-scratch rows (with --scratch-from), the multi-job "
+        "board (with --multijob-from), or all of them but the last two",
     )
     parser.add_argument(
         "--leaderboard-from",
@@ -243,6 +256,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="a finished `powertrip scratch --out DIR` run: its rows and curves (--tables scratch)",
     )
+    parser.add_argument(
+        "--multijob-from",
+        type=Path,
+        default=None,
+        help="a finished `powertrip multijob --out DIR` run: its board (--tables multijob)",
+    )
     add_no_progress(parser)
     return parser
 
@@ -253,6 +272,8 @@ def _blocks(
     """The blocks ``--tables`` names (``tabled``: the IDs whose summaries it refreshes)."""
     if (args.tables == "scratch") != (args.scratch_from is not None):
         parser.error("--tables scratch and --scratch-from DIR go together")
+    if (args.tables == "multijob") != (args.multijob_from is not None):
+        parser.error("--tables multijob and --multijob-from DIR go together")
     return {
         "all": [*tabled, HEADROOM, FIDELITY, SENSITIVITY, MOVING_SWEEP, LEADERBOARD, SCORES],
         "results": tabled,
@@ -261,6 +282,7 @@ def _blocks(
         "moving": [MOVING_SWEEP],
         "leaderboard": [LEADERBOARD, SCORES],
         "scratch": [SCRATCH, SCRATCH_TASKS],
+        "multijob": [MULTIJOB, MULTIJOB_SUMMARY],
     }[args.tables]
 
 
@@ -284,8 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         pages.locate(*blocks)  # fail before any long run if a marker is missing
         scratch_run = read_scratch(args.scratch_from) if args.scratch_from else None
+        multijob_run = read_board(args.multijob_from) if args.multijob_from else None
     except ValueError as exc:
-        parser.error(f"--readme {str(args.readme)!r} or --scratch-from: {exc}")
+        parser.error(f"--readme {str(args.readme)!r}, --scratch-from or --multijob-from: {exc}")
     finished = None  # a finished benchmark's episodes, facts and JSON, read before the long runs
     if LEADERBOARD in blocks and args.leaderboard_from is not None:
         try:
@@ -303,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summaries = _summaries(pages, parser, args.readme) if LEADERBOARD in blocks else set()
     progress = not args.no_progress
     named = (HEADROOM, FIDELITY, SENSITIVITY, MOVING_SWEEP, LEADERBOARD, SCORES, MEASURED, MOVING)
-    named += (CARBON, SCRATCH, SCRATCH_TASKS)
+    named += (CARBON, SCRATCH, SCRATCH_TASKS, MULTIJOB, MULTIJOB_SUMMARY)
     for env_id in (b for b in blocks if b not in named):
         print(f"evaluating {env_id} ...", file=sys.stderr)
         pages.splice(env_id, table_for(env_id, args.episodes, args.seed, progress))
@@ -337,6 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         pages.splice(SCRATCH_TASKS, scratch_run[1])
         curves = args.scratch_from / CURVES
         write_bytes(args.readme.parent / SCRATCH_CURVES, curves.read_bytes())
+    if multijob_run is not None:
+        pages.splice(MULTIJOB, board_markdown(multijob_run))
+        pages.splice(MULTIJOB_SUMMARY, summary_markdown(multijob_run))
     for path in pages.write():
         print(f"updated {path}", file=sys.stderr)
     print("then run `powertrip docs` to refresh the site's pages built from them", file=sys.stderr)

@@ -17,7 +17,8 @@ import pytest
 from pettingzoo.test import api_test, seed_test
 
 from powertrip_env import multijob
-from powertrip_env.dynamics.layout import share_start
+from powertrip_env.dynamics.layout import PATH_FIELDS, path_start, share_start
+from powertrip_env.dynamics.state import SimState
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.multijob.allocation import offers
 
@@ -281,6 +282,14 @@ def single() -> PowerTripEnv:
     return env
 
 
+@pytest.fixture(scope="module")
+def moving() -> PowerTripEnv:
+    """The flagship on the moving track (fail-slows, power callbacks), without jitter, reset."""
+    env = PowerTripEnv("moving", jitter=False)
+    env.reset(seed=0)
+    return env
+
+
 def one_round(env: PowerTripEnv, mask: np.ndarray, **fields: Any) -> tuple[PowerTripEnv, tuple]:
     fork = env.fork()
     if fields:
@@ -288,12 +297,23 @@ def one_round(env: PowerTripEnv, mask: np.ndarray, **fields: Any) -> tuple[Power
     return fork, fork.step(np.asarray(mask, dtype=np.int8))
 
 
-@pytest.mark.parametrize("scenario", ["default", "moving"])
-def test_shares_of_one_change_nothing_bit_for_bit(single: PowerTripEnv, scenario: str) -> None:
-    """On a static world and on a moving one (whose path's factors the share multiplies)."""
-    if scenario != "default":
-        single = PowerTripEnv(scenario, jitter=False)
-        single.reset(seed=0)
+# The clock, energy and progress after test_shares_of_one_change_nothing_bit_for_bit's four rounds,
+# as the kernel before shares (commit 3895ced, the parent of the one that added them) played them:
+# a share of 1 must leave every result bit for bit. Like tests/test_versions.py's pins, a change of
+# the dynamics moves them (re-pin then).
+BEFORE_SHARES = {
+    "single": ["0x1.1ed4789eaba4cp+16", "0x1.9b22c5c1d128ap+29", "0x1.56e76e3387b74p+9"],
+    "moving": ["0x1.15b26b8fe9889p+16", "0x1.6c55379cda400p+29", "0x1.a5f3a13b47bfep+9"],
+}
+
+
+@pytest.mark.parametrize("world", ["single", "moving"])
+def test_shares_of_one_change_nothing_bit_for_bit(
+    request: pytest.FixtureRequest, world: str
+) -> None:
+    """On a static world and on a moving one (whose path's factors the share multiplies); and
+    the same as before the kernel had shares (``BEFORE_SHARES``)."""
+    single = request.getfixturevalue(world)
     n = single.n_sites
     rng = np.random.default_rng(0)
     masks = [np.ones(n), rng.integers(0, 2, size=n), np.eye(n)[3], np.ones(n)]
@@ -307,6 +327,10 @@ def test_shares_of_one_change_nothing_bit_for_bit(single: PowerTripEnv, scenario
         assert plain.state.data.tobytes() == given.state.data.tobytes()
     assert plain.state.rounds[0] == len(masks)
     np.testing.assert_array_equal(plain.state.shares, 1.0)  # a fresh episode holds every site
+    got = [
+        float(x[0]).hex() for x in (plain.state.time_s, plain.state.energy_j, plain.state.progress)
+    ]
+    assert got == BEFORE_SHARES[world]
 
 
 def test_the_shares_of_sites_not_chosen_change_nothing(single: PowerTripEnv) -> None:
@@ -362,6 +386,47 @@ def test_half_a_site_takes_twice_as_long_for_the_same_energy(single: PowerTripEn
         assert half["delta_progress"] == whole["delta_progress"] > 0.0  # the same samples
         assert 1.5 < half["compute_s"] / whole["compute_s"] < 2.6
         assert 0.7 <= half["round_energy_kwh"] / whole["round_energy_kwh"] <= 1.5
+        compared += 1
+    assert compared >= 5
+
+
+def in_event(env: PowerTripEnv, site: int, event: str | None) -> PowerTripEnv:
+    """A fork of ``env`` whose ``site`` is calm for good, or in ``event`` ("slow", "link",
+    "callback") for good: the path's columns (``layout.PATH_FIELDS``) set by hand."""
+    fork = env.fork()
+    n = env.n_sites
+    data = fork.state.data.copy()
+    for p in range(len(PATH_FIELDS) // 2):
+        on = path_start(n) + 2 * p * n + site
+        data[:, on] = 1.0 if PATH_FIELDS[2 * p] == f"{event}_on" else 0.0
+        data[:, on + n] = np.inf  # the phase never ends
+    fork.state = SimState(data)
+    return fork
+
+
+def test_a_share_compounds_with_the_moving_worlds_slowdowns(moving: PowerTripEnv) -> None:
+    """A share multiplies into the path's factors (a fail-slow's, a power callback's) rather
+    than replacing them: the event slows half a site as much as the whole one."""
+    n = moving.n_sites
+    compared = 0
+    for site in range(n):
+        alone = np.eye(n)[site].astype(bool)
+        runs = {}
+        for share in (1.0, 0.5):
+            for event in (None, "slow", "callback"):
+                world = in_event(moving, site, event)
+                _, (*_, info) = one_round(
+                    world, alone, shares=np.where(alone, share, 1.0), prev_selected=alone
+                )
+                runs[share, event] = info
+        if any(info["dropped"][site] for info in runs.values()):
+            continue
+        for event in ("slow", "callback"):
+            for key in ("compute_s", "round_energy_kwh"):
+                whole = runs[1.0, event][key] / runs[1.0, None][key]
+                half = runs[0.5, event][key] / runs[0.5, None][key]
+                assert half == pytest.approx(whole, rel=0.05), (site, event, key)
+            assert runs[0.5, event]["compute_s"] > 1.2 * runs[0.5, None]["compute_s"]
         compared += 1
     assert compared >= 5
 

@@ -168,6 +168,44 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """The board in one table, a line per task: the rules, the reference, the bound, the best
+    trained agent, and the coordination room."""
+    lines = [
+        "| task | jobs | Independent-PowerTrip | Independent-HorizonRule | Coordinated | "
+        "best agent | JointHindsight | Alone-Bound | coordination room |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    known = {*RULES, HINDSIGHT, BOUND}
+    for task, f in summary.items():
+        p = f["policies"]
+        agents = sorted((v["mean_tta_h"], k) for k, v in p.items() if k not in known)
+        best = f"{agents[0][1]} {agents[0][0]:.2f}" if agents else "–"
+        cells = [f"{p[name]['mean_tta_h']:.2f}" for name in (*RULES, HINDSIGHT, BOUND)]
+        lines.append(
+            f"| {task} | {len(f['jobs'])} | {' | '.join(cells[:3])} | {best} | "
+            f"{' | '.join(cells[3:])} | {f['coordination_room']:.3f} |"
+        )
+    episodes = {f["episodes"] for f in summary.values()}
+    return "\n".join(
+        [
+            f"The jobs' mean TTA (h) over {', '.join(map(str, sorted(episodes)))} paired test "
+            "episodes a task; the coordination room is the independent HorizonRule's over the "
+            "coordinated rule's.",
+            "",
+            *lines,
+        ]
+    )
+
+
+def read_board(folder: Path) -> dict[str, Any]:
+    """A finished run's board (``multijob.json`` in ``folder``); a clear error if there is none."""
+    path = Path(folder) / BOARD_FILE
+    if not path.is_file():
+        raise ValueError(f"{path} not found: give the --out folder of a `powertrip multijob` run")
+    return json.loads(path.read_text())
+
+
 def write(folder: Path, frames: Sequence[pd.DataFrame]) -> dict[str, Any]:
     """Write the board (``multijob.json``, ``multijob.md``, ``multijob-episodes.csv``) into
     ``folder``, and add it to the benchmark's ``leaderboard.json`` there under ``"multijob"``

@@ -191,7 +191,6 @@ class MultiJobEnv(AECEnv):
         job = self.jobs[j]
         mask = self._checked(action, agent)
         share = self.offers(agent)
-        t = self.clock_s(agent)
         job.state = job.state.replace(shares=share)
         obs, reward, terminated, truncated, info = job.step(mask)
         self._obs[j] = obs
@@ -205,8 +204,7 @@ class MultiJobEnv(AECEnv):
         if terminated or truncated:
             self._done[j] = True
             self._tta_h[j] = float(info["tta_h"])
-            self._held_until[j] = t  # a finished job holds nothing from here on
-            self._wanted[j] = 0.0
+            self._wanted[j] = 0.0  # its last lease runs out with its round; it asks no more
         self.terminations[agent] = bool(terminated)
         self.truncations[agent] = bool(truncated)
         self.infos[agent] = self._job_info(j, info, self._held[j])
