@@ -44,9 +44,9 @@ def same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def play(env: Any, seed: int, policy: Any = all_sites, max_steps: int | None = None) -> list:
-    """Play ``env`` from ``reset(seed)``: one record per round (agent, its clock before and
-    after, the shares it held, whether it was its last), stopping after ``max_steps`` rounds."""
+def play(env: Any, seed: int) -> list[tuple[str, float, float, np.ndarray, bool]]:
+    """Play ``env`` from ``reset(seed)`` to its end, every job asking for every site: one record
+    per round (agent, its clock before and after, the shares it held, whether it was its last)."""
     env.reset(seed=seed)
     u = env.unwrapped
     rounds = []
@@ -55,10 +55,8 @@ def play(env: Any, seed: int, policy: Any = all_sites, max_steps: int | None = N
         if terminated or truncated:
             env.step(None)
             continue
-        if max_steps is not None and len(rounds) >= max_steps:
-            break
         begin = u.clock_s(agent)
-        env.step(policy(env))
+        env.step(all_sites(env))
         last = bool(u.terminations[agent] or u.truncations[agent])
         rounds.append((agent, begin, u.clock_s(agent), u.infos[agent]["allocation"].copy(), last))
     return rounds

@@ -162,6 +162,9 @@ class MultiJobEnv(AECEnv):
         self._done = np.zeros(k, dtype=bool)
         self._tta_h = np.full(k, np.nan)
         self._last_info = infos
+        self._offers: dict[int, np.ndarray] = {}  # each job's offers until the next round
+        self._energy = np.zeros(k)
+        self._carbon = np.zeros(k)
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
@@ -199,6 +202,9 @@ class MultiJobEnv(AECEnv):
         self._held_until[j] = self.clock_s(agent)
         self._wanted[j] = mask
         self._last_info[j] = info
+        self._energy[j] = info["energy_kwh"]
+        self._carbon[j] = info["carbon_kg"]
+        self._offers.clear()  # a round changes what every job would be offered
         self._clear_rewards()
         self.rewards[agent] = float(reward)
         if terminated or truncated:
@@ -247,10 +253,14 @@ class MultiJobEnv(AECEnv):
     def offers(self, agent: str) -> np.ndarray:
         """(N,) the share of each site's powered GPUs ``agent`` would hold if it asked now."""
         j = self._index[agent]
-        return offers(
-            self.allocation, j, self.clock_s(agent), self._held, self._held_until,
-            self._wanted, self._active(),
-        )  # fmt: skip
+        cached = self._offers.get(j)
+        if cached is None:
+            cached = offers(
+                self.allocation, j, self.clock_s(agent), self._held, self._held_until,
+                self._wanted, self._active(),
+            )  # fmt: skip
+            self._offers[j] = cached
+        return cached.copy()
 
     def wanted(self) -> dict[str, np.ndarray]:
         """The sites each unfinished job asked for in its latest round (none before its first)."""
@@ -259,27 +269,27 @@ class MultiJobEnv(AECEnv):
     def job_results(self) -> dict[str, np.ndarray]:
         """(K,) per job, as its latest info says: TTA (h; NaN until it ends), arrival (h from
         the first job's), energy (kWh), carbon (kg) and whether it reached its target."""
-        infos = self._last_info
         return {
             "tta_h": self._tta_h.copy(),
             "arrival_h": s_to_h(self.arrival_s),
-            "energy_kwh": np.array([float(i["energy_kwh"]) for i in infos]),
-            "carbon_kg": np.array([float(i["carbon_kg"]) for i in infos]),
-            "success": np.array([bool(i["success"]) for i in infos]),
+            "energy_kwh": self._energy.copy(),
+            "carbon_kg": self._carbon.copy(),
+            "success": np.array([bool(i["success"]) for i in self._last_info]),
         }
 
     def team_metrics(self) -> dict[str, float]:
         """The jobs' mean TTA, the makespan (the last job's end, from the first arrival), the
-        energy and the carbon so far, over the finished jobs (NaN before any finishes)."""
-        jobs = self.job_results()
+        energy and the carbon so far; the TTAs over the finished jobs, 0.0 before any finishes
+        (as a single-job info's ``tta_h`` before its episode ends)."""
         done = self._done
-        ends = jobs["arrival_h"] + jobs["tta_h"]
+        any_done = bool(done.any())
+        tta = self._tta_h[done]
         return {
-            "mean_tta_h": float(np.mean(jobs["tta_h"][done])) if done.any() else float("nan"),
-            "makespan_h": float(np.max(ends[done])) if done.any() else float("nan"),
+            "mean_tta_h": float(tta.mean()) if any_done else 0.0,
+            "makespan_h": float((s_to_h(self.arrival_s[done]) + tta).max()) if any_done else 0.0,
             "jobs_done": int(done.sum()),
-            "energy_kwh": float(jobs["energy_kwh"].sum()),
-            "carbon_kg": float(jobs["carbon_kg"].sum()),
+            "energy_kwh": float(self._energy.sum()),
+            "carbon_kg": float(self._carbon.sum()),
         }
 
     # ------------------------------------------------------------------ helpers
@@ -297,7 +307,7 @@ class MultiJobEnv(AECEnv):
 
     def _checked(self, action: Any, agent: str) -> np.ndarray:
         mask = np.asarray(action)
-        if mask.shape != (self.n_sites,) or not np.isin(mask, (0, 1)).all():
+        if mask.shape != (self.n_sites,) or not ((mask == 0) | (mask == 1)).all():
             raise ValueError(
                 f"multijob: action {action!r} of {agent}: give {self.n_sites} values, each 0 "
                 "or 1 (MultiBinary(N): the sites of the job's round)"
