@@ -355,6 +355,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         pages.splice(MOVING_SWEEP, "\n".join(tables))
     if LEADERBOARD in blocks:
         _splice_leaderboard(pages, args, finished, summaries)
+    _splice_finished(pages, args, scratch_run, multijob_run)
+    for path in pages.write():
+        print(f"updated {path}", file=sys.stderr)
+    print("then run `powertrip docs` to refresh the site's pages built from them", file=sys.stderr)
+    return 0
+
+
+def _splice_finished(
+    pages: BlockFiles, args: argparse.Namespace, scratch_run: Any, multijob_run: Any
+) -> None:
+    """The blocks read from finished runs: ``powertrip scratch``'s rows and curves, and
+    ``powertrip multijob``'s board."""
     if scratch_run is not None:
         pages.splice(SCRATCH, scratch_run[2])
         pages.splice(SCRATCH_TASKS, scratch_run[1])
@@ -363,10 +375,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if multijob_run is not None:
         pages.splice(MULTIJOB, board_markdown(multijob_run))
         pages.splice(MULTIJOB_SUMMARY, summary_markdown(multijob_run))
-    for path in pages.write():
-        print(f"updated {path}", file=sys.stderr)
-    print("then run `powertrip docs` to refresh the site's pages built from them", file=sys.stderr)
-    return 0
 
 
 def _summaries(pages: BlockFiles, parser: argparse.ArgumentParser, readme: Path) -> set[str]:
