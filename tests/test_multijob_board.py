@@ -100,3 +100,15 @@ def test_the_hindsight_family_holds_every_ranking_of_a_few_jobs_and_the_rules():
     assert (
         sum(name.startswith("Coordinated[") for name in [p.name for p in hindsight_family(6)]) == 2
     )
+
+
+def test_the_docs_page_s_example_runs_as_written():
+    """docs/multijob.md's first Python block, as a user pastes it."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "multijob.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(code, "docs/multijob.md", "exec"), scope)  # the page's own code
+    metrics = scope["env"].unwrapped.team_metrics()
+    assert metrics["jobs_done"] == 3 and metrics["mean_tta_h"] > 0
