@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from powertrip_env import multijob
+from powertrip_env.baselines.multijob import CANDIDATES, CandidateSets, with_candidates
 
 
 class TurnEnv(gym.Env):
@@ -60,11 +61,76 @@ class TurnEnv(gym.Env):
         return self.aec.observe(agent), {"agent": agent}
 
 
-def train(task: str | None = None, steps: int = 20_000, seed: int = 0, **ppo: Any) -> Any:
-    """A PPO agent (SB3, MLP) trained for ``steps`` job-rounds of ``task``'s training days."""
-    from stable_baselines3 import PPO
+class CandidateTurnEnv(TurnEnv):
+    """``TurnEnv`` whose action picks one of the job's candidate sets (``CandidateSets``:
+    HorizonRule's alone, the central scheduler's, the sites held whole, every site offered, or
+    none) and whose observation appends those sets."""
 
-    env = TurnEnv(task)
-    model = PPO("MlpPolicy", env, seed=seed, verbose=0, **ppo)
+    def __init__(self, task: str | None = None, **kwargs: Any) -> None:
+        super().__init__(task, **kwargs)
+        self.candidates = CandidateSets()
+        n = self.aec.unwrapped.n_sites
+        base = self.observation_space
+        extra = len(CANDIDATES) * n
+        self.observation_space = gym.spaces.Box(
+            np.concatenate([base.low, np.zeros(extra, np.float32)]),
+            np.concatenate([base.high, np.ones(extra, np.float32)]),
+            dtype=np.float32,
+        )
+        self.action_space = gym.spaces.Discrete(len(CANDIDATES))
+        self._sets = np.zeros((len(CANDIDATES), n), dtype=bool)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        gym.Env.reset(self, seed=seed)
+        self.aec.reset(seed=seed, options=options)
+        self.candidates.reset(self.aec.unwrapped)
+        return self._observe()
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return super().step(self._sets[int(action)].astype(np.int8))
+
+    def _observe(self) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = super()._observe()
+        if not self.aec.agents:
+            return np.zeros(self.observation_space.shape, np.float32), info
+        agent = info["agent"]
+        self._sets = self.candidates.sets(agent, self.aec.unwrapped.infos[agent])
+        return with_candidates(obs, self._sets), info
+
+
+PPO_SETTINGS: dict[str, Any] = {
+    "n_steps": 256,  # per env; x N_ENVS = 2048 job-rounds per update
+    "batch_size": 256,
+    "n_epochs": 5,
+    "learning_rate": 3e-4,
+    "gamma": 0.999,
+    "gae_lambda": 0.98,
+    "ent_coef": 0.005,
+    "policy_kwargs": {"net_arch": {"pi": [64, 64], "vf": [64, 64]}},
+}
+"""PPO's settings: agents/configs/ppo.yaml's, tuned for the single job (episodes of hundreds of
+rounds whose return is ``1 - TTA / H_ref``, hence a gamma near 1), on ``N_ENVS`` envs."""
+N_ENVS = 8
+
+
+def train(
+    task: str | None = None,
+    steps: int = 20_000,
+    seed: int = 0,
+    candidates: bool = False,
+    **ppo: Any,
+) -> Any:
+    """A PPO agent (SB3, MLP, ``PPO_SETTINGS`` updated by ``ppo``) trained for ``steps``
+    job-rounds of ``task``'s training days, on ``N_ENVS`` envs: on the raw sites
+    (``TurnEnv``) or, with ``candidates``, choosing among the candidate sets
+    (``CandidateTurnEnv``)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    kind = CandidateTurnEnv if candidates else TurnEnv
+    envs = DummyVecEnv([lambda: kind(task) for _ in range(N_ENVS)])
+    model = PPO("MlpPolicy", envs, seed=seed, verbose=0, **(PPO_SETTINGS | ppo))
     model.learn(total_timesteps=steps)
     return model

@@ -126,3 +126,71 @@ def joint_policy(name: str) -> JointPolicy:
         f"unknown joint policy {name!r}; valid: 'Independent-<rule>', 'Coordinated', "
         "'Coordinated-<rule>' with <rule> a single-job policy's name"
     )
+
+
+CANDIDATES = ("alone", "coordinated", "whole", "offered", "idle")
+"""The sets a candidate-set agent chooses among for a job's round (``candidate_sets``)."""
+
+
+class CandidateSets:
+    """The candidate sets of a job's round, built from the rules: what HorizonRule would play
+    alone; the central scheduler's cut of it (``Coordinated``); HorizonRule's set cut to the
+    sites the job would hold whole now; every site it is offered any share of; and no site
+    (the job yields its turn to the others). An empty cut falls back to the scheduler's set.
+    """
+
+    def __init__(self) -> None:
+        self.coordinated = Coordinated()
+
+    def reset(self, env: Any) -> None:
+        self.coordinated.reset(env)
+
+    def sets(self, agent: str, info: dict[str, Any]) -> np.ndarray:
+        """(len(CANDIDATES), N) bool, in ``CANDIDATES``' order."""
+        coord = self.coordinated
+        env = coord.env
+        alone = coord.rules[agent].act(None, info).astype(bool)
+        left = ~coord.claimed(agent)
+        available = env.job(agent).decision_view().available
+        scheduled = alone & left
+        if not scheduled.any():
+            scheduled = left & available
+        offered = env.offers(agent)
+        whole = alone & (offered >= 1.0)
+        offered_any = available & (offered > 0.0)
+        return np.stack(
+            [
+                alone,
+                scheduled,
+                whole if whole.any() else scheduled,
+                offered_any if offered_any.any() else scheduled,
+                np.zeros(env.n_sites, dtype=bool),
+            ]
+        )
+
+
+def with_candidates(obs: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """A job's observation followed by its candidate sets (0/1, set by set): what a
+    candidate-set agent reads."""
+    return np.concatenate([obs, sets.reshape(-1).astype(np.float32)])
+
+
+class LearnedCandidates(JointPolicy):
+    """A trained agent shared by every job that picks one of ``CandidateSets``' sets each
+    round: ``model.predict`` (SB3's) on ``with_candidates`` of the job's observation."""
+
+    def __init__(self, model: Any, name: str = "PPO-candidates") -> None:
+        super().__init__("HorizonRule")
+        self.model = model
+        self.name = name
+        self.candidates = CandidateSets()
+
+    def reset(self, env: Any) -> None:
+        self.env = env.unwrapped
+        self.candidates.reset(self.env)
+
+    def act(self, agent: str, info: dict[str, Any]) -> np.ndarray:
+        sets = self.candidates.sets(agent, info)
+        obs = with_candidates(self.env.observe(agent), sets)
+        choice, _ = self.model.predict(obs, deterministic=True)
+        return sets[int(choice)].astype(np.int8)
