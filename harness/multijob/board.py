@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +73,14 @@ def episode_row(task: str, policy: str, episode: int, jobs: dict, yardstick: np.
 def run_task(
     task: str,
     episodes: int,
-    agents: dict[str, Callable[[str, np.ndarray], Any]] | None = None,
+    agents: dict[str, Any] | None = None,
     rules: Sequence[str] = RULES,
     first: int = 0,
 ) -> pd.DataFrame:
-    """Every rule (and each trained agent of ``agents``, a callable ``(agent, observation) ->
-    action``), the hindsight reference and the alone bound on ``episodes`` test episodes of
-    ``task``, paired: episode ``e`` is the reset from seed ``first + e`` for all of them."""
+    """Every rule (and each trained agent of ``agents``: a ``JointPolicy`` or a callable
+    ``(agent, observation) -> action``), the hindsight reference and the alone bound on
+    ``episodes`` test episodes of ``task``, paired: episode ``e`` is the reset from seed
+    ``first + e`` for all of them."""
     env = task_env(task, jitter=False)  # as the benchmark plays: every measurement exact
     players: dict[str, Any] = {name: joint(name) for name in rules} | dict(agents or {})
     rows = []
@@ -246,7 +247,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=MODEL.zip",
-        help="a shared-parameter PPO agent saved by examples/multijob_ppo.py, as a row NAME",
+        help="a shared-parameter PPO agent saved by examples/multijob_ppo.py (raw or "
+        "candidate-set), as a row NAME",
     )
     return parser
 
@@ -260,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(
                 f"powertrip multijob: --agent {given!r}: give NAME=MODEL.zip, a saved file"
             )
-        agents[name] = load_agent(path)
+        agents[name] = load_agent(path, name)
     tasks = args.task or list(multijob.TASKS)
     frames = [run_task(task, args.episodes, agents, first=args.seed) for task in tasks]
     summary = write(Path(args.out), frames)

@@ -11,7 +11,13 @@ import numpy as np
 
 from powertrip_env import multijob
 from powertrip_env.baselines.lower_bound import lower_bound_h
-from powertrip_env.baselines.multijob import Coordinated, Independent, JointPolicy, joint_policy
+from powertrip_env.baselines.multijob import (
+    Coordinated,
+    Independent,
+    JointPolicy,
+    LearnedCandidates,
+    joint_policy,
+)
 from powertrip_env.baselines.registry import make_policy
 
 BOUND = "Alone-Bound"
@@ -114,9 +120,14 @@ def as_policy(model: Any) -> Callable[[str, np.ndarray], np.ndarray]:
     return act
 
 
-def load_agent(path: str) -> Callable[[str, np.ndarray], np.ndarray]:
-    """A shared-parameter PPO agent saved by ``model.save`` (examples/multijob_ppo.py); needs
-    the train extra."""
+def load_agent(path: str, name: str) -> JointPolicy | Callable[[str, np.ndarray], np.ndarray]:
+    """A shared-parameter PPO agent saved by ``model.save`` (examples/multijob_ppo.py), as the
+    board plays it: a candidate-set agent (a ``Discrete`` action) as ``LearnedCandidates``, a
+    raw one (``MultiBinary``) through ``as_policy``. Needs the train extra."""
+    import gymnasium as gym
     from stable_baselines3 import PPO
 
-    return as_policy(PPO.load(path, device="cpu"))
+    model = PPO.load(path, device="cpu")
+    if isinstance(model.action_space, gym.spaces.Discrete):
+        return LearnedCandidates(model, name)
+    return as_policy(model)
