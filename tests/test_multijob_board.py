@@ -112,3 +112,15 @@ def test_the_docs_page_s_example_runs_as_written():
     exec(compile(code, "docs/multijob.md", "exec"), scope)  # the page's own code
     metrics = scope["env"].unwrapped.team_metrics()
     assert metrics["jobs_done"] == 3 and metrics["mean_tta_h"] > 0
+
+
+def test_one_job_alone_plays_the_single_job_episode_to_the_bit():
+    """A task of one job is the single-job env: the same seed and start give the same episode,
+    so the board's yardstick (each job alone) is the episode the job would have had alone."""
+    from powertrip_env import multijob
+    from powertrip_env.harness.multijob.play import alone, joint, play
+
+    env = multijob.env(jobs=["lora"], split="test")
+    shared = play(env, joint("Independent-HorizonRule"), 3)["tta_h"]
+    lone, bound = alone(env)
+    assert shared[0] == lone[0] and bound[0] <= lone[0]
