@@ -120,15 +120,19 @@ def train(
     steps: int = 20_000,
     seed: int = 0,
     candidates: bool = False,
+    torch_threads: int = 1,
     **ppo: Any,
 ) -> Any:
     """A PPO agent (SB3, MLP, ``PPO_SETTINGS`` updated by ``ppo``) trained for ``steps``
     job-rounds of ``task``'s training days, on ``N_ENVS`` envs: on the raw sites
     (``TurnEnv``) or, with ``candidates``, choosing among the candidate sets
-    (``CandidateTurnEnv``)."""
+    (``CandidateTurnEnv``). Networks this small train fastest on ``torch_threads`` = 1
+    (torch's default, a thread per core, oversubscribes a machine that runs anything else)."""
+    import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
+    torch.set_num_threads(torch_threads)
     kind = CandidateTurnEnv if candidates else TurnEnv
     envs = DummyVecEnv([lambda: kind(task) for _ in range(N_ENVS)])
     model = PPO("MlpPolicy", envs, seed=seed, verbose=0, **(PPO_SETTINGS | ppo))
