@@ -124,3 +124,20 @@ def test_one_job_alone_plays_the_single_job_episode_to_the_bit():
     shared = play(env, joint("Independent-HorizonRule"), 3)["tta_h"]
     lone, bound = alone(env)
     assert shared[0] == lone[0] and bound[0] <= lone[0]
+
+
+def test_finished_runs_merge_into_one_board_and_a_task_twice_is_refused(tmp_path):
+    from powertrip_env.harness.multijob.board import main
+
+    wide = frame(COSTS).assign(task="PowerTrip-Wide-MultiJob-v0")
+    write(tmp_path / "a", [frame(COSTS)])
+    write(tmp_path / "b", [wide])
+    assert (
+        main(["--merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")])
+        == 0
+    )
+    merged = read_board(tmp_path / "m")
+    assert list(merged) == [TASK, "PowerTrip-Wide-MultiJob-v0"]
+    assert merged[TASK] == read_board(tmp_path / "a")[TASK]
+    with pytest.raises(SystemExit, match="is in an earlier run too"):
+        main(["--merge", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "x")])

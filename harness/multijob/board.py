@@ -42,6 +42,7 @@ strongest single-job rule), and the central scheduler."""
 COORDINATED = "Coordinated"
 INDEPENDENT = "Independent-HorizonRule"
 BOARD_FILE = "multijob.json"
+EPISODES_FILE = "multijob-episodes.csv"
 BOARD_KEY = "multijob"  # its board's key in the benchmark's leaderboard.json
 
 
@@ -199,6 +200,23 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     )
 
 
+def read_episodes(folders: Sequence[Path]) -> list[pd.DataFrame]:
+    """The episodes of finished runs (``multijob-episodes.csv`` in each folder), one frame per
+    task; a task two runs both hold is refused (which run's would stand is not clear)."""
+    frames: dict[str, pd.DataFrame] = {}
+    for folder in folders:
+        path = Path(folder) / EPISODES_FILE
+        if not path.is_file():
+            raise ValueError(
+                f"{path} not found: give the --out folder of a `powertrip multijob` run"
+            )
+        for task, frame in pd.read_csv(path).groupby("task", sort=False):
+            if task in frames:
+                raise ValueError(f"{path}: task {task!r} is in an earlier run too; merge each once")
+            frames[str(task)] = frame.reset_index(drop=True)
+    return list(frames.values())
+
+
 def read_board(folder: Path) -> dict[str, Any]:
     """A finished run's board (``multijob.json`` in ``folder``); a clear error if there is none."""
     path = Path(folder) / BOARD_FILE
@@ -214,7 +232,7 @@ def write(folder: Path, frames: Sequence[pd.DataFrame]) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     summary = board(frames)
     episodes = pd.concat(frames, ignore_index=True).to_csv(index=False)
-    write_text(folder / "multijob-episodes.csv", episodes)
+    write_text(folder / EPISODES_FILE, episodes)
     write_text(folder / BOARD_FILE, json.dumps(summary, indent=1) + "\n")
     write_text(folder / "multijob.md", markdown(summary))
     benchmark = folder / "leaderboard.json"
@@ -243,6 +261,14 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
     )
     parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="make one board of finished runs' episodes (each --out of a run) instead of playing",
+    )
+    parser.add_argument(
         "--agent",
         action="append",
         default=[],
@@ -263,8 +289,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"powertrip multijob: --agent {given!r}: give NAME=MODEL.zip, a saved file"
             )
         agents[name] = load_agent(path, name)
-    tasks = args.task or list(multijob.TASKS)
-    frames = [run_task(task, args.episodes, agents, first=args.seed) for task in tasks]
+    if args.merge:
+        try:
+            frames = read_episodes(args.merge)
+        except ValueError as exc:
+            raise SystemExit(f"powertrip multijob --merge: {exc}") from None
+    else:
+        tasks = args.task or list(multijob.TASKS)
+        frames = [run_task(task, args.episodes, agents, first=args.seed) for task in tasks]
     summary = write(Path(args.out), frames)
     print(markdown(summary))
     return 0
