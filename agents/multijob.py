@@ -15,7 +15,8 @@ import gymnasium as gym
 import numpy as np
 
 from powertrip_env import multijob
-from powertrip_env.baselines.multijob import CANDIDATES, CandidateSets, with_candidates
+from powertrip_env.agents.hyperparams import default_config_path, load_config, model_kwargs
+from powertrip_env.baselines.multijob import CANDIDATES, JointCandidates, with_candidates
 
 
 class TurnEnv(gym.Env):
@@ -48,6 +49,9 @@ class TurnEnv(gym.Env):
         obs, info = self._observe()
         return obs, reward, False, False, info
 
+    def close(self) -> None:
+        self.aec.close()
+
     def _skip_finished(self) -> None:
         aec = self.aec
         while aec.agents and (
@@ -62,13 +66,13 @@ class TurnEnv(gym.Env):
 
 
 class CandidateTurnEnv(TurnEnv):
-    """``TurnEnv`` whose action picks one of the job's candidate sets (``CandidateSets``:
+    """``TurnEnv`` whose action picks one of the job's candidate sets (``JointCandidates``:
     HorizonRule's alone, the central scheduler's, the sites held whole, every site offered, or
     none) and whose observation appends those sets."""
 
     def __init__(self, task: str | None = None, **kwargs: Any) -> None:
         super().__init__(task, **kwargs)
-        self.candidates = CandidateSets()
+        self.candidates = JointCandidates()
         n = self.aec.unwrapped.n_sites
         base = self.observation_space
         extra = len(CANDIDATES) * n
@@ -100,18 +104,16 @@ class CandidateTurnEnv(TurnEnv):
         return with_candidates(obs, self._sets), info
 
 
-PPO_SETTINGS: dict[str, Any] = {
-    "n_steps": 256,  # per env; x N_ENVS = 2048 job-rounds per update
-    "batch_size": 256,
-    "n_epochs": 5,
-    "learning_rate": 3e-4,
-    "gamma": 0.999,
-    "gae_lambda": 0.98,
-    "ent_coef": 0.005,
-    "policy_kwargs": {"net_arch": {"pi": [64, 64], "vf": [64, 64]}},
-}
-"""PPO's settings: agents/configs/ppo.yaml's, tuned for the single job (episodes of hundreds of
-rounds whose return is ``1 - TTA / H_ref``, hence a gamma near 1), on ``N_ENVS`` envs."""
+def ppo_settings() -> dict[str, Any]:
+    """PPO's settings: ``agents/configs/ppo.yaml``'s (tuned for the single job: episodes of
+    hundreds of rounds whose return is ``1 - TTA / H_ref``, hence a gamma near 1), but
+    ``N_STEPS`` per env on ``N_ENVS`` envs: 2,048 job-rounds per update, as the file's 128 on
+    16 envs."""
+    raw = load_config(default_config_path("ppo"), "ppo")
+    return model_kwargs(raw, "ppo", "mlp")[1] | {"n_steps": N_STEPS}
+
+
+N_STEPS = 256
 N_ENVS = 8
 
 
@@ -123,7 +125,7 @@ def train(
     torch_threads: int = 1,
     **ppo: Any,
 ) -> Any:
-    """A PPO agent (SB3, MLP, ``PPO_SETTINGS`` updated by ``ppo``) trained for ``steps``
+    """A PPO agent (SB3, MLP, ``ppo_settings()`` updated by ``ppo``) trained for ``steps``
     job-rounds of ``task``'s training days, on ``N_ENVS`` envs: on the raw sites
     (``TurnEnv``) or, with ``candidates``, choosing among the candidate sets
     (``CandidateTurnEnv``). Networks this small train fastest on ``torch_threads`` = 1
@@ -135,6 +137,6 @@ def train(
     torch.set_num_threads(torch_threads)
     kind = CandidateTurnEnv if candidates else TurnEnv
     envs = DummyVecEnv([lambda: kind(task) for _ in range(N_ENVS)])
-    model = PPO("MlpPolicy", envs, seed=seed, verbose=0, **(PPO_SETTINGS | ppo))
+    model = PPO("MlpPolicy", envs, seed=seed, verbose=0, **(ppo_settings() | ppo))
     model.learn(total_timesteps=steps)
     return model

@@ -62,7 +62,9 @@ class Coordinated(JointPolicy):
     ``order="srpt"`` (the default) ranks the unfinished jobs by the time each still needs at
     its reference pace (its ``h_ref_h`` times the share of the way to its target still to go;
     ties: the earlier-arrived), shortest first: the order that minimises the mean completion
-    time on one machine (Schrage, Operations Research 1968). A tuple of job indices is a fixed
+    time on one machine (Schrage, Operations Research 1968). The estimate is rough: accuracy
+    grows ever more slowly with progress, so the last part of the way takes longer than its
+    share. A tuple of job indices is a fixed
     ranking instead (the hindsight reference tries several).
     """
 
@@ -101,12 +103,15 @@ class Coordinated(JointPolicy):
             out |= wanted[other]
         return out
 
-    def act(self, agent: str, info: dict[str, Any]) -> np.ndarray:
+    def cut(self, agent: str, chosen: np.ndarray) -> np.ndarray:
+        """(N,) bool: ``chosen`` cut to the sites left to ``agent``, or, if none of it is,
+        every powered site left to it."""
         left = ~self.claimed(agent)
-        chosen = self.rules[agent].act(None, info).astype(bool) & left
-        if not chosen.any():
-            chosen = left & self.env.job(agent).decision_view().available
-        return chosen.astype(np.int8)
+        kept = chosen & left
+        return kept if kept.any() else left & self.env.job(agent).decision_view().available
+
+    def act(self, agent: str, info: dict[str, Any]) -> np.ndarray:
+        return self.cut(agent, self.rules[agent].act(None, info).astype(bool)).astype(np.int8)
 
 
 def _finished(env: Any, agent: str) -> bool:
@@ -132,7 +137,7 @@ CANDIDATES = ("alone", "coordinated", "whole", "offered", "idle")
 """The sets a candidate-set agent chooses among for a job's round (``candidate_sets``)."""
 
 
-class CandidateSets:
+class JointCandidates:
     """The candidate sets of a job's round, built from the rules: what HorizonRule would play
     alone; the central scheduler's cut of it (``Coordinated``); HorizonRule's set cut to the
     sites the job would hold whole now; every site it is offered any share of; and no site
@@ -150,11 +155,8 @@ class CandidateSets:
         coord = self.coordinated
         env = coord.env
         alone = coord.rules[agent].act(None, info).astype(bool)
-        left = ~coord.claimed(agent)
         available = env.job(agent).decision_view().available
-        scheduled = alone & left
-        if not scheduled.any():
-            scheduled = left & available
+        scheduled = coord.cut(agent, alone)
         offered = env.offers(agent)
         whole = alone & (offered >= 1.0)
         offered_any = available & (offered > 0.0)
@@ -176,14 +178,15 @@ def with_candidates(obs: np.ndarray, sets: np.ndarray) -> np.ndarray:
 
 
 class LearnedCandidates(JointPolicy):
-    """A trained agent shared by every job that picks one of ``CandidateSets``' sets each
+    """A trained agent shared by every job that picks one of ``JointCandidates``' sets each
     round: ``model.predict`` (SB3's) on ``with_candidates`` of the job's observation."""
 
     def __init__(self, model: Any, name: str = "PPO-candidates") -> None:
         super().__init__("HorizonRule")
         self.model = model
         self.name = name
-        self.candidates = CandidateSets()
+        self.candidates = JointCandidates()
+        self.observation_shape = tuple(model.observation_space.shape)
 
     def reset(self, env: Any) -> None:
         self.env = env.unwrapped

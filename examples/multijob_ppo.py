@@ -35,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--task", choices=list(multijob.TASKS), default=multijob.DEFAULT_TASK)
     parser.add_argument("--steps", type=int, default=30_000, help="job-rounds of training")
     parser.add_argument("--episodes", type=int, default=5, help="paired test episodes")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, default=0, help="training's seed (the test episodes are 0, 1, ...)"
+    )
     parser.add_argument("--out", default="runs/multijob_ppo")
     parser.add_argument(
         "--candidates",

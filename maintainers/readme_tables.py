@@ -59,8 +59,6 @@ from powertrip_env.harness.arguments import (
 )
 from powertrip_env.harness.calibration import fidelity, sensitivity
 from powertrip_env.harness.evaluation.evaluate import evaluate
-from powertrip_env.harness.multijob.board import markdown as board_markdown
-from powertrip_env.harness.multijob.board import read_board, summary_markdown
 from powertrip_env.harness.reports import benchmark, headroom, leaderboard, measures
 from powertrip_env.harness.tracks import TRACKS, Track
 from powertrip_env.harness.tracks.carbon import TRADEOFF
@@ -306,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         pages.locate(*blocks)  # fail before any long run if a marker is missing
         scratch_run = read_scratch(args.scratch_from) if args.scratch_from else None
-        multijob_run = read_board(args.multijob_from) if args.multijob_from else None
+        multijob_run = _read_multijob(args.multijob_from) if args.multijob_from else None
     except ValueError as exc:
         parser.error(f"--readme {str(args.readme)!r}, --scratch-from or --multijob-from: {exc}")
     finished = None  # a finished benchmark's episodes, facts and JSON, read before the long runs
@@ -362,6 +360,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _read_multijob(folder: Path) -> dict[str, Any]:
+    """A finished ``powertrip multijob`` run's board (the pettingzoo extra, only for it)."""
+    from powertrip_env.harness.multijob.board import read_board
+
+    return read_board(folder)
+
+
 def _splice_finished(
     pages: BlockFiles, args: argparse.Namespace, scratch_run: Any, multijob_run: Any
 ) -> None:
@@ -373,7 +378,9 @@ def _splice_finished(
         curves = args.scratch_from / CURVES
         write_bytes(args.readme.parent / SCRATCH_CURVES, curves.read_bytes())
     if multijob_run is not None:
-        pages.splice(MULTIJOB, board_markdown(multijob_run))
+        from powertrip_env.harness.multijob.board import markdown, summary_markdown
+
+        pages.splice(MULTIJOB, markdown(multijob_run))
         pages.splice(MULTIJOB_SUMMARY, summary_markdown(multijob_run))
 
 

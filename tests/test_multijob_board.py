@@ -118,10 +118,11 @@ def test_one_job_alone_plays_the_single_job_episode_to_the_bit():
     """A task of one job is the single-job env: the same seed and start give the same episode,
     so the board's yardstick (each job alone) is the episode the job would have had alone."""
     from powertrip_env import multijob
-    from powertrip_env.harness.multijob.play import alone, joint, play
+    from powertrip_env.baselines.multijob import joint_policy
+    from powertrip_env.harness.multijob.play import alone, play
 
     env = multijob.env(jobs=["lora"], split="test")
-    shared = play(env, joint("Independent-HorizonRule"), 3)["tta_h"]
+    shared = play(env, joint_policy("Independent-HorizonRule"), 3)["tta_h"]
     lone, bound = alone(env)
     assert shared[0] == lone[0] and bound[0] <= lone[0]
 
@@ -141,3 +142,33 @@ def test_finished_runs_merge_into_one_board_and_a_task_twice_is_refused(tmp_path
     assert merged[TASK] == read_board(tmp_path / "a")[TASK]
     with pytest.raises(SystemExit, match="is in an earlier run too"):
         main(["--merge", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "x")])
+
+
+def test_each_job_s_start_leaves_it_its_whole_budget_in_the_split():
+    """The first job's start is drawn so that every job's, its arrival later, fits its split;
+    a start given in the options is taken as the single-job env takes it."""
+    from powertrip_env import multijob
+
+    env = multijob.raw_env(jobs=["lora", "diloco"], split="train")
+    for seed in range(40):
+        env.reset(seed=seed)
+        for job, (_, start) in zip(env.jobs, env.job_starts, strict=True):
+            first, end = job.starts.rows
+            assert first * job.params.interval_s <= start <= (end - 1) * job.params.interval_s
+    env.reset(seed=0, options={"start_time": 3 * 86_400.0})
+    assert [start for _, start in env.job_starts] == list(3 * 86_400.0 + env.arrival_s)
+
+
+def test_an_agent_for_another_number_of_sites_is_refused_before_anything_runs(tmp_path):
+    from powertrip_env.baselines.multijob import LearnedCandidates
+    from powertrip_env.harness.multijob.play import fits
+
+    class Model:  # what LearnedCandidates reads of an SB3 model
+        def __init__(self, width: int) -> None:
+            import gymnasium as gym
+
+            self.observation_space = gym.spaces.Box(0.0, 1.0, (width,))
+
+    ten = 10 * 15 + 6 + 2 * 10 + 5 * 10  # the flagship's observation and its candidate sets
+    agent = LearnedCandidates(Model(ten))
+    assert fits(agent, TASK) and not fits(agent, "PowerTrip-Wide-MultiJob-v0")

@@ -3,7 +3,7 @@
 Per episode and policy: the jobs' mean TTA, the makespan (the last job's end from the first
 arrival), Jain's fairness index over the jobs' slowdowns (each job's TTA over its TTA alone on
 all the power under HorizonRule), the energy and the carbon. Per task: the bracket between the
-alone bound and the clairvoyant joint reference (``JointHindsight``), whether the reference was
+alone bound and the hindsight reference (``JointHindsight``), whether the reference was
 beaten by a contender in any episode (``reference_never_beaten``) and the bound by anything
 (``bound_holds``), and the coordination room: the independent HorizonRule's mean TTA over the
 coordinated rule's.
@@ -23,13 +23,14 @@ import pandas as pd
 
 from powertrip_env import multijob
 from powertrip_env.atomic import write_text
+from powertrip_env.baselines.multijob import joint_policy
 from powertrip_env.harness.arguments import add_episodes, add_out, add_seed
 from powertrip_env.harness.multijob.play import (
     BOUND,
     HINDSIGHT,
     alone,
+    fits,
     hindsight,
-    joint,
     load_agent,
     play,
     task_env,
@@ -83,11 +84,11 @@ def run_task(
     ``episodes`` test episodes of ``task``, paired: episode ``e`` is the reset from seed
     ``first + e`` for all of them."""
     env = task_env(task, jitter=False)  # as the benchmark plays: every measurement exact
-    players: dict[str, Any] = {name: joint(name) for name in rules} | dict(agents or {})
+    players: dict[str, Any] = {name: joint_policy(name) for name in rules} | dict(agents or {})
     rows = []
     for e in range(first, first + episodes):
         results = {name: play(env, player, e) for name, player in players.items()}
-        best, best_name = hindsight(env, e)
+        best, best_name = hindsight(env, e, results)
         yardstick, bound = alone(env)
         for name, jobs in results.items():
             rows.append(episode_row(task, name, e, jobs, yardstick))
@@ -290,13 +291,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"powertrip multijob: --agent {given!r}: give NAME=MODEL.zip, a saved file"
             )
         agents[name] = load_agent(path, name)
+    tasks = args.task or list(multijob.TASKS)
+    for name, agent in agents.items():
+        unfit = [task for task in tasks if not fits(agent, task)]
+        if unfit and not args.merge:
+            raise SystemExit(
+                f"powertrip multijob: --agent {name}: it was trained on another number of sites "
+                f"than {', '.join(unfit)} has; name its task with --task"
+            )
     if args.merge:
         try:
             frames = read_episodes(args.merge)
         except ValueError as exc:
             raise SystemExit(f"powertrip multijob --merge: {exc}") from None
     else:
-        tasks = args.task or list(multijob.TASKS)
         frames = [run_task(task, args.episodes, agents, first=args.seed) for task in tasks]
     summary = write(Path(args.out), frames)
     print(markdown(summary))

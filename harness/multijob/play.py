@@ -12,11 +12,11 @@ import numpy as np
 from powertrip_env import multijob
 from powertrip_env.baselines.lower_bound import lower_bound_h
 from powertrip_env.baselines.multijob import (
+    CANDIDATES,
     Coordinated,
     Independent,
     JointPolicy,
     LearnedCandidates,
-    joint_policy,
 )
 from powertrip_env.baselines.registry import make_policy
 
@@ -25,8 +25,9 @@ BOUND = "Alone-Bound"
 relaxation no policy beats, whatever it knows): a job that shares the sites has at most the
 power it would have alone, so no joint schedule beats it either."""
 HINDSIGHT = "JointHindsight"
-"""The clairvoyant joint reference: the best, in hindsight, of a family of joint schedules
-played on the same episode (``hindsight_family``)."""
+"""The hindsight reference: the best, in hindsight, of a family of joint schedules played on the
+same episode (``hindsight_family``). Clairvoyant, as it chooses after seeing each's outcome; a
+reference for the rules' family, not a bound on every schedule."""
 ALONE_RULE = "HorizonRule"  # each job alone under it: the slowdowns' yardstick
 
 
@@ -87,21 +88,17 @@ def hindsight_family(k: int) -> list[JointPolicy]:
     ]
 
 
-def hindsight(env: Any, seed: int) -> tuple[dict, str]:
-    """The clairvoyant joint reference on episode ``seed``: every schedule of
-    ``hindsight_family`` played on it, and the one with the least mean TTA (its results and
-    name). Each is played from the same seed, so each sees the same episode."""
+def hindsight(env: Any, seed: int, played: dict[str, dict] | None = None) -> tuple[dict, str]:
+    """The hindsight reference on episode ``seed``: every schedule of ``hindsight_family``
+    played on it, and the one with the least mean TTA (its results and name). Each is played
+    from the same seed, so each sees the same episode; ``played`` gives the results of those
+    already played on it, by name, which are not played again."""
     best, name = None, ""
     for policy in hindsight_family(len(env.unwrapped.possible_agents)):
-        jobs = play(env, policy, seed)
+        jobs = (played or {}).get(policy.name) or play(env, policy, seed)
         if best is None or jobs["tta_h"].mean() < best["tta_h"].mean():
             best, name = jobs, policy.name
     return best, name
-
-
-def joint(name: str) -> JointPolicy:
-    """The joint policy called ``name`` (``baselines.multijob.joint_policy``)."""
-    return joint_policy(name)
 
 
 def task_env(task: str, split: str = "test", jitter: bool = True) -> Any:
@@ -117,7 +114,18 @@ def as_policy(model: Any) -> Callable[[str, np.ndarray], np.ndarray]:
         action, _ = model.predict(obs, deterministic=True)
         return np.asarray(action, dtype=np.int8)
 
+    act.observation_shape = tuple(model.observation_space.shape)  # type: ignore[attr-defined]
     return act
+
+
+def fits(agent: Any, task: str) -> bool:
+    """Whether a loaded agent (``load_agent``) reads the observation of ``task``'s jobs: an
+    agent trained on one task's sites cannot play another number of them."""
+    raw = multijob.raw_env(task)
+    shape = raw.observation_space(raw.possible_agents[0]).shape
+    if isinstance(agent, LearnedCandidates):
+        shape = (shape[0] + len(CANDIDATES) * raw.n_sites,)
+    return tuple(getattr(agent, "observation_shape", shape)) == tuple(shape)
 
 
 def load_agent(path: str, name: str) -> JointPolicy | Callable[[str, np.ndarray], np.ndarray]:

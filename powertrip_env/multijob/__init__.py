@@ -17,7 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pettingzoo.utils import wrappers
+try:
+    from pettingzoo.utils import wrappers
+except ModuleNotFoundError as exc:  # an optional extra: say which
+    raise ModuleNotFoundError(
+        "powertrip_env.multijob needs PettingZoo: pip install 'powertrip-env[pettingzoo]'"
+    ) from exc
 
 from powertrip_env.multijob.allocation import offers
 from powertrip_env.multijob.env import MultiJobEnv, resolve_task

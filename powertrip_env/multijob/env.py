@@ -24,7 +24,7 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
 from powertrip_env.env import PowerTripEnv
-from powertrip_env.multijob.allocation import offers
+from powertrip_env.multijob.allocation import offers as allocation_offers
 from powertrip_env.multijob.tasks import ALLOCATIONS, DEFAULT_TASK, JOBS, TASKS, MultiJobTask
 from powertrip_env.simulation import load_simulation
 from powertrip_env.units import s_to_h
@@ -102,8 +102,8 @@ class MultiJobEnv(AECEnv):
         n = self.jobs[0].n_sites
         if len(self.jobs) > n:
             raise ValueError(
-                f"multijob: {len(self.jobs)} jobs on {n} sites: a site serves one job whole, so "
-                f"K must be at most the number of sites ({n})"
+                f"multijob: {len(self.jobs)} jobs on {n} sites: K must be at most the number of "
+                f"sites ({n}), so that the sites can be dealt out with one for each job"
             )
         self.n_sites = n
         self.site_names = self.jobs[0].site_names
@@ -112,10 +112,10 @@ class MultiJobEnv(AECEnv):
         inner = self.jobs[0].observation_space
         low = np.concatenate([inner.low, np.zeros(2 * n, dtype=np.float32)])
         high = np.concatenate([inner.high, np.ones(2 * n, dtype=np.float32)])
-        self._obs_space = gym.spaces.Box(low, high, dtype=np.float32)
-        self._act_space = gym.spaces.MultiBinary(n)
-        self.observation_spaces = dict.fromkeys(self.possible_agents, self._obs_space)
-        self.action_spaces = dict.fromkeys(self.possible_agents, self._act_space)
+        self.observation_spaces = {  # one space per agent: seeding one seeds no other
+            a: gym.spaces.Box(low, high, dtype=np.float32) for a in self.possible_agents
+        }
+        self.action_spaces = {a: gym.spaces.MultiBinary(n) for a in self.possible_agents}
         self.render_mode = None
         self.np_random, _ = seeding.np_random(None)
         self._seeded = False
@@ -134,9 +134,11 @@ class MultiJobEnv(AECEnv):
         return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        """A new episode: arrivals drawn (exponential, the task's mean), each job's env reset
-        with a seed drawn from this episode's generator, the first at a start drawn from the
-        split and the others at it plus their arrival."""
+        """A new episode: arrivals drawn (exponential, the task's mean), the first job's start
+        drawn from the split's rows where every job's whole budget fits (``start_window``), or
+        ``options={"start_time": ...}`` (as the single-job env's), and each job's env reset at
+        that start plus its arrival, with a seed drawn from this episode's generator. Other
+        options are ignored (PettingZoo's API test passes one of its own)."""
         if seed is not None or not self._seeded:
             self.np_random, _ = seeding.np_random(seed)
             self._seeded = True
@@ -145,15 +147,19 @@ class MultiJobEnv(AECEnv):
         gaps = rng.exponential(self.task.mean_interarrival_s, size=k - 1)
         self.arrival_s = np.concatenate([[0.0], np.cumsum(gaps)])
         seeds = rng.integers(0, _SEED_LIMIT, size=k)
+        given = (options or {}).get("start_time")
+        if given is None:
+            first, last = self.start_window()
+            start = float(rng.integers(first, last + 1)) * self.jobs[0].params.interval_s
+        else:
+            start = self.jobs[0].starts.start_time(given)
         self._obs: list[np.ndarray] = []
         self.job_starts: list[tuple[int, float]] = []
         infos = []
         for j, job in enumerate(self.jobs):
-            options = None if j == 0 else {"start_time": self._start_s + self.arrival_s[j]}
-            obs, info = job.reset(seed=int(seeds[j]), options=options)
-            if j == 0:
-                self._start_s = float(info["start_time_s"])
-            self.job_starts.append((int(seeds[j]), float(info["start_time_s"])))
+            at = start + float(self.arrival_s[j])
+            obs, info = job.reset(seed=int(seeds[j]), options={"start_time": at})
+            self.job_starts.append((int(seeds[j]), at))
             self._obs.append(obs)
             infos.append(info)
         self._held = np.zeros((k, n))
@@ -196,6 +202,7 @@ class MultiJobEnv(AECEnv):
         share = self.offers(agent)
         job.state = job.state.replace(shares=share)
         obs, reward, terminated, truncated, info = job.step(mask)
+        job.state = job.state.replace(shares=1.0)  # what-ifs between rounds: the job alone
         self._obs[j] = obs
         selected = np.asarray(info["selected"], dtype=bool)[: self.n_sites]
         self._held[j] = np.where(selected, share, 0.0)
@@ -237,6 +244,22 @@ class MultiJobEnv(AECEnv):
         multi-job env, never it."""
         return self.jobs[self._index[agent]]
 
+    def start_window(self) -> tuple[int, int]:
+        """The trace rows (first, last, inclusive) the first job may start at so that every
+        job, starting at that row plus its arrival, has its whole time budget in the split's
+        days (each job's own start range, ``EpisodeStarts.rows``, moved back by its arrival)."""
+        iv = self.jobs[0].params.interval_s
+        pairs = list(zip(self.jobs, self.arrival_s, strict=True))
+        lo = max(job.starts.rows[0] * iv - a for job, a in pairs)
+        hi = min((job.starts.rows[1] - 1) * iv - a for job, a in pairs)
+        first, last = int(np.ceil(lo / iv)), int(np.floor(hi / iv))
+        if first > last:
+            raise ValueError(
+                f"multijob: the jobs' arrivals span {s_to_h(self.arrival_s[-1]):.1f} h, so no "
+                f"start in the split {self._split!r} leaves every job its time budget"
+            )
+        return first, last
+
     def alone(self, agent: str) -> tuple[PowerTripEnv, int, dict[str, Any]]:
         """A fresh single-job env of ``agent``'s job with the seed and options that start the
         episode this job has here, alone on all the power (the lower bound's episodes):
@@ -255,7 +278,7 @@ class MultiJobEnv(AECEnv):
         j = self._index[agent]
         cached = self._offers.get(j)
         if cached is None:
-            cached = offers(
+            cached = allocation_offers(
                 self.allocation, j, self.clock_s(agent), self._held, self._held_until,
                 self._wanted, self._active(),
             )  # fmt: skip

@@ -50,8 +50,11 @@ JOBS: dict[str, JobWorkload] = {
     "lora": JobWorkload("lora", "lora", {"default": "lora.toml", "wide": "wide-lora.toml"}),
     "opt": JobWorkload("opt", "llm-full", {"default": "opt.toml", "wide": "wide-opt.toml"}),
 }
-"""The jobs a task may hold, by name: the flagship's 1.1B DiLoCo pretraining (about a day), the
-LLaMA-2-7B LoRA fine-tune (about 1.5 h) and the full-parameter OPT-1.3B (about 3.5 h)."""
+"""The jobs a task may hold, by name: the flagship's 1.1B DiLoCo pretraining (about 26 h alone on
+the flagship under HorizonRule), the LLaMA-2-7B LoRA fine-tune (about 1.5 h) and the
+full-parameter OPT-1.3B (about 3.4 h)."""
+BASES = ("default", "wide")
+"""The scenarios whose sites a task may share: every job has a scenario file on each."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,23 @@ TASKS: dict[str, MultiJobTask] = {}
 
 
 def register_multijob(task: MultiJobTask) -> None:
-    """Add ``task`` to ``TASKS`` (a name registered twice is refused)."""
+    """Add ``task`` to ``TASKS``; a name registered twice, a base without the jobs' scenario
+    files, an unknown job or allocation rule is refused."""
     if task.name in TASKS:
         raise ValueError(f"multi-job task {task.name!r} is registered already")
+    if task.base not in BASES:
+        raise ValueError(f"multi-job task {task.name!r}: base {task.base!r}; allowed: {BASES}")
+    unknown = [job for job in task.jobs if job not in JOBS]
+    if unknown or not task.jobs:
+        raise ValueError(
+            f"multi-job task {task.name!r}: jobs {list(task.jobs)!r}; give one or more of "
+            f"{sorted(JOBS)}"
+        )
+    if task.allocation not in ALLOCATIONS:
+        raise ValueError(
+            f"multi-job task {task.name!r}: allocation {task.allocation!r}; allowed: "
+            f"{list(ALLOCATIONS)}"
+        )
     TASKS[task.name] = task
 
 
