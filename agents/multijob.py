@@ -36,7 +36,11 @@ class TurnEnv(gym.Env):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self.aec.reset(seed=seed, options=options)
+        self._began()
         return self._observe()
+
+    def _began(self) -> None:
+        """A new episode of the AEC env has begun (before its first observation)."""
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         aec = self.aec
@@ -84,13 +88,8 @@ class CandidateTurnEnv(TurnEnv):
         self.action_space = gym.spaces.Discrete(len(CANDIDATES))
         self._sets = np.zeros((len(CANDIDATES), n), dtype=bool)
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        gym.Env.reset(self, seed=seed)
-        self.aec.reset(seed=seed, options=options)
+    def _began(self) -> None:
         self.candidates.reset(self.aec.unwrapped)
-        return self._observe()
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         return super().step(self._sets[int(action)].astype(np.int8))

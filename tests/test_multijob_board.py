@@ -172,3 +172,24 @@ def test_an_agent_for_another_number_of_sites_is_refused_before_anything_runs(tm
     ten = 10 * 15 + 6 + 2 * 10 + 5 * 10  # the flagship's observation and its candidate sets
     agent = LearnedCandidates(Model(ten))
     assert fits(agent, TASK) and not fits(agent, "PowerTrip-Wide-MultiJob-v0")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"base": "carbon"}, r"base='carbon' is not a base; allowed: \['default', 'wide'\]"),
+        ({"jobs": ()}, r"jobs=\[\]: a task needs at least one job"),
+        ({"jobs": ("lora", "gpt")}, r"'gpt' is not a job; allowed: \['diloco', 'lora', 'opt'\]"),
+        ({"allocation": "lottery"}, r"allocation='lottery' is not a rule"),
+        ({"name": TASK}, r"registered already"),
+    ],
+)
+def test_a_user_s_task_is_checked_when_registered(fields, message):
+    from powertrip_env import multijob
+
+    task = multijob.MultiJobTask(
+        **{"name": "Mine-v0", "base": "default", "jobs": ("lora",)} | fields
+    )
+    with pytest.raises(ValueError, match=message):
+        multijob.register_multijob(task)
+    assert "Mine-v0" not in multijob.TASKS

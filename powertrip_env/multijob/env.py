@@ -16,6 +16,7 @@ round less the reference rate's gain in the same wall-clock time, so its return 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -25,7 +26,7 @@ from pettingzoo import AECEnv
 
 from powertrip_env.env import PowerTripEnv
 from powertrip_env.multijob.allocation import offers as allocation_offers
-from powertrip_env.multijob.tasks import ALLOCATIONS, DEFAULT_TASK, JOBS, TASKS, MultiJobTask
+from powertrip_env.multijob.tasks import DEFAULT_TASK, JOBS, TASKS, MultiJobTask, check_task
 from powertrip_env.simulation import load_simulation
 from powertrip_env.units import s_to_h
 
@@ -42,21 +43,8 @@ def resolve_task(
         raise ValueError(f"multijob: task {name!r} is not registered; allowed: {sorted(TASKS)}")
     spec = TASKS[name]
     chosen = spec.jobs if jobs is None else tuple(jobs)
-    unknown = [job for job in chosen if job not in JOBS]
-    if unknown:
-        raise ValueError(
-            f"multijob: jobs={list(chosen)!r}: {unknown[0]!r} is not a job; allowed: {sorted(JOBS)}"
-        )
-    if not chosen:
-        raise ValueError("multijob: jobs=[]: a task needs at least one job")
     rule = spec.allocation if allocation is None else allocation
-    if rule not in ALLOCATIONS:
-        raise ValueError(
-            f"multijob: allocation={rule!r} is not a rule; allowed: {list(ALLOCATIONS)}"
-        )
-    return MultiJobTask(
-        spec.name, spec.base, chosen, rule, spec.mean_interarrival_s, spec.description
-    )
+    return check_task(dataclasses.replace(spec, jobs=chosen, allocation=rule), "multijob")
 
 
 class MultiJobEnv(AECEnv):
@@ -183,8 +171,7 @@ class MultiJobEnv(AECEnv):
 
     def observe(self, agent: str) -> np.ndarray:
         j = self._index[agent]
-        active = self._active()
-        others = active.copy()
+        others = self._active()
         others[j] = False
         wanting = self._wanted[others].sum(axis=0) / max(len(self.jobs) - 1, 1)
         extra = np.concatenate([self.offers(agent), wanting]).astype(np.float32)
@@ -329,12 +316,16 @@ class MultiJobEnv(AECEnv):
         return self.possible_agents[live[int(np.argmin(clocks))]]
 
     def _checked(self, action: Any, agent: str) -> np.ndarray:
-        mask = np.asarray(action)
-        if mask.shape != (self.n_sites,) or not ((mask == 0) | (mask == 1)).all():
+        """The job's action as a 0/1 mask, checked by its single-job env's own rule before
+        anything of the round is written."""
+        job = self.jobs[self._index[agent]]
+        try:
+            mask = job.interface.as_masks(action, job.action_space, None)[0]
+        except ValueError:
             raise ValueError(
                 f"multijob: action {action!r} of {agent}: give {self.n_sites} values, each 0 "
                 "or 1 (MultiBinary(N): the sites of the job's round)"
-            )
+            ) from None
         return mask.astype(np.int8)
 
     def _job_info(self, j: int, info: dict[str, Any], held: np.ndarray) -> dict[str, Any]:

@@ -74,25 +74,33 @@ TASKS: dict[str, MultiJobTask] = {}
 """Every multi-job task by name, in the order of registration."""
 
 
-def register_multijob(task: MultiJobTask) -> None:
-    """Add ``task`` to ``TASKS``; a name registered twice, a base without the jobs' scenario
-    files, an unknown job or allocation rule is refused."""
-    if task.name in TASKS:
-        raise ValueError(f"multi-job task {task.name!r} is registered already")
+def check_task(task: MultiJobTask, where: str) -> MultiJobTask:
+    """``task`` if it can run: a base with the jobs' scenario files, at least one job, every
+    job known, a known allocation rule; else one ``ValueError`` (``where`` opens it) naming
+    the value and what is allowed."""
     if task.base not in BASES:
-        raise ValueError(f"multi-job task {task.name!r}: base {task.base!r}; allowed: {BASES}")
+        raise ValueError(f"{where}: base={task.base!r} is not a base; allowed: {list(BASES)}")
+    if not task.jobs:
+        raise ValueError(f"{where}: jobs=[]: a task needs at least one job")
     unknown = [job for job in task.jobs if job not in JOBS]
-    if unknown or not task.jobs:
+    if unknown:
         raise ValueError(
-            f"multi-job task {task.name!r}: jobs {list(task.jobs)!r}; give one or more of "
+            f"{where}: jobs={list(task.jobs)!r}: {unknown[0]!r} is not a job; allowed: "
             f"{sorted(JOBS)}"
         )
     if task.allocation not in ALLOCATIONS:
         raise ValueError(
-            f"multi-job task {task.name!r}: allocation {task.allocation!r}; allowed: "
-            f"{list(ALLOCATIONS)}"
+            f"{where}: allocation={task.allocation!r} is not a rule; allowed: {list(ALLOCATIONS)}"
         )
-    TASKS[task.name] = task
+    return task
+
+
+def register_multijob(task: MultiJobTask) -> None:
+    """Add ``task`` to ``TASKS``; a name registered twice, or a task ``check_task`` refuses,
+    is refused."""
+    if task.name in TASKS:
+        raise ValueError(f"multi-job task {task.name!r} is registered already")
+    TASKS[task.name] = check_task(task, f"multi-job task {task.name!r}")
 
 
 register_multijob(
